@@ -1,0 +1,10 @@
+# GPUMEM_SANITIZE=address: ASan + UBSan; =thread: TSan. Applied to every target of the build.
+if(GPUMEM_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(GPUMEM_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT GPUMEM_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "GPUMEM_SANITIZE must be '', 'address' or 'thread', got '${GPUMEM_SANITIZE}'")
+endif()

@@ -1,0 +1,105 @@
+// gpumem/detail/host_runtime.hpp — the host stand-in for the CUDA runtime.
+//
+// Models what resources need of a GPU, with no GPU:
+//  * device memory: either real host memory (`backed`, tests may read and write it) or a simulated
+//    address space that hands out addresses and touches nothing (replay of traces larger than any
+//    GPU). Capacity is enforced; exhaustion throws out_of_memory.
+//  * streams: each has `enqueued` (work submitted) and `completed` (work done) positions. Tests
+//    submit work with enqueue() and finish it with complete(), so "stream A has not yet reached
+//    the free" is a state the test sets, not a race.
+//  * events: record captures the stream's enqueued position; an event is ready when its stream has
+//    completed past it. stream_wait_event adds a dependency: the waiting stream cannot complete
+//    work enqueued after the wait until the event is ready. Synchronizing (event, stream, device)
+//    models the host blocking until the GPU is done: it completes the work waited for.
+//  * free() synchronizes the whole device, as cudaFree does.
+//  * default streams: 0 and cudaStreamLegacy share one stream; cudaStreamPerThread is a distinct
+//    stream for each host thread (as on the GPU).
+// With `auto_complete`, work completes the moment it is enqueued (the replay tool's mode).
+//
+// Invariants (checked by check_invariants()):
+//   used_bytes == sum of live allocation sizes (rounded to granularity) <= capacity_bytes
+//   for every stream: completed <= enqueued
+// Thread safety: all members are thread-safe (one mutex; this is a slow-path object).
+#pragma once
+
+#include <gpumem/detail/runtime.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace gpumem::detail {
+
+struct host_runtime_options {
+  std::size_t capacity_bytes{std::size_t{80} << 30};  ///< modelled device memory (80 GiB)
+  bool backed{true};           ///< true: real host memory; false: simulated addresses only
+  bool auto_complete{false};   ///< true: every stream completes its work immediately
+  std::size_t granularity_bytes{256};  ///< each allocation's footprint is rounded up to this
+  int device_count{1};
+};
+
+/// Counts of runtime calls, for tests that assert which paths reach the runtime.
+struct host_runtime_calls {
+  std::uint64_t allocate{};
+  std::uint64_t free{};
+  std::uint64_t event_create{};
+  std::uint64_t event_record{};
+  std::uint64_t event_query{};
+  std::uint64_t stream_wait_event{};
+  std::uint64_t synchronize{};  ///< event, stream and device synchronizations
+};
+
+class host_runtime final : public runtime {
+ public:
+  explicit host_runtime(host_runtime_options options = {});
+  ~host_runtime() override;
+
+  // -- test controls -------------------------------------------------------------------------
+  /// A new simulated stream (a cudaStream_t that only this runtime understands).
+  [[nodiscard]] cudaStream_t create_stream();
+  /// Submits `count` units of work (kernels) to `stream`; they stay pending until completed.
+  void enqueue(cudaStream_t stream, std::uint64_t count = 1);
+  /// The device finishes the work enqueued on `stream` so far, as far as its waits allow.
+  void complete(cudaStream_t stream);
+  /// Completes every stream (repeatedly, until no dependency blocks).
+  void complete_all();
+  [[nodiscard]] std::uint64_t enqueued(cudaStream_t stream);
+  [[nodiscard]] std::uint64_t completed(cudaStream_t stream);
+  /// The next `count` allocate() calls fail with out_of_memory.
+  void fail_next_allocations(std::size_t count);
+  [[nodiscard]] std::size_t used_bytes() const;
+  [[nodiscard]] std::size_t peak_used_bytes() const;
+  [[nodiscard]] std::size_t live_allocations() const;
+  [[nodiscard]] host_runtime_calls calls() const;
+  [[nodiscard]] host_runtime_options const& options() const noexcept;
+  /// Throws logic_error naming the broken invariant.
+  void check_invariants() const;
+
+  // -- runtime ---------------------------------------------------------------------------------
+  [[nodiscard]] char const* name() const noexcept override { return "host"; }
+  [[nodiscard]] void* allocate(memory_kind kind, std::size_t bytes) override;
+  void free(memory_kind kind, void* ptr) noexcept override;
+  [[nodiscard]] mem_info memory_info() override;
+  void prefetch(void const* ptr, std::size_t bytes, mem_location where,
+                cudaStream_t stream) override;
+  void advise_preferred_location(void const* ptr, std::size_t bytes,
+                                 mem_location where) override;
+  [[nodiscard]] int current_device() override;
+  void set_device(int device) override;
+  [[nodiscard]] int device_count() noexcept override;
+  [[nodiscard]] int device_attribute(cudaDeviceAttr attr, int device) override;
+  [[nodiscard]] cudaEvent_t event_create() override;
+  void event_destroy(cudaEvent_t event) noexcept override;
+  void event_record(cudaEvent_t event, cudaStream_t stream) override;
+  [[nodiscard]] bool event_query(cudaEvent_t event) override;
+  void event_synchronize(cudaEvent_t event) override;
+  void stream_wait_event(cudaStream_t stream, cudaEvent_t event) override;
+  void stream_synchronize(cudaStream_t stream) override;
+  void device_synchronize() override;
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+}  // namespace gpumem::detail

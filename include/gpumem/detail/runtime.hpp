@@ -1,0 +1,89 @@
+// gpumem/detail/runtime.hpp — THE CUDA boundary: everything gpumem asks of the CUDA runtime.
+//
+// Resources take a `runtime&` at construction (default: cuda_runtime()). Two implementations:
+//   cuda_runtime()   the real CUDA runtime (src/detail/cuda_runtime.cpp, the only file that calls
+//                    the runtime functions used here);
+//   host_runtime     a host stand-in (detail/host_runtime.hpp) modelling device memory, streams and
+//                    events so that tests and the replay tool drive the same resource code without
+//                    a GPU, deterministically.
+// Slow paths only: allocate hit paths never call through this interface.
+//
+// Thread safety: every member may be called from any thread.
+// Errors: allocate throws out_of_memory (memory exhausted) or cuda_error; free and
+// event_destroy never throw; other members throw cuda_error.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace gpumem::detail {
+
+/// What kind of memory a leaf allocation is.
+enum class memory_kind {
+  device,       ///< cudaMalloc
+  managed,      ///< cudaMallocManaged (unified memory)
+  pinned_host,  ///< cudaHostAlloc / cudaMallocHost
+};
+
+[[nodiscard]] char const* to_string(memory_kind kind) noexcept;
+
+struct mem_info {
+  std::size_t free_bytes{};
+  std::size_t total_bytes{};
+};
+
+/// Where unified memory should live or be prefetched to: a device ordinal, or the host.
+struct mem_location {
+  static constexpr int host = -1;
+  int device{host};
+};
+
+class runtime {
+ public:
+  runtime()                          = default;
+  runtime(runtime const&)            = delete;
+  runtime& operator=(runtime const&) = delete;
+  virtual ~runtime()                 = default;
+
+  /// "cuda" or "host" — for diagnostics.
+  [[nodiscard]] virtual char const* name() const noexcept = 0;
+
+  // -- memory ------------------------------------------------------------------------------
+  /// At least `bytes` (> 0) bytes of `kind` memory, 256-byte aligned.
+  [[nodiscard]] virtual void* allocate(memory_kind kind, std::size_t bytes) = 0;
+  virtual void free(memory_kind kind, void* ptr) noexcept                   = 0;
+  /// Free and total device memory of the current device.
+  [[nodiscard]] virtual mem_info memory_info()                              = 0;
+  /// Migrates unified memory to `where` on `stream` (no-op where the runtime cannot).
+  virtual void prefetch(void const* ptr, std::size_t bytes, mem_location where,
+                        cudaStream_t stream)                                = 0;
+  /// Sets the preferred location of unified or system memory.
+  virtual void advise_preferred_location(void const* ptr, std::size_t bytes,
+                                         mem_location where)                = 0;
+
+  // -- devices -----------------------------------------------------------------------------
+  [[nodiscard]] virtual int current_device()                                = 0;
+  virtual void set_device(int device)                                       = 0;
+  [[nodiscard]] virtual int device_count() noexcept                         = 0;
+  [[nodiscard]] virtual int device_attribute(cudaDeviceAttr attr, int device) = 0;
+
+  // -- events and streams -------------------------------------------------------------------
+  /// A new event with timing disabled.
+  [[nodiscard]] virtual cudaEvent_t event_create()                          = 0;
+  virtual void event_destroy(cudaEvent_t event) noexcept                    = 0;
+  /// Captures all work enqueued on `stream` so far.
+  virtual void event_record(cudaEvent_t event, cudaStream_t stream)         = 0;
+  /// True when all work the event captured has completed.
+  [[nodiscard]] virtual bool event_query(cudaEvent_t event)                 = 0;
+  virtual void event_synchronize(cudaEvent_t event)                         = 0;
+  /// Work enqueued on `stream` after this call waits for `event`.
+  virtual void stream_wait_event(cudaStream_t stream, cudaEvent_t event)    = 0;
+  virtual void stream_synchronize(cudaStream_t stream)                      = 0;
+  virtual void device_synchronize()                                         = 0;
+};
+
+/// The process-wide CUDA runtime (stateless; never destroyed).
+[[nodiscard]] runtime& cuda_runtime() noexcept;
+
+}  // namespace gpumem::detail

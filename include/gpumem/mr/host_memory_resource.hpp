@@ -1,0 +1,61 @@
+// gpumem/mr/host_memory_resource.hpp — the base of host memory resources (seed 000).
+// allocate(bytes, alignment) / deallocate(ptr, bytes, alignment) call the private virtuals.
+// 0 bytes returns nullptr; deallocating nullptr is a no-op; deallocate never throws.
+#pragma once
+
+#include <gpumem/align.hpp>
+#include <gpumem/detail/format.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/resource_ref.hpp>
+
+#include <cstddef>
+
+namespace gpumem::mr {
+
+class host_memory_resource {
+ public:
+  host_memory_resource()                                           = default;
+  virtual ~host_memory_resource()                                  = default;
+  host_memory_resource(host_memory_resource const&)                = default;
+  host_memory_resource(host_memory_resource&&) noexcept            = default;
+  host_memory_resource& operator=(host_memory_resource const&)     = default;
+  host_memory_resource& operator=(host_memory_resource&&) noexcept = default;
+
+  void* allocate(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t))
+  {
+    return bytes == 0 ? nullptr : do_allocate(bytes, alignment);
+  }
+
+  void deallocate(void* ptr, std::size_t bytes,
+                  std::size_t alignment = alignof(std::max_align_t)) noexcept
+  {
+    if (ptr != nullptr) { do_deallocate(ptr, bytes, alignment); }
+  }
+
+  [[nodiscard]] bool is_equal(host_memory_resource const& other) const noexcept
+  {
+    return do_is_equal(other);
+  }
+  [[nodiscard]] bool operator==(host_memory_resource const& other) const noexcept
+  {
+    return do_is_equal(other);
+  }
+  [[nodiscard]] bool operator!=(host_memory_resource const& other) const noexcept
+  {
+    return !do_is_equal(other);
+  }
+
+  friend void get_property(host_memory_resource const&, cuda::mr::host_accessible) noexcept {}
+
+ private:
+  virtual void* do_allocate(std::size_t bytes, std::size_t alignment)                   = 0;
+  virtual void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment) noexcept = 0;
+  [[nodiscard]] virtual bool do_is_equal(host_memory_resource const& other) const noexcept
+  {
+    return this == &other;
+  }
+};
+
+static_assert(cuda::mr::resource_with<host_memory_resource, cuda::mr::host_accessible>);
+
+}  // namespace gpumem::mr

@@ -1,0 +1,54 @@
+// gpumem/mr/pinned_memory_resource.hpp — a host_memory_resource of pinned host memory
+// (cudaMallocHost). It "pretends" to support the async interface: the stream is ignored.
+// Device-accessible as well as host-accessible. Thread-safe. Equal to every pinned_memory_resource
+// over the same runtime.
+#pragma once
+
+#include <gpumem/cuda_stream_view.hpp>
+#include <gpumem/detail/runtime.hpp>
+#include <gpumem/mr/host_memory_resource.hpp>
+
+namespace gpumem::mr {
+
+class pinned_memory_resource final : public host_memory_resource {
+ public:
+  explicit pinned_memory_resource(detail::runtime& rt = detail::cuda_runtime()) noexcept
+    : runtime_{&rt}
+  {
+  }
+
+  void* allocate_async(std::size_t bytes, std::size_t alignment, cuda_stream_view)
+  {
+    return allocate(bytes, alignment);
+  }
+  void* allocate_async(std::size_t bytes, cuda_stream_view) { return allocate(bytes); }
+  void deallocate_async(void* ptr, std::size_t bytes, std::size_t alignment,
+                        cuda_stream_view) noexcept
+  {
+    deallocate(ptr, bytes, alignment);
+  }
+  void deallocate_async(void* ptr, std::size_t bytes, cuda_stream_view) noexcept
+  {
+    deallocate(ptr, bytes);
+  }
+
+  [[nodiscard]] detail::runtime& get_runtime() const noexcept { return *runtime_; }
+
+  friend void get_property(pinned_memory_resource const&, cuda::mr::device_accessible) noexcept {}
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t alignment) override;
+  void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment) noexcept override;
+  [[nodiscard]] bool do_is_equal(host_memory_resource const& other) const noexcept override
+  {
+    auto const* o = dynamic_cast<pinned_memory_resource const*>(&other);
+    return o != nullptr && o->runtime_ == runtime_;
+  }
+
+  detail::runtime* runtime_;
+};
+
+static_assert(cuda::mr::resource_with<pinned_memory_resource, cuda::mr::host_accessible,
+                                      cuda::mr::device_accessible>);
+
+}  // namespace gpumem::mr

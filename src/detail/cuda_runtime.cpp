@@ -1,0 +1,155 @@
+// The real CUDA runtime behind detail::runtime. With error.cpp and the resources' own sources
+// that need CUDA-only features (pools, IPC), this is where gpumem calls cudart.
+#include <gpumem/detail/format.hpp>
+#include <gpumem/detail/runtime.hpp>
+#include <gpumem/error.hpp>
+
+namespace gpumem::detail {
+namespace {
+
+cudaMemLocation to_cuda(mem_location where)
+{
+  cudaMemLocation loc{};
+  loc.type = where.device == mem_location::host ? cudaMemLocationTypeHost
+                                                 : cudaMemLocationTypeDevice;
+  loc.id   = where.device == mem_location::host ? 0 : where.device;
+  return loc;
+}
+
+class cuda_runtime_impl final : public runtime {
+ public:
+  [[nodiscard]] char const* name() const noexcept override { return "cuda"; }
+
+  [[nodiscard]] void* allocate(memory_kind kind, std::size_t bytes) override
+  {
+    void* ptr{};
+    switch (kind) {
+      case memory_kind::device: GPUMEM_CUDA_TRY(cudaMalloc(&ptr, bytes)); break;
+      case memory_kind::managed:
+        GPUMEM_CUDA_TRY(cudaMallocManaged(&ptr, bytes, cudaMemAttachGlobal));
+        break;
+      case memory_kind::pinned_host:
+        GPUMEM_CUDA_TRY(cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault));
+        break;
+    }
+    return ptr;
+  }
+
+  void free(memory_kind kind, void* ptr) noexcept override
+  {
+    if (kind == memory_kind::pinned_host) {
+      GPUMEM_CUDA_TRY_NOEXCEPT(cudaFreeHost(ptr));
+    } else {
+      GPUMEM_CUDA_TRY_NOEXCEPT(cudaFree(ptr));
+    }
+  }
+
+  [[nodiscard]] mem_info memory_info() override
+  {
+    mem_info info{};
+    GPUMEM_CUDA_TRY(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+    return info;
+  }
+
+  void prefetch(void const* ptr, std::size_t bytes, mem_location where,
+                cudaStream_t stream) override
+  {
+    GPUMEM_CUDA_TRY(cudaMemPrefetchAsync(ptr, bytes, to_cuda(where), 0, stream));
+  }
+
+  void advise_preferred_location(void const* ptr, std::size_t bytes, mem_location where) override
+  {
+    GPUMEM_CUDA_TRY(cudaMemAdvise(ptr, bytes, cudaMemAdviseSetPreferredLocation, to_cuda(where)));
+  }
+
+  [[nodiscard]] int current_device() override
+  {
+    int device{};
+    GPUMEM_CUDA_TRY(cudaGetDevice(&device));
+    return device;
+  }
+
+  void set_device(int device) override { GPUMEM_CUDA_TRY(cudaSetDevice(device)); }
+
+  [[nodiscard]] int device_count() noexcept override
+  {
+    int count{};
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }
+
+  [[nodiscard]] int device_attribute(cudaDeviceAttr attr, int device) override
+  {
+    int value{};
+    GPUMEM_CUDA_TRY(cudaDeviceGetAttribute(&value, attr, device));
+    return value;
+  }
+
+  [[nodiscard]] cudaEvent_t event_create() override
+  {
+    cudaEvent_t event{};
+    GPUMEM_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+  }
+
+  void event_destroy(cudaEvent_t event) noexcept override
+  {
+    GPUMEM_CUDA_TRY_NOEXCEPT(cudaEventDestroy(event));
+  }
+
+  void event_record(cudaEvent_t event, cudaStream_t stream) override
+  {
+    GPUMEM_CUDA_TRY(cudaEventRecord(event, stream));
+  }
+
+  [[nodiscard]] bool event_query(cudaEvent_t event) override
+  {
+    auto const status = cudaEventQuery(event);
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    GPUMEM_CUDA_TRY(status);
+    return true;
+  }
+
+  void event_synchronize(cudaEvent_t event) override
+  {
+    GPUMEM_CUDA_TRY(cudaEventSynchronize(event));
+  }
+
+  void stream_wait_event(cudaStream_t stream, cudaEvent_t event) override
+  {
+    GPUMEM_CUDA_TRY(cudaStreamWaitEvent(stream, event, 0));
+  }
+
+  void stream_synchronize(cudaStream_t stream) override
+  {
+    GPUMEM_CUDA_TRY(cudaStreamSynchronize(stream));
+  }
+
+  void device_synchronize() override { GPUMEM_CUDA_TRY(cudaDeviceSynchronize()); }
+};
+
+}  // namespace
+
+char const* to_string(memory_kind kind) noexcept
+{
+  switch (kind) {
+    case memory_kind::device: return "device";
+    case memory_kind::managed: return "managed";
+    case memory_kind::pinned_host: return "pinned host";
+  }
+  return "unknown";
+}
+
+runtime& cuda_runtime() noexcept
+{
+  static cuda_runtime_impl instance;
+  return instance;
+}
+
+}  // namespace gpumem::detail

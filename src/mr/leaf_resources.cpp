@@ -1,0 +1,165 @@
+// Bodies of the leaf resources that are not header-only: system, sam_headroom, pinned host.
+#include <gpumem/detail/aligned_host.hpp>
+#include <gpumem/detail/runtime_leaf_resource.hpp>
+#include <gpumem/mr/pinned_host_memory_resource.hpp>
+#include <gpumem/mr/pinned_memory_resource.hpp>
+#include <gpumem/mr/sam_headroom_memory_resource.hpp>
+#include <gpumem/mr/system_memory_resource.hpp>
+
+#include <algorithm>
+#include <new>
+
+namespace gpumem {
+namespace detail {
+
+void throw_leaf_oom(char const* who, runtime& rt, std::size_t bytes, char const* cause)
+{
+  std::string free_text = "free memory unknown";
+  try {
+    auto const info = rt.memory_info();
+    free_text = format(bytes_str(info.free_bytes), " free of ", bytes_str(info.total_bytes));
+  } catch (std::exception const&) {  // NOLINT(bugprone-empty-catch): keep the first failure
+  }
+  GPUMEM_FAIL(out_of_memory, format(who, ": cannot allocate ", bytes_str(bytes), ": ", free_text,
+                                    " (a leaf resource keeps no free lists; fragmentation 0). ",
+                                    "Cause: ", cause));
+}
+
+}  // namespace detail
+
+namespace mr {
+
+// -- system_memory_resource ----------------------------------------------------------------------
+
+bool is_system_memory_supported(detail::runtime& rt, int device)
+{
+  return rt.device_attribute(cudaDevAttrPageableMemoryAccess, device) == 1;
+}
+
+system_memory_resource::system_memory_resource(detail::runtime& rt) : runtime_{&rt}
+{
+  auto const device = rt.current_device();
+  GPUMEM_EXPECTS(is_system_memory_supported(rt, device), logic_error,
+                 detail::format("system_memory_resource: device ", device,
+                                " cannot access system memory (needs HMM or ATS)"));
+}
+
+void* system_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view)
+{
+  // libstdc++'s aligned operator new wraps sizes near SIZE_MAX around to 0; refuse them here.
+  if (!can_align_up(bytes, CUDA_ALLOCATION_ALIGNMENT)) {
+    detail::throw_leaf_oom("system_memory_resource", *runtime_, bytes, "size overflows");
+  }
+  try {
+    return ::operator new(bytes, std::align_val_t{CUDA_ALLOCATION_ALIGNMENT});
+  } catch (std::bad_alloc const&) {
+    detail::throw_leaf_oom("system_memory_resource", *runtime_, bytes, "operator new failed");
+  }
+}
+
+void system_memory_resource::do_deallocate(void* ptr, std::size_t, cuda_stream_view stream) noexcept
+{
+  try {
+    runtime_->stream_synchronize(stream);  // the GPU may still be using the memory
+  } catch (std::exception const&) {  // NOLINT(bugprone-empty-catch): deallocate never throws
+  }
+  ::operator delete(ptr, std::align_val_t{CUDA_ALLOCATION_ALIGNMENT});
+}
+
+bool system_memory_resource::do_is_equal(device_memory_resource const& other) const noexcept
+{
+  return dynamic_cast<system_memory_resource const*>(&other) != nullptr;
+}
+
+// -- sam_headroom_memory_resource ----------------------------------------------------------------
+
+sam_headroom_memory_resource::sam_headroom_memory_resource(std::size_t headroom,
+                                                           detail::runtime& rt)
+  : system_{rt}, headroom_{headroom}
+{
+}
+
+void* sam_headroom_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view stream)
+{
+  void* ptr         = system_.allocate(bytes, stream);
+  auto& rt          = system_.get_runtime();
+  auto const free   = rt.memory_info().free_bytes;
+  auto const usable = free > headroom_ ? free - headroom_ : 0;
+  auto const gpu    = align_down(std::min(usable, bytes), CUDA_ALLOCATION_ALIGNMENT);
+  try {
+    if (gpu > 0) { rt.advise_preferred_location(ptr, gpu, {rt.current_device()}); }
+    if (bytes > gpu) {
+      rt.advise_preferred_location(static_cast<char*>(ptr) + gpu, bytes - gpu, {});
+    }
+  } catch (...) {
+    system_.deallocate(ptr, bytes, stream);
+    throw;
+  }
+  return ptr;
+}
+
+void sam_headroom_memory_resource::do_deallocate(void* ptr, std::size_t bytes,
+                                                 cuda_stream_view stream) noexcept
+{
+  system_.deallocate(ptr, bytes, stream);
+}
+
+bool sam_headroom_memory_resource::do_is_equal(device_memory_resource const& other) const noexcept
+{
+  auto const* o = dynamic_cast<sam_headroom_memory_resource const*>(&other);
+  return o != nullptr && o->headroom_ == headroom_;
+}
+
+// -- pinned host ---------------------------------------------------------------------------------
+
+namespace {
+
+void* pinned_allocate(detail::runtime& rt, char const* who, std::size_t bytes,
+                      std::size_t alignment)
+{
+  GPUMEM_EXPECTS(is_supported_alignment(alignment), logic_error,
+                 detail::format(who, ": alignment must be a power of two, got ", alignment));
+  auto take = [&](std::size_t n) {
+    try {
+      return rt.allocate(detail::memory_kind::pinned_host, n);
+    } catch (out_of_memory const& e) {
+      detail::throw_leaf_oom(who, rt, n, e.what());
+    } catch (cuda_error const& e) {
+      GPUMEM_FAIL(bad_alloc, detail::format(who, ": cannot allocate ", detail::bytes_str(n),
+                                            ": ", e.what()));
+    }
+  };
+  return detail::aligned_host_allocate(bytes, alignment, take);
+}
+
+void pinned_deallocate(detail::runtime& rt, void* ptr, std::size_t alignment) noexcept
+{
+  detail::aligned_host_deallocate(
+    ptr, alignment, [&](void* p) { rt.free(detail::memory_kind::pinned_host, p); });
+}
+
+}  // namespace
+
+void* pinned_host_memory_resource::allocate(std::size_t bytes, std::size_t alignment)
+{
+  if (bytes == 0) { return nullptr; }
+  return pinned_allocate(detail::cuda_runtime(), "pinned_host_memory_resource", bytes, alignment);
+}
+
+void pinned_host_memory_resource::deallocate(void* ptr, std::size_t, std::size_t alignment) noexcept
+{
+  if (ptr != nullptr) { pinned_deallocate(detail::cuda_runtime(), ptr, alignment); }
+}
+
+void* pinned_memory_resource::do_allocate(std::size_t bytes, std::size_t alignment)
+{
+  return pinned_allocate(*runtime_, "pinned_memory_resource", bytes, alignment);
+}
+
+void pinned_memory_resource::do_deallocate(void* ptr, std::size_t, std::size_t alignment) noexcept
+{
+  pinned_deallocate(*runtime_, ptr, alignment);
+}
+
+}  // namespace mr
+}  // namespace gpumem

@@ -1,0 +1,21 @@
+// tests/conformance/resources.hpp — THE type list of the conformance suite.
+// Adding a resource = one GPUMEM_BOTH(maker) line here (and its maker in a makers_*.hpp).
+#pragma once
+
+#include <conformance/makers_leaf.hpp>
+
+// Each maker runs over the host stand-in (CI) and over CUDA (skipped without a GPU).
+#define GPUMEM_BOTH(maker) \
+  ::gpumem::test::config<::gpumem::test::host_backend_tag, maker>, \
+    ::gpumem::test::config<::gpumem::test::cuda_backend_tag, maker>
+
+namespace gpumem::test {
+
+using all_configs = ::testing::Types<  //
+  GPUMEM_BOTH(cuda_maker),
+  GPUMEM_BOTH(managed_maker),
+  GPUMEM_BOTH(system_maker),
+  GPUMEM_BOTH(sam_headroom_maker),
+  GPUMEM_BOTH(callback_maker)>;
+
+}  // namespace gpumem::test
