@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One visit to a GPU machine: build for Hopper, run the tests (all, or the named executables),
+# compute-sanitizer on the GPU tests, and optionally benchmarks. Logs go to $OUT (or ./gpu-out).
+#   scripts/gpu_check.sh                      # everything ctest knows
+#   TESTS="conformance_test leaf_resources_gpu_test" scripts/gpu_check.sh
+#   SANITIZE="leaf_resources_gpu_test" BENCH="gpumem bench ..." scripts/gpu_check.sh
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/gpu-out}
+mkdir -p "$out"
+build=/tmp/gpumem-build
+{
+  echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null) dirty: $(git -C "$root" status --porcelain 2>/dev/null | wc -l) files"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+} | tee "$out/summary.txt"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
+  >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+if [ -n "${TESTS:-}" ]; then
+  ninja -C "$build" -k 0 $TESTS >"$out/build.log" 2>&1
+else
+  ninja -C "$build" -k 0 >"$out/build.log" 2>&1
+fi
+grep -E 'error|FAILED' "$out/build.log" | head -20
+cd "$build"
+if [ -n "${TESTS:-}" ]; then
+  for t in $TESTS; do
+    [ -x "tests/$t" ] || { echo "missing tests/$t" | tee -a "$out/summary.txt"; continue; }
+    "tests/$t" >"$out/$t.log" 2>&1
+    echo "$t: rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$out/$t.log" | grep -v '\] [a-z_/]*\.' | tr '\n' ' ')" | tee -a "$out/summary.txt"
+  done
+else
+  ctest --timeout 300 -j4 >"$out/ctest.log" 2>&1
+  tail -15 "$out/ctest.log" | tee -a "$out/summary.txt"
+fi
+for t in ${SANITIZE:-}; do
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 "tests/$t" >"$out/san-$tool-$t.log" 2>&1
+    echo "compute-sanitizer $tool $t: rc=$? $(grep -E 'ERROR SUMMARY' "$out/san-$tool-$t.log" | tail -1)" | tee -a "$out/summary.txt"
+  done
+done
+if [ -n "${BENCH:-}" ]; then (cd "$root" && eval "$BENCH") >"$out/bench.log" 2>&1; tail -60 "$out/bench.log"; fi
