@@ -1,0 +1,42 @@
+// gpumem/trace/trace_event.hpp — one event of an allocation trace (the logging adaptor's CSV row
+// `Thread,Time,Action,Pointer,Size,Stream`) and the trace_error raised by a malformed trace.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace gpumem::trace {
+
+enum class action : std::uint8_t {
+  allocate,          ///< "allocate": Pointer was returned for Size bytes
+  free,              ///< "free": Pointer (of Size bytes) was given back
+  allocate_failure,  ///< "allocate failure": the request of Size bytes failed (Pointer is 0)
+};
+
+[[nodiscard]] char const* to_string(action a) noexcept;
+
+/// One row. Integer fields are kept as written (Pointer and Stream are opaque identities).
+struct event {
+  std::uint64_t thread{};   ///< the logging thread's id
+  std::uint64_t time{};     ///< integer part of the Time column (trace's own unit; order only)
+  std::uint64_t pointer{};  ///< address in the traced program
+  std::uint64_t size{};     ///< bytes
+  std::uint64_t stream{};   ///< the traced stream handle (0 = default stream)
+  action act{action::allocate};
+};
+
+/// A trace could not be read: names the file, the 1-based line and what was expected.
+class trace_error : public std::runtime_error {
+ public:
+  trace_error(std::string const& file, std::size_t line, std::string const& what);
+  [[nodiscard]] std::string const& file() const noexcept { return file_; }
+  [[nodiscard]] std::size_t line() const noexcept { return line_; }
+
+ private:
+  std::string file_;
+  std::size_t line_;
+};
+
+}  // namespace gpumem::trace

@@ -1,0 +1,42 @@
+// CSV trace writer (the format trace_reader reads).
+#include <gpumem/detail/format.hpp>
+#include <gpumem/trace/trace_writer.hpp>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+
+namespace gpumem::trace {
+
+trace_writer::trace_writer(std::string path) : path_{std::move(path)}
+{
+  file_ = std::fopen(path_.c_str(), "w");
+  if (file_ == nullptr) {
+    throw trace_error{path_, 0, detail::format("cannot create the trace: ", std::strerror(errno))};
+  }
+  std::fprintf(file_, "%s\n", csv_header);
+}
+
+trace_writer::~trace_writer()
+{
+  if (file_ != nullptr) { std::fclose(file_); }
+}
+
+void trace_writer::write(event const& e)
+{
+  int const n =
+      std::fprintf(file_, "%" PRIu64 ",%" PRIu64 ",%s,0x%" PRIx64 ",%" PRIu64 ",%" PRIu64 "\n",
+                   e.thread, e.time, to_string(e.act), e.pointer, e.size, e.stream);
+  if (n < 0) {
+    throw trace_error{path_, 0, detail::format("write failed: ", std::strerror(errno))};
+  }
+}
+
+void trace_writer::flush()
+{
+  if (std::fflush(file_) != 0) {
+    throw trace_error{path_, 0, detail::format("write failed: ", std::strerror(errno))};
+  }
+}
+
+}  // namespace gpumem::trace
