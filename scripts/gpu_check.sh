@@ -10,7 +10,7 @@ out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
 build=/tmp/gpumem-build
 {
-  echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null) dirty: $(git -C "$root" status --porcelain 2>/dev/null | wc -l) files"
+  echo "commit: ${GPUMEM_COMMIT:-unknown (pass GPUMEM_COMMIT)}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 } | tee "$out/summary.txt"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -34,7 +34,7 @@ else
 fi
 for t in ${SANITIZE:-}; do
   for tool in memcheck racecheck synccheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 "tests/$t" >"$out/san-$tool-$t.log" 2>&1
+    compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "tests/$t" >"$out/san-$tool-$t.log" 2>&1
     echo "compute-sanitizer $tool $t: rc=$? $(grep -E 'ERROR SUMMARY' "$out/san-$tool-$t.log" | tail -1)" | tee -a "$out/summary.txt"
   done
 done

@@ -4,7 +4,8 @@
 //   struct x_maker {
 //     static constexpr char const* name = "x";
 //     static constexpr bool thread_safe = true;   // runs the many-thread test
-//     static constexpr bool system_backed = true; // optional: may exceed device memory
+//     static constexpr bool system_backed = true; // optional: system or managed memory that
+//                                                 // may exceed device memory; skips total+1
 //     static std::shared_ptr<mr::device_memory_resource> make(test::backend&);  // may throw
 //   };                                                              // test::unsupported
 // The suite is instantiated once, in conformance_test.cpp, over the one type list.

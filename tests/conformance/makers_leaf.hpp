@@ -22,6 +22,8 @@ struct cuda_maker {
 
 struct managed_maker {
   static constexpr char const* name = "managed";
+  static constexpr bool system_backed = true;  // unified memory may oversubscribe: never ask
+                                               // a GPU for more than it has (it can hang)
   static constexpr bool thread_safe = true;
   static std::shared_ptr<mr::device_memory_resource> make(backend& b)
   {
