@@ -1,0 +1,116 @@
+// gpumem/spec/resource_factory.hpp — THE factory table: every resource the tool, the benchmarks and
+// the Python package can build from a spec (resource_spec.hpp), listed once.
+//
+// build() turns a spec into a resource_stack over a given runtime: a simulated host_runtime
+// (`--simulate`) or the CUDA runtime. Entries marked needs_gpu (the CUDA peers, CUDA memory pools)
+// cannot run over the host stand-in; build() says so.
+// Errors: spec_error for unknown names (lists the valid ones), unknown parameters (lists the
+// entry's parameters), bad values and misplaced leaves; what the resources' constructors throw
+// passes through.
+#pragma once
+
+#include <gpumem/detail/runtime.hpp>
+#include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/spec/resource_spec.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpumem::spec {
+
+enum class resource_kind {
+  leaf,          ///< takes memory from the runtime (bottom of a stack)
+  suballocator,  ///< carves an upstream's memory (pool, arena, ...)
+  adaptor,       ///< adds one concern over its upstream
+  peer,          ///< another library's allocator, measured beside ours (needs a GPU)
+};
+
+[[nodiscard]] char const* to_string(resource_kind kind) noexcept;
+
+struct param_info {
+  std::string_view key;
+  std::string_view default_value;
+  std::string_view help;
+};
+
+/// What a maker may need besides its parameters and upstream.
+struct build_context {
+  detail::runtime* runtime{};
+  bool simulated{};  ///< runtime is the host stand-in
+};
+
+class layer_args;
+
+/// Reports the bytes a layer holds from below, for layers that bypass the runtime (CUDA pools,
+/// peers). The replayer uses it instead of counting runtime allocations.
+class footprint_source {
+ public:
+  virtual ~footprint_source()                          = default;
+  [[nodiscard]] virtual std::size_t held_bytes() const = 0;
+};
+
+struct factory_entry {
+  using make_fn = std::unique_ptr<mr::device_memory_resource> (*)(
+      layer_args const& args, mr::device_memory_resource* upstream, build_context const& ctx);
+  std::string_view name;
+  resource_kind kind;
+  std::string_view summary;
+  std::vector<param_info> params;
+  bool needs_gpu;
+  make_fn make;
+};
+
+/// A layer's parameters, typed; a key not given yields the entry's documented default.
+class layer_args {
+ public:
+  layer_args(layer_spec const& layer, factory_entry const& entry);
+  [[nodiscard]] std::size_t bytes(std::string_view key) const;
+  [[nodiscard]] double number(std::string_view key) const;
+  [[nodiscard]] bool flag(std::string_view key) const;
+  [[nodiscard]] std::string text(std::string_view key) const;
+  /// True when the user gave `key` (not defaulted).
+  [[nodiscard]] bool given(std::string_view key) const;
+
+ private:
+  [[nodiscard]] std::string_view raw(std::string_view key) const;
+  layer_spec const* layer_;
+  factory_entry const* entry_;
+};
+
+/// Owns the layers of a built stack; top() is the outermost. Destroys the top first.
+class resource_stack {
+ public:
+  resource_stack() = default;
+  resource_stack(resource_stack&&) noexcept;
+  resource_stack& operator=(resource_stack&&) noexcept;
+  ~resource_stack();
+
+  [[nodiscard]] mr::device_memory_resource& top() const { return *layers_.back(); }
+  /// Canonical spec text of what was built (defaults filled in for the leaf).
+  [[nodiscard]] std::string const& spec() const noexcept { return spec_; }
+  /// The layer implementing footprint_source, if any (nullptr: count runtime allocations).
+  [[nodiscard]] footprint_source const* footprint() const noexcept;
+  [[nodiscard]] std::size_t size() const noexcept { return layers_.size(); }
+
+ private:
+  friend resource_stack build(resource_spec const&, detail::runtime&, bool);
+  std::vector<std::unique_ptr<mr::device_memory_resource>> layers_;  ///< [0] = bottom
+  std::string spec_;
+};
+
+/// Every entry, in the order the tool lists them.
+[[nodiscard]] std::span<factory_entry const> factory_table();
+/// The entry named `name`; spec_error listing the valid names otherwise.
+[[nodiscard]] factory_entry const& find_entry(std::string_view name);
+/// A table of names, kinds, parameters and defaults for --help / --list-resources.
+[[nodiscard]] std::string describe_factory();
+
+/// Builds `spec` over `rt` (`simulated`: rt is a host_runtime without real memory).
+[[nodiscard]] resource_stack build(resource_spec const& spec, detail::runtime& rt, bool simulated);
+[[nodiscard]] resource_stack build(std::string_view spec, detail::runtime& rt, bool simulated);
+
+}  // namespace gpumem::spec

@@ -1,0 +1,94 @@
+// THE factory table: every resource buildable from a spec, listed once (STYLE rule 10).
+// Resources whose headers are not in this tree are left out (__has_include), so the table always
+// compiles; `gpumem replay --list-resources` shows what this build has.
+#include "peers.hpp"
+
+#include <gpumem/spec/resource_factory.hpp>
+
+#include <gpumem/mr/cuda_memory_resource.hpp>
+#include <gpumem/mr/managed_memory_resource.hpp>
+#include <gpumem/mr/sam_headroom_memory_resource.hpp>
+#include <gpumem/mr/system_memory_resource.hpp>
+
+#include "factory_optional.inc"
+
+namespace gpumem::spec {
+namespace {
+
+using dmr     = mr::device_memory_resource;
+using dmr_ptr = std::unique_ptr<dmr>;
+
+std::vector<factory_entry> leaves()
+{
+  return {
+      {"cuda",
+       resource_kind::leaf,
+       "device memory from cudaMalloc/cudaFree (the cudaMalloc peer)",
+       {},
+       false,
+       [](layer_args const&, dmr*, build_context const& c) -> dmr_ptr {
+         return std::make_unique<mr::cuda_memory_resource>(*c.runtime);
+       }},
+      {"managed",
+       resource_kind::leaf,
+       "unified memory from cudaMallocManaged",
+       {},
+       false,
+       [](layer_args const&, dmr*, build_context const& c) -> dmr_ptr {
+         return std::make_unique<mr::managed_memory_resource>(*c.runtime);
+       }},
+      {"system",
+       resource_kind::leaf,
+       "malloc'ed memory the GPU reaches through HMM/ATS",
+       {},
+       true,
+       [](layer_args const&, dmr*, build_context const& c) -> dmr_ptr {
+         return std::make_unique<mr::system_memory_resource>(*c.runtime);
+       }},
+      {"sam_headroom",
+       resource_kind::leaf,
+       "system memory keeping GPU headroom free",
+       {{"headroom", "1GiB", "device memory left free for other CUDA calls"}},
+       true,
+       [](layer_args const& a, dmr*, build_context const& c) -> dmr_ptr {
+         return std::make_unique<mr::sam_headroom_memory_resource>(a.bytes("headroom"), *c.runtime);
+       }},
+  };
+}
+
+std::vector<factory_entry> peers()
+{
+  return {
+      {"cuda_malloc_async",
+       resource_kind::peer,
+       "peer: cudaMallocAsync on the device's default pool, release threshold at maximum",
+       {},
+       true,
+       detail_peers::make_cuda_malloc_async},
+      {"cub_caching",
+       resource_kind::peer,
+       "peer: CUB's cub::CachingDeviceAllocator (defaults as CUB's; 'max' = unbounded)",
+       {{"bin_growth", "8", "geometric growth factor of the bins"},
+        {"min_bin", "3", "smallest bin: bin_growth^min_bin bytes"},
+        {"max_bin", "7", "largest bin (larger requests are not cached), or max"},
+        {"max_cached", "6291455", "most bytes cached per device, or max"}},
+       true,
+       detail_peers::make_cub_caching},
+  };
+}
+
+}  // namespace
+
+std::span<factory_entry const> factory_table()
+{
+  static std::vector<factory_entry> const table = [] {
+    std::vector<factory_entry> t;
+    for (auto&& group : {optional_suballocators(), leaves(), optional_adaptors(), peers()}) {
+      t.insert(t.end(), group.begin(), group.end());
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace gpumem::spec

@@ -1,0 +1,202 @@
+// The factory machinery: typed parameters, lookup with diagnoses, building a stack.
+#include <gpumem/detail/format.hpp>
+#include <gpumem/spec/resource_factory.hpp>
+
+#include <cstdlib>
+
+namespace gpumem::spec {
+namespace {
+
+std::string valid_names()
+{
+  std::string out;
+  for (auto kind : {resource_kind::suballocator, resource_kind::leaf, resource_kind::adaptor,
+                    resource_kind::peer}) {
+    out += detail::format("\n  ", to_string(kind), "s:");
+    for (auto const& e : factory_table()) {
+      if (e.kind == kind) { out += detail::format(" ", e.name); }
+    }
+  }
+  return out;
+}
+
+std::string param_list(factory_entry const& entry)
+{
+  if (entry.params.empty()) { return detail::format(entry.name, " takes no parameters"); }
+  std::string out = detail::format("parameters of ", entry.name, ":");
+  for (auto const& p : entry.params) {
+    out += detail::format("\n  ", p.key, " (default ", p.default_value, "): ", p.help);
+  }
+  return out;
+}
+
+void check_keys(layer_spec const& layer, factory_entry const& entry)
+{
+  for (auto const& given : layer.params) {
+    bool known = false;
+    for (auto const& p : entry.params) { known = known || p.key == given.key; }
+    if (!known) {
+      throw spec_error{detail::format("resource '", entry.name, "' has no parameter '", given.key,
+                                      "'; ", param_list(entry))};
+    }
+  }
+}
+
+void check_placement(resource_spec const& spec, bool simulated)
+{
+  for (std::size_t i = 0; i < spec.layers.size(); ++i) {
+    auto const& entry = find_entry(spec.layers[i].name);
+    check_keys(spec.layers[i], entry);
+    bool const bottom_kind = entry.kind == resource_kind::leaf || entry.kind == resource_kind::peer;
+    if (bottom_kind && i + 1 != spec.layers.size()) {
+      throw spec_error{detail::format("'", entry.name, "' is a ", to_string(entry.kind),
+                                      " and takes no upstream: put it last, as in pool>",
+                                      entry.name)};
+    }
+    if (entry.needs_gpu && simulated) {
+      throw spec_error{detail::format("'", entry.name,
+                                      "' needs a GPU and cannot run on the simulated address "
+                                      "space: drop --simulate on a GPU machine, or pick another "
+                                      "resource")};
+    }
+  }
+}
+
+}  // namespace
+
+char const* to_string(resource_kind kind) noexcept
+{
+  switch (kind) {
+    case resource_kind::leaf:
+      return "leaf";
+    case resource_kind::suballocator:
+      return "suballocator";
+    case resource_kind::adaptor:
+      return "adaptor";
+    case resource_kind::peer:
+      return "peer";
+  }
+  return "?";
+}
+
+layer_args::layer_args(layer_spec const& layer, factory_entry const& entry)
+    : layer_{&layer}, entry_{&entry}
+{
+}
+
+std::string_view layer_args::raw(std::string_view key) const
+{
+  for (auto const& p : layer_->params) {
+    if (p.key == key) { return p.value; }
+  }
+  for (auto const& p : entry_->params) {
+    if (p.key == key) { return p.default_value; }
+  }
+  throw logic_error{
+      detail::format("factory entry ", entry_->name, " reads undeclared parameter ", key)};
+}
+
+bool layer_args::given(std::string_view key) const
+{
+  for (auto const& p : layer_->params) {
+    if (p.key == key) { return true; }
+  }
+  return false;
+}
+
+std::size_t layer_args::bytes(std::string_view key) const
+{
+  return parse_size(raw(key), detail::format(entry_->name, " parameter ", key));
+}
+
+double layer_args::number(std::string_view key) const
+{
+  std::string const s{raw(key)};
+  char* end      = nullptr;
+  double const v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) {
+    throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", s,
+                                    "' is not a number; ", param_list(*entry_))};
+  }
+  return v;
+}
+
+bool layer_args::flag(std::string_view key) const
+{
+  auto const s = raw(key);
+  if (s == "true" || s == "1" || s == "yes" || s == "on") { return true; }
+  if (s == "false" || s == "0" || s == "no" || s == "off") { return false; }
+  throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", s,
+                                  "' is not a boolean; write true or false")};
+}
+
+std::string layer_args::text(std::string_view key) const
+{
+  return std::string{raw(key)};
+}
+
+resource_stack::resource_stack(resource_stack&&) noexcept            = default;
+resource_stack& resource_stack::operator=(resource_stack&&) noexcept = default;
+
+resource_stack::~resource_stack()
+{
+  while (!layers_.empty()) { layers_.pop_back(); }
+}
+
+footprint_source const* resource_stack::footprint() const noexcept
+{
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    if (auto const* f = dynamic_cast<footprint_source const*>(it->get())) { return f; }
+  }
+  return nullptr;
+}
+
+factory_entry const& find_entry(std::string_view name)
+{
+  for (auto const& e : factory_table()) {
+    if (e.name == name) { return e; }
+  }
+  throw spec_error{detail::format("unknown resource '", name,
+                                  "'; the valid names are:", valid_names(),
+                                  "\n(`gpumem replay --list-resources` describes them)")};
+}
+
+std::string describe_factory()
+{
+  std::string out;
+  for (auto const& e : factory_table()) {
+    out += detail::format(e.name, " (", to_string(e.kind), e.needs_gpu ? ", needs a GPU" : "",
+                          "): ", e.summary, "\n");
+    for (auto const& p : e.params) {
+      out += detail::format("    ", p.key, "=", p.default_value, "  ", p.help, "\n");
+    }
+  }
+  return out;
+}
+
+resource_stack build(resource_spec const& spec, detail::runtime& rt, bool simulated)
+{
+  resource_spec full = spec;
+  if (full.layers.empty()) { throw spec_error{"empty resource spec"}; }
+  auto const bottom = find_entry(full.layers.back().name).kind;
+  if (bottom != resource_kind::leaf && bottom != resource_kind::peer) {
+    full.layers.push_back({"cuda", {}});
+  }
+  check_placement(full, simulated);
+  resource_stack stack;
+  build_context const ctx{&rt, simulated};
+  for (auto it = full.layers.rbegin(); it != full.layers.rend(); ++it) {
+    auto const& entry = find_entry(it->name);
+    auto* upstream    = stack.layers_.empty() ? nullptr : stack.layers_.back().get();
+    stack.layers_.push_back(entry.make(layer_args{*it, entry}, upstream, ctx));
+  }
+  stack.spec_ = to_string(full);
+  return stack;
+}
+
+resource_stack build(std::string_view spec, detail::runtime& rt, bool simulated)
+{
+  return build(parse_resource_spec(spec), rt, simulated);
+}
+
+}  // namespace gpumem::spec

@@ -1,0 +1,160 @@
+// The resource-spec grammar: layers split on '>', params on ',', sizes with units.
+#include <gpumem/detail/format.hpp>
+#include <gpumem/spec/resource_spec.hpp>
+
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace gpumem::spec {
+namespace {
+
+std::string_view trim(std::string_view s)
+{
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) { s.remove_prefix(1); }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) { s.remove_suffix(1); }
+  return s;
+}
+
+bool is_identifier(std::string_view s)
+{
+  if (s.empty() || !std::isalpha(static_cast<unsigned char>(s.front()))) { return false; }
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') { return false; }
+  }
+  return true;
+}
+
+/// "in spec 'a>b:x'\n          ^ here"
+[[noreturn]] void fail_at(std::string_view text, std::string_view part, std::string const& why)
+{
+  auto const col = static_cast<std::size_t>(part.data() - text.data());
+  throw spec_error{detail::format("resource spec '", text, "': ", why, "\n  ", text, "\n  ",
+                                  std::string(col, ' '), "^")};
+}
+
+param parse_param(std::string_view text, std::string_view part)
+{
+  auto const eq = part.find('=');
+  auto key      = trim(part.substr(0, eq));
+  if (eq == std::string_view::npos || !is_identifier(key)) {
+    fail_at(text, part,
+            detail::format("expected key=value (e.g. initial=1GiB), found '", trim(part), "'"));
+  }
+  auto value = trim(part.substr(eq + 1));
+  if (value.empty()) { fail_at(text, part, detail::format("parameter '", key, "' has no value")); }
+  return {std::string{key}, std::string{value}};
+}
+
+layer_spec parse_layer(std::string_view text, std::string_view part)
+{
+  auto const colon = part.find(':');
+  auto name        = trim(part.substr(0, colon));
+  if (!is_identifier(name)) {
+    fail_at(text, part,
+            detail::format("expected a resource name (e.g. pool, cuda), found '", trim(part),
+                           "'; stack layers with '>' as in pool:initial=1GiB>cuda"));
+  }
+  layer_spec layer{std::string{name}, {}};
+  if (colon == std::string_view::npos) { return layer; }
+  auto rest = part.substr(colon + 1);
+  while (true) {
+    auto const comma = rest.find(',');
+    layer.params.push_back(parse_param(text, rest.substr(0, comma)));
+    if (comma == std::string_view::npos) { break; }
+    rest = rest.substr(comma + 1);
+  }
+  return layer;
+}
+
+std::size_t unit_of(std::string_view unit)
+{
+  std::string u;
+  for (char c : unit) { u += static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+  constexpr std::size_t k = 1024;
+  if (u.empty() || u == "b") { return 1; }
+  if (u == "k" || u == "kib") { return k; }
+  if (u == "m" || u == "mib") { return k * k; }
+  if (u == "g" || u == "gib") { return k * k * k; }
+  if (u == "t" || u == "tib") { return k * k * k * k; }
+  if (u == "kb") { return 1000; }
+  if (u == "mb") { return 1000 * 1000; }
+  if (u == "gb") { return std::size_t{1000} * 1000 * 1000; }
+  if (u == "tb") { return std::size_t{1000} * 1000 * 1000 * 1000; }
+  return 0;
+}
+
+}  // namespace
+
+resource_spec parse_resource_spec(std::string_view text)
+{
+  resource_spec spec;
+  if (trim(text).empty()) {
+    throw spec_error{
+        "empty resource spec: name a resource, e.g. 'pool' or 'pool:initial=1GiB>cuda'"
+        " (`gpumem replay --list-resources` lists them)"};
+  }
+  std::string_view rest = text;
+  while (true) {
+    auto const gt = rest.find('>');
+    spec.layers.push_back(parse_layer(text, rest.substr(0, gt)));
+    if (gt == std::string_view::npos) { break; }
+    rest = rest.substr(gt + 1);
+  }
+  return spec;
+}
+
+std::string to_string(resource_spec const& spec)
+{
+  std::string out;
+  for (auto const& layer : spec.layers) {
+    if (!out.empty()) { out += '>'; }
+    out += layer.name;
+    char sep = ':';
+    for (auto const& p : layer.params) {
+      out += sep;
+      out += p.key + "=" + p.value;
+      sep = ',';
+    }
+  }
+  return out;
+}
+
+std::size_t parse_size(std::string_view text, std::string_view what)
+{
+  auto const s = trim(text);
+  if (s == "max") { return std::numeric_limits<std::size_t>::max(); }
+  std::size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) { ++i; }
+  auto const number = std::string{s.substr(0, i)};
+  auto const unit   = unit_of(trim(s.substr(i)));
+  char* end         = nullptr;
+  double const v    = number.empty() ? -1.0 : std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || unit == 0) {
+    throw spec_error{detail::format(
+        what, ": cannot read '", text,
+        "' as a size; write a number with an optional unit: 4096, 256KiB, 1.5GiB, 80GB or max")};
+  }
+  double const bytes = v * static_cast<double>(unit);
+  if (bytes >= 0x1p64) {
+    throw spec_error{detail::format(what, ": '", text, "' is larger than 2^64 bytes")};
+  }
+  return static_cast<std::size_t>(std::llround(bytes));
+}
+
+std::string size_to_string(std::size_t bytes)
+{
+  static constexpr char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes == std::numeric_limits<std::size_t>::max()) { return "max"; }
+  int u = 0;
+  while (u < 4 && bytes >= (std::size_t{1024} << (10 * u))) { ++u; }
+  std::size_t const scale = std::size_t{1} << (10 * u);
+  if (bytes % scale == 0) { return detail::format(bytes / scale, units[u]); }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%s", static_cast<double>(bytes) / static_cast<double>(scale),
+                units[u]);
+  return buf;
+}
+
+}  // namespace gpumem::spec

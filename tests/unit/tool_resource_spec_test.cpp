@@ -1,0 +1,108 @@
+// The resource-spec grammar and the factory table: parsing, sizes, diagnoses, building stacks.
+#include <gpumem/detail/host_runtime.hpp>
+#include <gpumem/spec/resource_factory.hpp>
+#include <gpumem/spec/resource_spec.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace gpumem::spec {
+namespace {
+
+std::string error_of(auto&& fn)
+{
+  try {
+    fn();
+  } catch (spec_error const& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ResourceSpec, ParsesLayersAndParams)
+{
+  auto s = parse_resource_spec(" pool:initial=1GiB, max=4GiB > statistics>cuda ");
+  ASSERT_EQ(s.layers.size(), 3U);
+  EXPECT_EQ(s.layers[0].name, "pool");
+  ASSERT_EQ(s.layers[0].params.size(), 2U);
+  EXPECT_EQ(s.layers[0].params[1].key, "max");
+  EXPECT_EQ(s.layers[0].params[1].value, "4GiB");
+  EXPECT_EQ(s.layers[2].name, "cuda");
+  EXPECT_EQ(to_string(s), "pool:initial=1GiB,max=4GiB>statistics>cuda");
+}
+
+TEST(ResourceSpec, SyntaxErrorsPointAtTheProblem)
+{
+  auto e = error_of([] { (void)parse_resource_spec("pool:initial>cuda"); });
+  EXPECT_NE(e.find("expected key=value"), std::string::npos) << e;
+  EXPECT_NE(e.find("^"), std::string::npos) << e;
+  e = error_of([] { (void)parse_resource_spec("pool>>cuda"); });
+  EXPECT_NE(e.find("expected a resource name"), std::string::npos) << e;
+  e = error_of([] { (void)parse_resource_spec(""); });
+  EXPECT_NE(e.find("empty resource spec"), std::string::npos) << e;
+  e = error_of([] { (void)parse_resource_spec("pool:initial="); });
+  EXPECT_NE(e.find("has no value"), std::string::npos) << e;
+}
+
+TEST(ResourceSpec, SizesWithUnits)
+{
+  EXPECT_EQ(parse_size("4096"), 4096U);
+  EXPECT_EQ(parse_size("256KiB"), 256U << 10);
+  EXPECT_EQ(parse_size("1.5GiB"), 3ULL << 29);
+  EXPECT_EQ(parse_size("80GB"), 80'000'000'000ULL);
+  EXPECT_EQ(parse_size("2m"), 2U << 20);
+  EXPECT_EQ(parse_size("max"), SIZE_MAX);
+  auto e = error_of([] { (void)parse_size("12 parsecs", "capacity"); });
+  EXPECT_NE(e.find("capacity: cannot read '12 parsecs' as a size"), std::string::npos) << e;
+  EXPECT_EQ(size_to_string(1U << 30), "1GiB");
+  EXPECT_EQ(size_to_string(1536), "1.50KiB");
+  EXPECT_EQ(size_to_string(100), "100B");
+  EXPECT_EQ(parse_size(size_to_string(3U << 20)), 3U << 20);
+}
+
+TEST(ResourceFactory, UnknownNameListsTheValidOnes)
+{
+  auto e = error_of([] { (void)find_entry("poool"); });
+  EXPECT_NE(e.find("unknown resource 'poool'"), std::string::npos) << e;
+  for (auto const& entry : factory_table()) {
+    EXPECT_NE(e.find(std::string{entry.name}), std::string::npos) << entry.name;
+  }
+}
+
+TEST(ResourceFactory, EveryNameIsListedOnce)
+{
+  auto table = factory_table();
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    for (std::size_t j = i + 1; j < table.size(); ++j) { EXPECT_NE(table[i].name, table[j].name); }
+  }
+  EXPECT_NE(describe_factory().find("cuda (leaf)"), std::string::npos);
+}
+
+TEST(ResourceFactory, BuildsOverTheSimulatedRuntimeAndAppendsTheLeaf)
+{
+  detail::host_runtime rt{{.capacity_bytes = 1U << 30, .backed = false, .auto_complete = true}};
+  auto stack = build("cuda", rt, true);
+  EXPECT_EQ(stack.spec(), "cuda");
+  void* p = stack.top().allocate(1000);
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(rt.used_bytes(), 1024U);
+  stack.top().deallocate(p, 1000);
+  EXPECT_EQ(rt.used_bytes(), 0U);
+}
+
+TEST(ResourceFactory, BuildDiagnoses)
+{
+  detail::host_runtime rt{{.backed = false, .auto_complete = true}};
+  auto e = error_of([&] { (void)build("cuda>managed", rt, true); });
+  EXPECT_NE(e.find("'cuda' is a leaf and takes no upstream"), std::string::npos) << e;
+  e = error_of([&] { (void)build("cub_caching", rt, true); });
+  EXPECT_NE(e.find("needs a GPU"), std::string::npos) << e;
+  e = error_of([&] { (void)build("cuda:size=1", rt, true); });
+  EXPECT_NE(e.find("'cuda' has no parameter 'size'"), std::string::npos) << e;
+  e = error_of([&] { (void)build("cub_caching:bin_grow=2", rt, false); });
+  EXPECT_NE(e.find("bin_growth (default 8)"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace gpumem::spec
