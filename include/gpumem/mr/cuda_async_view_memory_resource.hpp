@@ -1,0 +1,42 @@
+// gpumem/mr/cuda_async_view_memory_resource.hpp — a device memory resource over an existing CUDA
+// memory pool it does not own (seed 000): cudaMallocFromPoolAsync / cudaFreeAsync.
+//
+// The pool must outlive the resource. Copyable. Throws logic_error for a null pool handle.
+// Thread-safe. Equal to any cuda_async(_view) resource over the same pool.
+#pragma once
+
+#include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/pool/memory_pool_ref.hpp>
+
+#include <cstddef>
+
+namespace gpumem::mr {
+
+class cuda_async_view_memory_resource final : public device_memory_resource {
+ public:
+  /// Views `pool_handle`, whose memory is on the current device.
+  explicit cuda_async_view_memory_resource(cudaMemPool_t pool_handle);
+  /// Views `pool`.
+  explicit cuda_async_view_memory_resource(memory_pool_ref pool) noexcept : pool_{pool} {}
+
+  cuda_async_view_memory_resource(cuda_async_view_memory_resource const&)            = default;
+  cuda_async_view_memory_resource(cuda_async_view_memory_resource&&)                 = default;
+  cuda_async_view_memory_resource& operator=(cuda_async_view_memory_resource const&) = default;
+  cuda_async_view_memory_resource& operator=(cuda_async_view_memory_resource&&)      = default;
+  ~cuda_async_view_memory_resource() override                                        = default;
+
+  [[nodiscard]] cudaMemPool_t pool_handle() const noexcept { return pool_.handle(); }
+  [[nodiscard]] memory_pool_ref pool() const noexcept { return pool_; }
+
+ private:
+  void* do_allocate(std::size_t bytes, cuda_stream_view stream) override;
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;
+  [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override;
+
+  memory_pool_ref pool_;
+};
+
+static_assert(
+    cuda::mr::async_resource_with<cuda_async_view_memory_resource, cuda::mr::device_accessible>);
+
+}  // namespace gpumem::mr

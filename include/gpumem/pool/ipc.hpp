@@ -1,0 +1,141 @@
+// gpumem/pool/ipc.hpp — sharing pools and single allocations between processes (seed 002 F.11).
+//
+// Two phases. (1) The exporter creates an IPC-capable memory_pool, export_handle()s it and sends
+// the handle (a descriptor: send_with_fd); the importer builds an imported_memory_pool from it. (2)
+// The exporter allocates an exported_allocation, sends its export_data() and an ipc_event recorded
+// after the allocation; the importer import_pointer()s it and waits on that event.
+//
+// Free ordering, the rule CUDA requires: every importer frees first, the exporter last.
+//   * imported_allocation::free_async(stream, freed) frees and records `freed` in one call, so the
+//     importer cannot free without producing the signal the exporter needs.
+//   * exported_allocation, once its export_data() has been taken, can only be freed by
+//     free_after(importer_freed_event, stream), which makes the stream wait for the importer's
+//     free first. Its destructor never frees shared memory behind the importers' backs: a shared
+//     allocation that was not freed with free_after is leaked (with a warning on stderr) rather
+//     than risk a use-after-free in another process.
+//   * imported_memory_pool cannot allocate and does not convert to memory_pool_ref.
+// Processes cannot be forced by types; a process that ignores the signal (e.g. exits without
+// freeing) still leaves the exporter waiting on an event that was never recorded, which CUDA treats
+// as complete. Keep the protocol in one place (see docs/pools.md).
+#pragma once
+
+#include <gpumem/cuda_device_id.hpp>
+#include <gpumem/cuda_stream_view.hpp>
+#include <gpumem/pool/ipc_event.hpp>
+#include <gpumem/pool/memory_pool.hpp>
+#include <gpumem/pool/pool_access.hpp>
+#include <gpumem/pool/pool_attributes.hpp>
+#include <gpumem/pool/shareable_pool_handle.hpp>
+
+#include <array>
+#include <cstddef>
+
+namespace gpumem {
+
+/// The 64 opaque bytes identifying one allocation of an exported pool (cudaMemPoolPtrExportData).
+/// Not a handle: it carries no rights and may be sent by any means.
+struct pointer_export_data {
+  std::array<std::byte, 64> bytes{};
+};
+
+class imported_allocation;
+
+/// A pool imported from another process. Owning, move-only. Cannot allocate (CUDA forbids it):
+/// there is no allocate member and no conversion to memory_pool_ref. Initially accessible only
+/// from its resident device; the exporter's access settings are not inherited.
+class imported_memory_pool {
+ public:
+  /// Imports `handle`. Throws logic_error for an empty descriptor or a handle type that is not
+  /// posix_file_descriptor or fabric, cuda_error naming the handle when CUDA refuses it.
+  explicit imported_memory_pool(shareable_pool_handle const& handle);
+  imported_memory_pool(imported_memory_pool&& other) noexcept;
+  imported_memory_pool& operator=(imported_memory_pool&& other) noexcept;
+  imported_memory_pool(imported_memory_pool const&)            = delete;
+  imported_memory_pool& operator=(imported_memory_pool const&) = delete;
+  ~imported_memory_pool();
+
+  [[nodiscard]] cudaMemPool_t handle() const noexcept { return pool_; }
+
+  /// Statistics only (they reflect this process's imports); reuse policies mean nothing here.
+  template <pool_statistic A>
+  [[nodiscard]] typename A::value_type get() const
+  {
+    return detail::pool_get<A>(pool_);
+  }
+  [[nodiscard]] pool_usage_statistics usage_statistics() const
+  {
+    return detail::pool_statistics(pool_);
+  }
+  void set_access(cuda_device_id device, access_flags flags = access_flags::read_write) const;
+  [[nodiscard]] access_flags access(cuda_device_id device) const
+  {
+    return detail::get_pool_access(pool_, device);
+  }
+
+  /// Maps the allocation `data` describes. Does not wait for it to be ready: make the using
+  /// stream wait on the exporter's ready event first. Throws cuda_error naming bad data.
+  [[nodiscard]] imported_allocation import_pointer(pointer_export_data const& data,
+                                                   std::size_t bytes) const;
+
+ private:
+  void destroy() noexcept;
+  cudaMemPool_t pool_{};
+};
+
+/// An allocation mapped from another process. Owning, move-only; freed first (before the
+/// exporter frees). Prefer free_async(stream, freed); the destructor of an unfreed allocation
+/// synchronizes the device and frees it (cudaFree), which is safe but slow and signals nobody.
+class imported_allocation {
+ public:
+  imported_allocation(imported_allocation&& other) noexcept;
+  imported_allocation& operator=(imported_allocation&& other) noexcept;
+  imported_allocation(imported_allocation const&)            = delete;
+  imported_allocation& operator=(imported_allocation const&) = delete;
+  ~imported_allocation();
+
+  [[nodiscard]] void* get() const noexcept { return ptr_; }
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+  /// Frees on `stream` (after the work enqueued there) and records `freed` right after the free,
+  /// for the exporter's free_after. Then the allocation is empty.
+  void free_async(cuda_stream_view stream, ipc_event const& freed);
+
+ private:
+  friend class imported_memory_pool;
+  imported_allocation(void* ptr, std::size_t bytes) noexcept : ptr_{ptr}, bytes_{bytes} {}
+  void* ptr_{};
+  std::size_t bytes_{};
+};
+
+/// An allocation from an IPC-capable memory_pool, meant to be imported elsewhere. Owning,
+/// move-only. The pool must outlive it.
+class exported_allocation {
+ public:
+  /// `bytes` from `pool` on `stream`. logic_error if the pool is not IPC-capable.
+  exported_allocation(memory_pool const& pool, std::size_t bytes, cuda_stream_view stream);
+  exported_allocation(exported_allocation&& other) noexcept;
+  exported_allocation& operator=(exported_allocation&& other) noexcept;
+  exported_allocation(exported_allocation const&)            = delete;
+  exported_allocation& operator=(exported_allocation const&) = delete;
+  ~exported_allocation();
+
+  [[nodiscard]] void* get() const noexcept { return ptr_; }
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+  /// True once export_data() was taken: only free_after may free it from then on.
+  [[nodiscard]] bool shared() const noexcept { return shared_; }
+
+  /// The data an importer needs; marks the allocation shared.
+  [[nodiscard]] pointer_export_data export_data();
+  /// Frees on `stream` after `importer_freed` (the importer's free_async event): the stream waits
+  /// for it, then the free is enqueued.
+  void free_after(ipc_event const& importer_freed, cuda_stream_view stream);
+  /// Frees an allocation that was never shared; logic_error if it was (use free_after).
+  void free_unshared(cuda_stream_view stream);
+
+ private:
+  void* ptr_{};
+  std::size_t bytes_{};
+  cudaStream_t stream_{};
+  bool shared_{false};
+};
+
+}  // namespace gpumem

@@ -1,0 +1,308 @@
+// IPC: interprocess events, imported pools, imported and exported allocations (seed 002 F.11).
+#include <gpumem/detail/format.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/pool/ipc.hpp>
+#include <gpumem/pool/ipc_event.hpp>
+#include <gpumem/pool/pool_capabilities.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace gpumem {
+namespace {
+
+[[noreturn]] void throw_cuda(cudaError_t status, std::string const& msg)
+{
+  (void)cudaGetLastError();
+  throw cuda_error{status,
+                   detail::site_message(__FILE__, __LINE__,
+                                        detail::format(msg, ": ", cudaGetErrorName(status), " (",
+                                                       cudaGetErrorString(status), ")"))};
+}
+
+void check(cudaError_t status, char const* what)
+{
+  if (status != cudaSuccess) [[unlikely]] { throw_cuda(status, what); }
+}
+
+/// The device whose memory the pool holds: the one device with read_write access that cannot be
+/// revoked. Imported pools do not say it otherwise. -1 when none is found.
+int resident_device(cudaMemPool_t pool)
+{
+  int const count = get_num_cuda_devices();
+  for (int d = 0; d < count; ++d) {
+    cudaMemAccessFlags flags{};
+    cudaMemLocation loc{cudaMemLocationTypeDevice, d};
+    if (cudaMemPoolGetAccess(&flags, pool, &loc) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    if (flags == cudaMemAccessFlagsProtReadWrite) { return d; }
+  }
+  return -1;
+}
+
+cudaMemPool_t import_pool(shareable_pool_handle const& handle)
+{
+  cudaMemPool_t pool{};
+  if (handle.type() == allocation_handle_type::posix_file_descriptor) {
+    GPUMEM_EXPECTS(handle.fd() >= 0, logic_error,
+                   "cannot import a memory pool from an empty file descriptor");
+    auto const st = cudaMemPoolImportFromShareableHandle(
+        &pool, reinterpret_cast<void*>(static_cast<std::intptr_t>(handle.fd())),
+        cudaMemHandleTypePosixFileDescriptor, 0);
+    if (st != cudaSuccess) {
+      throw_cuda(st,
+                 detail::format("cannot import a memory pool from file descriptor ", handle.fd(),
+                                " (it must be a descriptor exported by memory_pool::"
+                                "export_handle in another process, received over a Unix "
+                                "socket)"));
+    }
+    return pool;
+  }
+  GPUMEM_EXPECTS(
+      handle.type() == allocation_handle_type::fabric, logic_error,
+      detail::format("cannot import a memory pool from a ", to_string(handle.type()), " handle"));
+  auto fabric = handle.fabric();
+  auto const st =
+      cudaMemPoolImportFromShareableHandle(&pool, fabric.bytes.data(), cudaMemHandleTypeFabric, 0);
+  if (st != cudaSuccess) {
+    auto const why = why_fabric_unavailable();
+    throw_cuda(st, "cannot import a memory pool from a fabric handle" +
+                       (why.empty() ? std::string{} : " (" + why + ")"));
+  }
+  return pool;
+}
+
+}  // namespace
+
+// -- ipc_event -----------------------------------------------------------------------------------
+
+ipc_event ipc_event::create()
+{
+  cudaEvent_t event{};
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventInterprocess),
+        "creating an interprocess event");
+  return ipc_event{event};
+}
+
+ipc_event ipc_event::open(ipc_event_handle const& handle)
+{
+  cudaIpcEventHandle_t h{};
+  static_assert(sizeof h == sizeof handle.bytes);
+  std::memcpy(&h, handle.bytes.data(), sizeof h);
+  cudaEvent_t event{};
+  check(cudaIpcOpenEventHandle(&event, h),
+        "cannot open IPC event handle (it must come from ipc_event::handle() in another, still "
+        "running process)");
+  return ipc_event{event};
+}
+
+ipc_event::ipc_event(ipc_event&& other) noexcept : event_{std::exchange(other.event_, nullptr)} {}
+
+ipc_event& ipc_event::operator=(ipc_event&& other) noexcept
+{
+  if (this != &other) {
+    if (event_ != nullptr) { GPUMEM_CUDA_TRY_NOEXCEPT(cudaEventDestroy(event_)); }
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+ipc_event::~ipc_event()
+{
+  if (event_ != nullptr) { GPUMEM_CUDA_TRY_NOEXCEPT(cudaEventDestroy(event_)); }
+}
+
+ipc_event_handle ipc_event::handle() const
+{
+  cudaIpcEventHandle_t h{};
+  check(cudaIpcGetEventHandle(&h, event_), "cudaIpcGetEventHandle");
+  ipc_event_handle out{};
+  std::memcpy(out.bytes.data(), &h, sizeof h);
+  return out;
+}
+
+void ipc_event::record(cuda_stream_view stream) const
+{
+  check(cudaEventRecord(event_, stream.value()), "recording an IPC event");
+}
+
+void ipc_event::make_wait(cuda_stream_view stream) const
+{
+  check(cudaStreamWaitEvent(stream.value(), event_, 0), "waiting on an IPC event");
+}
+
+void ipc_event::synchronize() const
+{
+  check(cudaEventSynchronize(event_), "synchronizing an IPC event");
+}
+
+// -- imported_memory_pool ------------------------------------------------------------------------
+
+imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle)
+    : pool_{import_pool(handle)}
+{
+}
+
+imported_memory_pool::imported_memory_pool(imported_memory_pool&& other) noexcept
+    : pool_{std::exchange(other.pool_, nullptr)}
+{
+}
+
+imported_memory_pool& imported_memory_pool::operator=(imported_memory_pool&& other) noexcept
+{
+  if (this != &other) {
+    destroy();
+    pool_ = std::exchange(other.pool_, nullptr);
+  }
+  return *this;
+}
+
+imported_memory_pool::~imported_memory_pool()
+{
+  destroy();
+}
+
+void imported_memory_pool::destroy() noexcept
+{
+  if (pool_ != nullptr) { GPUMEM_CUDA_TRY_NOEXCEPT(cudaMemPoolDestroy(pool_)); }
+  pool_ = nullptr;
+}
+
+void imported_memory_pool::set_access(cuda_device_id device, access_flags flags) const
+{
+  GPUMEM_EXPECTS(pool_ != nullptr, logic_error, "set_access: the imported pool is empty");
+  int const owner = resident_device(pool_);
+  auto const loc  = owner >= 0 ? pool_location::device(owner) : pool_location::none();
+  detail::set_pool_access(pool_, loc, device, flags);
+}
+
+imported_allocation imported_memory_pool::import_pointer(pointer_export_data const& data,
+                                                         std::size_t bytes) const
+{
+  GPUMEM_EXPECTS(pool_ != nullptr, logic_error, "import_pointer: the imported pool is empty");
+  cudaMemPoolPtrExportData raw{};
+  static_assert(sizeof raw == sizeof data.bytes);
+  std::memcpy(&raw, data.bytes.data(), sizeof raw);
+  void* ptr{};
+  check(cudaMemPoolImportPointer(&ptr, pool_, &raw),
+        "cannot import a pointer: the export data must come from exported_allocation::"
+        "export_data() of an allocation of this pool that is still live in the exporter");
+  return imported_allocation{ptr, bytes};
+}
+
+// -- imported_allocation -------------------------------------------------------------------------
+
+imported_allocation::imported_allocation(imported_allocation&& other) noexcept
+    : ptr_{std::exchange(other.ptr_, nullptr)}, bytes_{std::exchange(other.bytes_, 0)}
+{
+}
+
+imported_allocation& imported_allocation::operator=(imported_allocation&& other) noexcept
+{
+  if (this != &other) {
+    this->~imported_allocation();
+    ptr_   = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+imported_allocation::~imported_allocation()
+{
+  if (ptr_ == nullptr) { return; }
+  GPUMEM_CUDA_TRY_NOEXCEPT(cudaDeviceSynchronize());
+  GPUMEM_CUDA_TRY_NOEXCEPT(cudaFree(ptr_));
+  ptr_ = nullptr;
+}
+
+void imported_allocation::free_async(cuda_stream_view stream, ipc_event const& freed)
+{
+  GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "imported_allocation::free_async: already freed");
+  check(cudaFreeAsync(ptr_, stream.value()), "freeing an imported allocation");
+  ptr_ = nullptr;
+  freed.record(stream);
+}
+
+// -- exported_allocation -------------------------------------------------------------------------
+
+exported_allocation::exported_allocation(memory_pool const& pool, std::size_t bytes,
+                                         cuda_stream_view stream)
+    : bytes_{bytes}, stream_{stream.value()}
+{
+  GPUMEM_EXPECTS(!pool.properties().handle_types.empty(), logic_error,
+                 "exported_allocation needs an IPC-capable pool; this pool has handle types "
+                 "{none}");
+  ptr_ = pool.allocate(bytes, stream);
+}
+
+exported_allocation::exported_allocation(exported_allocation&& other) noexcept
+    : ptr_{std::exchange(other.ptr_, nullptr)},
+      bytes_{std::exchange(other.bytes_, 0)},
+      stream_{other.stream_},
+      shared_{std::exchange(other.shared_, false)}
+{
+}
+
+exported_allocation& exported_allocation::operator=(exported_allocation&& other) noexcept
+{
+  if (this != &other) {
+    this->~exported_allocation();
+    ptr_    = std::exchange(other.ptr_, nullptr);
+    bytes_  = std::exchange(other.bytes_, 0);
+    stream_ = other.stream_;
+    shared_ = std::exchange(other.shared_, false);
+  }
+  return *this;
+}
+
+exported_allocation::~exported_allocation()
+{
+  if (ptr_ == nullptr) { return; }
+  if (!shared_) {
+    GPUMEM_CUDA_TRY_NOEXCEPT(cudaFreeAsync(ptr_, stream_));
+  } else {
+    std::fprintf(stderr,
+                 "gpumem: exported_allocation %p (%zu bytes) was shared and never freed with "
+                 "free_after(); leaking it rather than freeing before the importers\n",
+                 ptr_, bytes_);
+  }
+  ptr_ = nullptr;
+}
+
+pointer_export_data exported_allocation::export_data()
+{
+  GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "export_data: the allocation was freed");
+  cudaMemPoolPtrExportData raw{};
+  check(cudaMemPoolExportPointer(&raw, ptr_), "cudaMemPoolExportPointer");
+  pointer_export_data out{};
+  std::memcpy(out.bytes.data(), &raw, sizeof raw);
+  shared_ = true;
+  return out;
+}
+
+void exported_allocation::free_after(ipc_event const& importer_freed, cuda_stream_view stream)
+{
+  GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "free_after: the allocation was already freed");
+  importer_freed.make_wait(stream);
+  check(cudaFreeAsync(ptr_, stream.value()), "freeing an exported allocation");
+  ptr_    = nullptr;
+  shared_ = false;
+}
+
+void exported_allocation::free_unshared(cuda_stream_view stream)
+{
+  GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "free_unshared: the allocation was already freed");
+  GPUMEM_EXPECTS(!shared_, logic_error,
+                 "free_unshared: the allocation was shared (export_data() was taken); free it "
+                 "with free_after(importer_freed_event, stream) so importers free first");
+  check(cudaFreeAsync(ptr_, stream.value()), "freeing an exported allocation");
+  ptr_ = nullptr;
+}
+
+}  // namespace gpumem

@@ -1,0 +1,445 @@
+// memory_pool, memory_pool_ref, typed attributes, access, capabilities and device pools: the CUDA
+// side of the pool API (seed 002, seed 004). The rules that need no CUDA are in pool_rules.cpp.
+#include <gpumem/detail/format.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/pool/device_pools.hpp>
+#include <gpumem/pool/memory_pool.hpp>
+#include <gpumem/pool/pool_capabilities.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <utility>
+
+namespace gpumem {
+namespace {
+
+void require_pool(cudaMemPool_t pool, char const* what)
+{
+  GPUMEM_EXPECTS(pool != nullptr, logic_error,
+                 detail::format(what, ": the memory pool is empty (moved-from or null)"));
+}
+
+[[noreturn]] void throw_cuda(cudaError_t status, std::string const& msg)
+{
+  (void)cudaGetLastError();
+  throw cuda_error{status,
+                   detail::site_message(__FILE__, __LINE__,
+                                        detail::format(msg, ": ", cudaGetErrorName(status), " (",
+                                                       cudaGetErrorString(status), ")"))};
+}
+
+cudaMemLocation to_cuda(pool_location loc)
+{
+  cudaMemLocation out{};
+  switch (loc.kind) {
+    case location_kind::none:
+      out.type = cudaMemLocationTypeNone;
+      break;
+    case location_kind::device:
+      out.type = cudaMemLocationTypeDevice;
+      break;
+    case location_kind::host:
+      out.type = cudaMemLocationTypeHost;
+      break;
+    case location_kind::host_numa:
+      out.type = cudaMemLocationTypeHostNuma;
+      break;
+  }
+  out.id = loc.kind == location_kind::host || loc.kind == location_kind::none ? 0 : loc.id;
+  return out;
+}
+
+cudaMemPoolProps to_cuda(pool_properties const& p)
+{
+  cudaMemPoolProps out{};
+  out.allocType = p.allocation_type == pool_allocation_type::managed ? cudaMemAllocationTypeManaged
+                                                                     : cudaMemAllocationTypePinned;
+  out.handleTypes = static_cast<cudaMemAllocationHandleType>(p.handle_types.bits());
+  out.location    = to_cuda(p.location);
+  out.maxSize     = p.max_size_bytes;
+  out.usage       = p.usage;
+  return out;
+}
+
+int attribute_or_zero(cudaDeviceAttr attr, int device)
+{
+  int value{};
+  if (cudaDeviceGetAttribute(&value, attr, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return value;
+}
+
+bool all_devices_have_managed_access(int count)
+{
+  for (int d = 0; d < count; ++d) {
+    if (attribute_or_zero(cudaDevAttrConcurrentManagedAccess, d) == 0) { return false; }
+  }
+  return count > 0;
+}
+
+void fill_device_capabilities(pool_capabilities& c)
+{
+  int const d = c.device;
+  if (c.driver_version >= pools_min_driver) {
+    c.pools_supported = attribute_or_zero(cudaDevAttrMemoryPoolsSupported, d) != 0;
+  }
+  if (c.driver_version >= ipc_pools_min_driver) {
+    c.supported_handle_types = handle_type_set::from_bits(
+        static_cast<unsigned>(attribute_or_zero(cudaDevAttrMemoryPoolSupportedHandleTypes, d)));
+  }
+  if (c.driver_version >= host_pools_min_driver) {
+    c.host_pools_supported = attribute_or_zero(cudaDevAttrHostMemoryPoolsSupported, d) != 0;
+    c.host_numa_pools_supported =
+        attribute_or_zero(cudaDevAttrHostNumaMemoryPoolsSupported, d) != 0;
+  }
+  c.concurrent_managed_access_all = all_devices_have_managed_access(c.device_count);
+}
+
+int device_of(pool_properties const& props)
+{
+  if (props.location.kind == location_kind::device) { return props.location.id; }
+  int device{};
+  if (cudaGetDevice(&device) != cudaSuccess) { (void)cudaGetLastError(); }
+  return device;
+}
+
+std::string creation_hint(cudaError_t status, pool_properties const& props)
+{
+  if (props.handle_types.contains(allocation_handle_type::fabric)) {
+    auto const why = why_fabric_unavailable();
+    return why.empty() ? "fabric handles requested; check IMEX channel permissions" : why;
+  }
+  if (status == cudaErrorNotSupported) {
+    return "the device or driver does not support this combination of properties";
+  }
+  if (status == cudaErrorInvalidValue) { return "CUDA rejected the properties"; }
+  return "CUDA could not create the pool";
+}
+
+}  // namespace
+
+// -- capabilities --------------------------------------------------------------------------------
+
+pool_capabilities query_pool_capabilities(cuda_device_id device)
+{
+  pool_capabilities c{};
+  c.device = device.value();
+  if (cudaDriverGetVersion(&c.driver_version) != cudaSuccess) { (void)cudaGetLastError(); }
+  if (cudaRuntimeGetVersion(&c.runtime_version) != cudaSuccess) { (void)cudaGetLastError(); }
+  c.fabric_unavailable_reason = why_fabric_unavailable();
+  auto const st               = cudaGetDeviceCount(&c.device_count);
+  if (st != cudaSuccess) {
+    (void)cudaGetLastError();
+    c.device_count = 0;
+    c.device_unusable_reason =
+        detail::format("no usable CUDA device: cudaGetDeviceCount: ", cudaGetErrorName(st), " (",
+                       cudaGetErrorString(st), ")");
+    return c;
+  }
+  if (c.device < 0 || c.device >= c.device_count) {
+    c.device_unusable_reason =
+        detail::format("device ", c.device, " does not exist (", c.device_count, " devices)");
+    return c;
+  }
+  fill_device_capabilities(c);
+  return c;
+}
+
+// -- attributes ----------------------------------------------------------------------------------
+
+namespace detail {
+
+char const* attribute_name(cudaMemPoolAttr attr) noexcept
+{
+  switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies:
+      return "reuse_follow_event_dependencies";
+    case cudaMemPoolReuseAllowOpportunistic:
+      return "reuse_allow_opportunistic";
+    case cudaMemPoolReuseAllowInternalDependencies:
+      return "reuse_allow_internal_dependencies";
+    case cudaMemPoolAttrReleaseThreshold:
+      return "release_threshold";
+    case cudaMemPoolAttrReservedMemCurrent:
+      return "reserved_mem_current";
+    case cudaMemPoolAttrReservedMemHigh:
+      return "reserved_mem_high";
+    case cudaMemPoolAttrUsedMemCurrent:
+      return "used_mem_current";
+    case cudaMemPoolAttrUsedMemHigh:
+      return "used_mem_high";
+  }
+  return "unknown attribute";
+}
+
+std::uint64_t pool_get_u64(cudaMemPool_t pool, cudaMemPoolAttr attr)
+{
+  require_pool(pool, attribute_name(attr));
+  std::uint64_t value{};
+  auto const st = cudaMemPoolGetAttribute(pool, attr, &value);
+  if (st != cudaSuccess) {
+    throw_cuda(st, format("reading pool attribute ", attribute_name(attr)));
+  }
+  return value;
+}
+
+bool pool_get_flag(cudaMemPool_t pool, cudaMemPoolAttr attr)
+{
+  require_pool(pool, attribute_name(attr));
+  int value{};
+  auto const st = cudaMemPoolGetAttribute(pool, attr, &value);
+  if (st != cudaSuccess) {
+    throw_cuda(st, format("reading pool attribute ", attribute_name(attr)));
+  }
+  return value != 0;
+}
+
+void pool_set_u64(cudaMemPool_t pool, cudaMemPoolAttr attr, std::uint64_t value)
+{
+  require_pool(pool, attribute_name(attr));
+  std::uint64_t v = value;
+  auto const st   = cudaMemPoolSetAttribute(pool, attr, &v);
+  if (st != cudaSuccess) {
+    throw_cuda(st, format("setting pool attribute ", attribute_name(attr), " to ", value));
+  }
+}
+
+void pool_set_flag(cudaMemPool_t pool, cudaMemPoolAttr attr, bool value)
+{
+  require_pool(pool, attribute_name(attr));
+  int v         = value ? 1 : 0;
+  auto const st = cudaMemPoolSetAttribute(pool, attr, &v);
+  if (st != cudaSuccess) {
+    throw_cuda(st, format("setting pool attribute ", attribute_name(attr), " to ", v));
+  }
+}
+
+pool_usage_statistics pool_statistics(cudaMemPool_t pool)
+{
+  return {pool_get_u64(pool, cudaMemPoolAttrReservedMemCurrent),
+          pool_get_u64(pool, cudaMemPoolAttrReservedMemHigh),
+          pool_get_u64(pool, cudaMemPoolAttrUsedMemCurrent),
+          pool_get_u64(pool, cudaMemPoolAttrUsedMemHigh)};
+}
+
+// -- access --------------------------------------------------------------------------------------
+
+void set_pool_access(cudaMemPool_t pool, pool_location owner, cuda_device_id accessor,
+                     access_flags flags)
+{
+  require_pool(pool, "set_access");
+  access_request req{owner, accessor.value(), flags, get_num_cuda_devices(), false};
+  bool const known = req.accessor >= 0 && req.accessor < req.device_count;
+  if (known && owner.kind == location_kind::device && owner.id != req.accessor) {
+    int can{};
+    auto const st = cudaDeviceCanAccessPeer(&can, req.accessor, owner.id);
+    if (st != cudaSuccess) { throw_cuda(st, "cudaDeviceCanAccessPeer"); }
+    req.peer_capable = can != 0;
+  }
+  auto const why = access_refusal(req);
+  if (!why.empty()) {
+    auto const status = known && !req.peer_capable && owner.kind == location_kind::device &&
+                                owner.id != req.accessor
+                            ? cudaErrorPeerAccessUnsupported
+                            : cudaErrorInvalidDevice;
+    if (status == cudaErrorPeerAccessUnsupported) {
+      throw cuda_error{status, site_message(__FILE__, __LINE__, "pool access refused: " + why)};
+    }
+    GPUMEM_FAIL(logic_error, "pool access refused: " + why);
+  }
+  cudaMemAccessDesc desc{};
+  desc.location = {cudaMemLocationTypeDevice, req.accessor};
+  desc.flags    = static_cast<cudaMemAccessFlags>(flags);
+  auto const st = cudaMemPoolSetAccess(pool, &desc, 1);
+  if (st != cudaSuccess) {
+    throw_cuda(st,
+               format("cudaMemPoolSetAccess(device ", req.accessor, ", ", to_string(flags), ")"));
+  }
+}
+
+access_flags get_pool_access(cudaMemPool_t pool, cuda_device_id accessor)
+{
+  require_pool(pool, "access");
+  cudaMemAccessFlags flags{};
+  cudaMemLocation loc{cudaMemLocationTypeDevice, accessor.value()};
+  auto const st = cudaMemPoolGetAccess(&flags, pool, &loc);
+  if (st != cudaSuccess) {
+    throw_cuda(st, format("cudaMemPoolGetAccess(device ", accessor.value(), ")"));
+  }
+  return static_cast<access_flags>(flags);
+}
+
+}  // namespace detail
+
+// -- memory_pool_ref -----------------------------------------------------------------------------
+
+memory_pool_ref::memory_pool_ref(cudaMemPool_t pool, pool_location location)
+    : pool_{pool}, location_{location}
+{
+  require_pool(pool, "memory_pool_ref");
+}
+
+void memory_pool_ref::reset_high_water_marks() const
+{
+  reset_high_water<pool_attr::reserved_mem_high>();
+  reset_high_water<pool_attr::used_mem_high>();
+}
+
+void memory_pool_ref::trim_to(std::size_t min_bytes_to_keep) const
+{
+  require_pool(pool_, "trim_to");
+  auto const st = cudaMemPoolTrimTo(pool_, min_bytes_to_keep);
+  if (st != cudaSuccess) {
+    throw_cuda(st, detail::format("cudaMemPoolTrimTo(", detail::bytes_str(min_bytes_to_keep), ")"));
+  }
+}
+
+void* memory_pool_ref::allocate(std::size_t bytes, cuda_stream_view stream) const
+{
+  require_pool(pool_, "allocate");
+  void* ptr{};
+  auto const st = cudaMallocFromPoolAsync(&ptr, bytes, pool_, stream.value());
+  if (st == cudaSuccess) [[likely]] { return ptr; }
+  (void)cudaGetLastError();
+  auto const msg = detail::format("memory pool ", static_cast<void*>(pool_), ": cannot allocate ",
+                                  detail::bytes_str(bytes), " on stream ",
+                                  static_cast<void*>(stream.value()), ": ", cudaGetErrorName(st));
+  if (st != cudaErrorMemoryAllocation) { throw_cuda(st, msg); }
+  auto const s = detail::pool_statistics(pool_);
+  std::size_t free{}, total{};
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) { (void)cudaGetLastError(); }
+  GPUMEM_FAIL(out_of_memory,
+              detail::format(msg, "; pool reserves ", detail::bytes_str(s.reserved_bytes),
+                             " of which ", detail::bytes_str(s.used_bytes), " in use; device has ",
+                             detail::bytes_str(free), " free of ", detail::bytes_str(total)));
+}
+
+void memory_pool_ref::deallocate(void* ptr, cuda_stream_view stream) const noexcept
+{
+  GPUMEM_CUDA_TRY_NOEXCEPT(cudaFreeAsync(ptr, stream.value()));
+}
+
+// -- memory_pool ---------------------------------------------------------------------------------
+
+memory_pool::memory_pool(pool_properties const& props) : props_{props}
+{
+  validate(props);
+  auto const caps = query_pool_capabilities(cuda_device_id{device_of(props)});
+  auto const why  = diagnose_unsupported(props, caps);
+  if (!why.empty()) {
+    throw cuda_error{
+        cudaErrorNotSupported,
+        detail::site_message(__FILE__, __LINE__,
+                             "cannot create memory pool (" + to_string(props) + "): " + why)};
+  }
+  auto const cuda_props = to_cuda(props);
+  cudaMemPool_t pool{};
+  auto const st = cudaMemPoolCreate(&pool, &cuda_props);
+  if (st != cudaSuccess) {
+    throw_cuda(st, "cannot create memory pool (" + to_string(props) +
+                       "): " + creation_hint(st, props) + "; cudaMemPoolCreate");
+  }
+  reset_to(pool, props.location);
+}
+
+memory_pool::memory_pool(memory_pool&& other) noexcept : memory_pool_ref{}, props_{other.props_}
+{
+  reset_to(other.handle(), other.location());
+  other.reset_to(nullptr, {});
+}
+
+memory_pool& memory_pool::operator=(memory_pool&& other) noexcept
+{
+  if (this != &other) {
+    destroy();
+    props_ = other.props_;
+    reset_to(other.handle(), other.location());
+    other.reset_to(nullptr, {});
+  }
+  return *this;
+}
+
+memory_pool::~memory_pool()
+{
+  destroy();
+}
+
+void memory_pool::destroy() noexcept
+{
+  if (handle() != nullptr) { GPUMEM_CUDA_TRY_NOEXCEPT(cudaMemPoolDestroy(handle())); }
+  reset_to(nullptr, {});
+}
+
+shareable_pool_handle memory_pool::export_handle(allocation_handle_type type) const
+{
+  require_pool(handle(), "export_handle");
+  GPUMEM_EXPECTS(
+      type != allocation_handle_type::none && props_.handle_types.contains(type), logic_error,
+      detail::format("cannot export memory pool as ", to_string(type),
+                     ": the pool was created with handle types ", to_string(props_.handle_types)));
+  auto const cuda_type = static_cast<cudaMemAllocationHandleType>(type);
+  if (type == allocation_handle_type::fabric) {
+    cudaMemFabricHandle_t fabric{};
+    auto const st = cudaMemPoolExportToShareableHandle(&fabric, handle(), cuda_type, 0);
+    if (st != cudaSuccess) { throw_cuda(st, "exporting memory pool as fabric handle"); }
+    fabric_handle out{};
+    static_assert(sizeof fabric == sizeof out.bytes);
+    std::memcpy(out.bytes.data(), &fabric, sizeof fabric);
+    return shareable_pool_handle{out};
+  }
+  int fd{-1};
+  auto const st = cudaMemPoolExportToShareableHandle(&fd, handle(), cuda_type, 0);
+  if (st != cudaSuccess) { throw_cuda(st, "exporting memory pool as a file descriptor"); }
+  return shareable_pool_handle{owned_fd{fd}};
+}
+
+// -- default and current pools -------------------------------------------------------------------
+
+memory_pool_ref default_pool(cuda_device_id device)
+{
+  cudaMemPool_t pool{};
+  auto const st = cudaDeviceGetDefaultMemPool(&pool, device.value());
+  if (st != cudaSuccess) {
+    throw_cuda(st, detail::format("cudaDeviceGetDefaultMemPool(device ", device.value(), ")"));
+  }
+  return {pool, pool_location::device(device.value())};
+}
+
+memory_pool_ref current_pool(cuda_device_id device)
+{
+  cudaMemPool_t pool{};
+  auto const st = cudaDeviceGetMemPool(&pool, device.value());
+  if (st != cudaSuccess) {
+    throw_cuda(st, detail::format("cudaDeviceGetMemPool(device ", device.value(), ")"));
+  }
+  return {pool, pool_location::device(device.value())};
+}
+
+void set_current_pool(cuda_device_id device, memory_pool_ref pool)
+{
+  auto const loc = pool.location();
+  GPUMEM_EXPECTS(loc.kind == location_kind::device && loc.id == device.value(), logic_error,
+                 detail::format("only a pool on device ", device.value(),
+                                " can be its current pool; this pool is at ", to_string(loc.kind),
+                                " ", loc.id));
+  auto const st = cudaDeviceSetMemPool(device.value(), pool.handle());
+  if (st != cudaSuccess) {
+    throw_cuda(st, detail::format("cudaDeviceSetMemPool(device ", device.value(), ")"));
+  }
+}
+
+scoped_current_pool::scoped_current_pool(cuda_device_id device, memory_pool_ref pool)
+    : device_{device}, previous_{current_pool(device)}
+{
+  set_current_pool(device, pool);
+}
+
+scoped_current_pool::~scoped_current_pool()
+{
+  GPUMEM_CUDA_TRY_NOEXCEPT(cudaDeviceSetMemPool(device_.value(), previous_.handle()));
+}
+
+}  // namespace gpumem
