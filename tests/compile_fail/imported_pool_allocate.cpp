@@ -1,0 +1,13 @@
+// compile-fail: an imported pool cannot allocate (CUDA forbids it): there is no allocate member.
+// Built by tests/CMakeLists.txt and expected NOT to compile. With -DGPUMEM_COMPILE_FAIL_CONTROL the
+// offending line is replaced by a valid one and the file compiles, so it fails for one reason.
+#include <gpumem/pool/ipc.hpp>
+
+void compile_fail_probe(gpumem::imported_memory_pool const& pool)
+{
+#ifdef GPUMEM_COMPILE_FAIL_CONTROL
+  (void)pool.usage_statistics();
+#else
+  (void)pool.allocate(256, gpumem::cuda_stream_view{});
+#endif
+}

@@ -1,0 +1,13 @@
+// compile-fail: a high-water mark cannot be set to a value; only reset_high_water (to zero) exists.
+// Built by tests/CMakeLists.txt and expected NOT to compile. With -DGPUMEM_COMPILE_FAIL_CONTROL the
+// offending line is replaced by a valid one and the file compiles, so it fails for one reason.
+#include <gpumem/pool/memory_pool_ref.hpp>
+
+void compile_fail_probe(gpumem::memory_pool_ref pool)
+{
+#ifdef GPUMEM_COMPILE_FAIL_CONTROL
+  pool.reset_high_water<gpumem::pool_attr::used_mem_high>();
+#else
+  pool.set<gpumem::pool_attr::used_mem_high>(42);
+#endif
+}
