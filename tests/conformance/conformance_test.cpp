@@ -140,8 +140,9 @@ TYPED_TEST_P(conformance, RandomOperationsKeepAllocationsDisjoint)
     if (live.size() < 48 && (live.empty() || rng() % 3 != 0)) {
       auto const n = std::size_t{1} << (rng() % 21);
       auto const s = streams[rng() % 2];
-      void* p      = this->mr().allocate(n + rng() % n, s);
-      live.add(p, n, static_cast<unsigned char>(op));
+      auto const bytes = n + rng() % n;  // freed with this same size (the contract)
+      void* p      = this->mr().allocate(bytes, s);
+      live.add(p, bytes, static_cast<unsigned char>(op));
       stream_of[p] = s;
     } else {
       auto it = std::next(live.all().begin(), static_cast<long>(rng() % live.size()));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <conformance/makers_leaf.hpp>
+#include <conformance/makers_arena_caching.hpp>
 
 // Each maker runs over the host stand-in (CI) and over CUDA (skipped without a GPU).
 #define GPUMEM_BOTH(maker) \
@@ -16,6 +17,8 @@ using all_configs = ::testing::Types<  //
   GPUMEM_BOTH(managed_maker),
   GPUMEM_BOTH(system_maker),
   GPUMEM_BOTH(sam_headroom_maker),
+  GPUMEM_BOTH(arena_maker),
+  GPUMEM_BOTH(caching_maker),
   GPUMEM_BOTH(callback_maker)>;
 
 }  // namespace gpumem::test
