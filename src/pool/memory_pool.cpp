@@ -307,10 +307,12 @@ void* memory_pool_ref::allocate(std::size_t bytes, cuda_stream_view stream) cons
   auto const msg = detail::format("memory pool ", static_cast<void*>(pool_), ": cannot allocate ",
                                   detail::bytes_str(bytes), " on stream ",
                                   static_cast<void*>(stream.value()), ": ", cudaGetErrorName(st));
-  if (st != cudaErrorMemoryAllocation) { throw_cuda(st, msg); }
-  auto const s = detail::pool_statistics(pool_);
   std::size_t free{}, total{};
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) { (void)cudaGetLastError(); }
+  // CUDA may answer an impossible size with cudaErrorInvalidValue; it is still out of memory.
+  bool const exhausted = st == cudaErrorMemoryAllocation || (total != 0 && bytes > total);
+  if (!exhausted) { throw_cuda(st, msg); }
+  auto const s = detail::pool_statistics(pool_);
   GPUMEM_FAIL(out_of_memory,
               detail::format(msg, "; pool reserves ", detail::bytes_str(s.reserved_bytes),
                              " of which ", detail::bytes_str(s.used_bytes), " in use; device has ",

@@ -4,6 +4,8 @@
 
 #include <conformance/makers_leaf.hpp>
 #include <conformance/makers_arena_caching.hpp>
+#include <conformance/makers_suballocators.hpp>
+#include <conformance/makers_cuda_async.hpp>
 
 // Each maker runs over the host stand-in (CI) and over CUDA (skipped without a GPU).
 #define GPUMEM_BOTH(maker) \
@@ -17,6 +19,11 @@ using all_configs = ::testing::Types<  //
   GPUMEM_BOTH(managed_maker),
   GPUMEM_BOTH(system_maker),
   GPUMEM_BOTH(sam_headroom_maker),
+  GPUMEM_BOTH(cuda_async_maker),
+  GPUMEM_BOTH(cuda_async_view_maker),
+  GPUMEM_BOTH(pool_maker),
+  GPUMEM_BOTH(fixed_size_maker),
+  GPUMEM_BOTH(binning_maker),
   GPUMEM_BOTH(arena_maker),
   GPUMEM_BOTH(caching_maker),
   GPUMEM_BOTH(callback_maker)>;
