@@ -62,7 +62,7 @@ fi
 
 san="-DCMAKE_BUILD_TYPE=Debug -DGPUMEM_BUILD_CUDA_TESTS=OFF -DGPUMEM_BUILD_BENCHMARKS=OFF -DGPUMEM_BUILD_TOOLS=OFF"
 cfg="$san -DGPUMEM_SANITIZE=address"
-ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0 stage asan "$root/build-asan" -L cpu
+ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0:allocator_may_return_null=1 stage asan "$root/build-asan" -L cpu
 cfg="$san -DGPUMEM_SANITIZE=thread"
 TSAN_OPTIONS=halt_on_error=1 stage tsan "$root/build-tsan" -L cpu
 

@@ -31,6 +31,10 @@ namespace mr {
 
 // -- system_memory_resource ----------------------------------------------------------------------
 
+namespace {
+constexpr std::size_t max_virtual_bytes = std::size_t{1} << 48;
+}  // namespace
+
 bool is_system_memory_supported(detail::runtime& rt, int device)
 {
   return rt.device_attribute(cudaDevAttrPageableMemoryAccess, device) == 1;
@@ -46,9 +50,11 @@ system_memory_resource::system_memory_resource(detail::runtime& rt) : runtime_{&
 
 void* system_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view)
 {
-  // libstdc++'s aligned operator new wraps sizes near SIZE_MAX around to 0; refuse them here.
-  if (!can_align_up(bytes, CUDA_ALLOCATION_ALIGNMENT)) {
-    detail::throw_leaf_oom("system_memory_resource", *runtime_, bytes, "size overflows");
+  // No request beyond the 48-bit virtual address space can succeed; refusing it here also avoids
+  // libstdc++'s aligned operator new wrapping sizes near SIZE_MAX around to 0.
+  if (bytes > max_virtual_bytes) {
+    detail::throw_leaf_oom("system_memory_resource", *runtime_, bytes,
+                           "larger than the 256 TiB virtual address space");
   }
   try {
     return ::operator new(bytes, std::align_val_t{CUDA_ALLOCATION_ALIGNMENT});
