@@ -1,0 +1,54 @@
+// gpumem/detail/allocation_logger.hpp — the CSV writer behind logging_resource_adaptor (not API).
+//
+// Writes "Thread,Time,Action,Pointer,Size,Stream" lines, the trace format the replay tool reads:
+//   Thread   small integer, the order in which threads first logged through this logger (0, 1, ..)
+//   Time     microseconds since the Unix epoch (system clock)
+//   Action   "allocate", "free", or "allocate failure" (a failed allocation; Pointer is 0x0)
+//   Pointer  lower-case hex with 0x prefix
+//   Size     bytes, decimal
+//   Stream   the cudaStream_t handle as a decimal integer (0 = default stream)
+// The header line is written to every sink at construction.
+// Thread safety: all members are thread-safe (one mutex; lines are never interleaved).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace gpumem::detail {
+
+class allocation_logger {
+ public:
+  /// Writes the header to each sink. Throws logic_error when `sinks` is empty or holds a null.
+  allocation_logger(std::vector<std::shared_ptr<std::ostream>> sinks, bool auto_flush);
+
+  [[nodiscard]] static char const* header() noexcept
+  {
+    return "Thread,Time,Action,Pointer,Size,Stream";
+  }
+
+  /// Appends one line to every sink (flushing them when auto_flush). Never throws.
+  void log(char const* action, void const* ptr, std::size_t bytes, cudaStream_t stream) noexcept;
+  void flush();
+
+ private:
+  [[nodiscard]] int thread_index();  // caller holds mutex_
+
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<std::ostream>> sinks_;
+  bool auto_flush_;
+  std::unordered_map<std::thread::id, int> threads_;
+};
+
+/// "Thread,...,Stream" fields of one line (no newline); exposed for tests and the trace writer.
+[[nodiscard]] std::string format_log_line(int thread, long long time_us, char const* action,
+                                          void const* ptr, std::size_t bytes, cudaStream_t stream);
+
+}  // namespace gpumem::detail

@@ -1,0 +1,28 @@
+// gpumem/detail/stack_trace.hpp — the call stack at the point of construction (not API).
+//
+// Captured with glibc's backtrace() (return addresses only: cheap); symbol names are resolved
+// only when printed, with backtrace_symbols(). Symbols of the executable itself need -rdynamic
+// at link time; without it frames show as module+offset.
+// Thread safety: a captured trace is immutable; printing is thread-safe.
+#pragma once
+
+#include <iosfwd>
+#include <vector>
+
+namespace gpumem::detail {
+
+class stack_trace {
+ public:
+  /// Captures the calling thread's stack, up to `max_frames` frames.
+  explicit stack_trace(int max_frames = 64);
+
+  [[nodiscard]] std::vector<void*> const& frames() const noexcept { return frames_; }
+
+  /// One line per frame: "#<i> <symbol>".
+  friend std::ostream& operator<<(std::ostream& os, stack_trace const& trace);
+
+ private:
+  std::vector<void*> frames_;
+};
+
+}  // namespace gpumem::detail

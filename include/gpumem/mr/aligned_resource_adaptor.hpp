@@ -1,0 +1,122 @@
+// gpumem/mr/aligned_resource_adaptor.hpp — allocations aligned to a larger power of two.
+//
+// Addresses from the upstream are 256-byte aligned. Some uses want more (GPUDirect Storage wants
+// 4 KiB). For an allocation of at least `alignment_threshold` bytes this adaptor asks the upstream
+// for `bytes + alignment - 256` bytes, returns the first `alignment`-aligned address inside, and
+// remembers the upstream pointer to free it. Smaller allocations (and every allocation when
+// `alignment` <= 256) pass straight through.
+//
+// Invariant: pointers_ holds exactly the live over-aligned allocations (aligned -> upstream ptr).
+// Thread safety: thread-safe if the upstream is (pointers_ is guarded by a mutex).
+// Throws: logic_error for a null upstream or a non-power-of-two alignment; out_of_memory when the
+// padded size overflows; whatever the upstream throws (nothing is recorded then).
+#pragma once
+
+#include <gpumem/align.hpp>
+#include <gpumem/detail/format.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/resource_ref.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+namespace gpumem::mr {
+
+template <typename Upstream>
+class aligned_resource_adaptor
+    : public device_memory_resource,
+      public cuda::forward_property<aligned_resource_adaptor<Upstream>, Upstream> {
+ public:
+  /// Allocations smaller than this are not over-aligned (default: all are).
+  static constexpr std::size_t default_alignment_threshold = 0;
+
+  explicit aligned_resource_adaptor(device_async_resource_ref upstream,
+                                    std::size_t alignment           = CUDA_ALLOCATION_ALIGNMENT,
+                                    std::size_t alignment_threshold = default_alignment_threshold)
+      : upstream_{upstream}, alignment_{alignment}, alignment_threshold_{alignment_threshold}
+  {
+    GPUMEM_EXPECTS(
+        is_supported_alignment(alignment), logic_error,
+        detail::format("aligned_resource_adaptor: alignment must be a power of two, got ",
+                       alignment));
+  }
+
+  /// Throws logic_error when `upstream` is null.
+  explicit aligned_resource_adaptor(Upstream* upstream,
+                                    std::size_t alignment           = CUDA_ALLOCATION_ALIGNMENT,
+                                    std::size_t alignment_threshold = default_alignment_threshold)
+      : aligned_resource_adaptor{to_device_async_resource_ref_checked(upstream), alignment,
+                                 alignment_threshold}
+  {
+  }
+
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept
+  {
+    return upstream_;
+  }
+  [[nodiscard]] std::size_t alignment() const noexcept { return alignment_; }
+  [[nodiscard]] std::size_t alignment_threshold() const noexcept { return alignment_threshold_; }
+
+ private:
+  [[nodiscard]] bool passes_through(std::size_t bytes) const noexcept
+  {
+    return alignment_ <= CUDA_ALLOCATION_ALIGNMENT || bytes < alignment_threshold_;
+  }
+
+  void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
+  {
+    if (passes_through(bytes)) { return upstream_allocate(bytes, stream); }
+    std::size_t const padding = alignment_ - CUDA_ALLOCATION_ALIGNMENT;
+    GPUMEM_EXPECTS(bytes <= SIZE_MAX - padding, out_of_memory,
+                   detail::format("aligned_resource_adaptor: cannot allocate ", bytes,
+                                  " bytes aligned to ", alignment_, ": size overflows"));
+    void* raw = upstream_allocate(bytes + padding, stream);
+    void* aligned =
+        reinterpret_cast<void*>(align_up(reinterpret_cast<std::uintptr_t>(raw), alignment_));
+    try {
+      std::lock_guard lock{mutex_};
+      pointers_.emplace(aligned, raw);
+    } catch (...) {
+      upstream_.deallocate_async(raw, bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
+      throw;
+    }
+    return aligned;
+  }
+
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
+  {
+    if (passes_through(bytes)) {
+      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      return;
+    }
+    void* raw = ptr;
+    {
+      std::lock_guard lock{mutex_};
+      if (auto it = pointers_.find(ptr); it != pointers_.end()) {
+        raw = it->second;
+        pointers_.erase(it);
+      }
+    }
+    std::size_t const padding = alignment_ - CUDA_ALLOCATION_ALIGNMENT;
+    upstream_.deallocate_async(raw, bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
+  }
+
+  void* upstream_allocate(std::size_t bytes, cuda_stream_view stream)
+  {
+    return upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+  }
+
+  device_async_resource_ref upstream_;
+  std::size_t alignment_;
+  std::size_t alignment_threshold_;
+  std::mutex mutex_;
+  std::unordered_map<void*, void*> pointers_;  // over-aligned ptr -> upstream ptr
+};
+
+static_assert(cuda::mr::async_resource_with<aligned_resource_adaptor<device_memory_resource>,
+                                            cuda::mr::device_accessible>);
+
+}  // namespace gpumem::mr

@@ -1,0 +1,146 @@
+// gpumem/mr/logging_resource_adaptor.hpp — logs every allocation and free as a CSV line.
+//
+// Format (the traces in shared/traces/ and the replay tool's input):
+//   Thread,Time,Action,Pointer,Size,Stream
+//   0,1795333732300235,allocate,0x7f5be0000000,154389504,0
+// Thread is the order in which threads first logged (0, 1, ...), Time microseconds since the
+// epoch, Action "allocate", "free" or "allocate failure" (the upstream threw; Pointer 0x0, the
+// exception is rethrown), Pointer hex, Size bytes, Stream the stream handle as a decimal integer.
+// A successful allocate is logged after the upstream returns and a free before the memory goes
+// back, so in the log a pointer is never allocated again before its free: the log replays.
+// Sinks: a file (truncated; name from GPUMEM_LOG_FILE when not given), an ostream the caller keeps
+// alive, or several shared sinks. The header line goes to each sink at construction. With
+// `auto_flush` every line is flushed (slow); otherwise call flush().
+// Creating two adaptors on the same file name is undefined (they overwrite each other).
+//
+// Thread safety: all members are thread-safe; lines of different threads never interleave.
+// Throws: logic_error for a null upstream or when no file name is given and GPUMEM_LOG_FILE is
+// unset; std::runtime_error when the file cannot be opened; whatever the upstream throws.
+#pragma once
+
+#include <gpumem/detail/allocation_logger.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/resource_ref.hpp>
+
+#include <cstddef>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace gpumem::mr {
+
+/// A destination for log lines.
+using log_sink_ptr = std::shared_ptr<std::ostream>;
+
+/// A sink writing to `filename` (truncated). Throws std::runtime_error naming the file and the
+/// reason when it cannot be opened.
+[[nodiscard]] log_sink_ptr make_file_sink(std::string const& filename);
+
+/// A sink writing to `os`, which the caller keeps alive longer than every adaptor using it.
+[[nodiscard]] log_sink_ptr make_ostream_sink(std::ostream& os);
+
+/// The value of GPUMEM_LOG_FILE. Throws logic_error when it is unset or empty.
+[[nodiscard]] std::string logging_default_filename();
+
+template <typename Upstream>
+class logging_resource_adaptor
+    : public device_memory_resource,
+      public cuda::forward_property<logging_resource_adaptor<Upstream>, Upstream> {
+ public:
+  /// Logs to `filename` (truncated), by default the value of GPUMEM_LOG_FILE.
+  logging_resource_adaptor(Upstream* upstream, std::string const& filename = get_default_filename(),
+                           bool auto_flush = false)
+      : logging_resource_adaptor{checked(upstream), {make_file_sink(filename)}, auto_flush}
+  {
+  }
+
+  /// Logs to `stream`, which must outlive the adaptor.
+  logging_resource_adaptor(Upstream* upstream, std::ostream& stream, bool auto_flush = false)
+      : logging_resource_adaptor{checked(upstream), {make_ostream_sink(stream)}, auto_flush}
+  {
+  }
+
+  /// Logs every line to each of `sinks`.
+  logging_resource_adaptor(Upstream* upstream, std::initializer_list<log_sink_ptr> sinks,
+                           bool auto_flush = false)
+      : logging_resource_adaptor{checked(upstream), sinks, auto_flush}
+  {
+  }
+
+  logging_resource_adaptor(device_async_resource_ref upstream,
+                           std::string const& filename = get_default_filename(),
+                           bool auto_flush             = false)
+      : logging_resource_adaptor{upstream, {make_file_sink(filename)}, auto_flush}
+  {
+  }
+
+  logging_resource_adaptor(device_async_resource_ref upstream, std::ostream& stream,
+                           bool auto_flush = false)
+      : logging_resource_adaptor{upstream, {make_ostream_sink(stream)}, auto_flush}
+  {
+  }
+
+  logging_resource_adaptor(device_async_resource_ref upstream,
+                           std::initializer_list<log_sink_ptr> sinks, bool auto_flush = false)
+      : upstream_{upstream},
+        logger_{std::make_unique<detail::allocation_logger>(std::vector<log_sink_ptr>{sinks},
+                                                            auto_flush)}
+  {
+  }
+
+  logging_resource_adaptor(logging_resource_adaptor&&) noexcept            = default;
+  logging_resource_adaptor& operator=(logging_resource_adaptor&&) noexcept = default;
+  logging_resource_adaptor(logging_resource_adaptor const&)                = delete;
+  logging_resource_adaptor& operator=(logging_resource_adaptor const&)     = delete;
+  ~logging_resource_adaptor() override                                     = default;
+
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept
+  {
+    return upstream_;
+  }
+
+  /// Flushes every sink.
+  void flush() { logger_->flush(); }
+
+  /// "Thread,Time,Action,Pointer,Size,Stream"
+  [[nodiscard]] std::string header() const { return detail::allocation_logger::header(); }
+
+  /// The value of GPUMEM_LOG_FILE; throws logic_error when it is unset.
+  [[nodiscard]] static std::string get_default_filename() { return logging_default_filename(); }
+
+ private:
+  static device_async_resource_ref checked(Upstream* upstream)
+  {
+    return to_device_async_resource_ref_checked(upstream);
+  }
+
+  void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
+  {
+    void* ptr = nullptr;
+    try {
+      ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    } catch (...) {
+      logger_->log("allocate failure", nullptr, bytes, stream.value());
+      throw;
+    }
+    logger_->log("allocate", ptr, bytes, stream.value());
+    return ptr;
+  }
+
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
+  {
+    logger_->log("free", ptr, bytes, stream.value());
+    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+  }
+
+  device_async_resource_ref upstream_;
+  std::unique_ptr<detail::allocation_logger> logger_;  // in a box so the adaptor moves
+};
+
+static_assert(cuda::mr::async_resource_with<logging_resource_adaptor<device_memory_resource>,
+                                            cuda::mr::device_accessible>);
+
+}  // namespace gpumem::mr

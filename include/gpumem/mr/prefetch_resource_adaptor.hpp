@@ -1,0 +1,95 @@
+// gpumem/mr/prefetch_resource_adaptor.hpp — prefetches every allocation to the current device.
+//
+// After the upstream allocates, the adaptor asks the runtime to migrate the memory to the current
+// device on the allocation's stream (cudaMemPrefetchAsync with a device location), so the first
+// kernel on that stream does not fault pages in. Meant for managed (unified) memory; memory the
+// runtime cannot prefetch (plain device memory: cudaErrorInvalidValue) is returned unprefetched.
+// The prefetch is the one runtime call this adaptor makes on its allocate path; it is its purpose.
+//
+// Thread safety: thread-safe if the upstream is.
+// Throws: logic_error for a null upstream pointer; whatever the upstream throws; cuda_error when
+// the prefetch fails for another reason (the allocation is freed first).
+#pragma once
+
+#include <gpumem/detail/runtime.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/resource_ref.hpp>
+
+#include <cstddef>
+
+namespace gpumem::mr {
+
+template <typename Upstream>
+class prefetch_resource_adaptor
+    : public device_memory_resource,
+      public cuda::forward_property<prefetch_resource_adaptor<Upstream>, Upstream> {
+ public:
+  /// `rt` is where prefetches go (default: the CUDA runtime; tests pass a host_runtime).
+  explicit prefetch_resource_adaptor(device_async_resource_ref upstream,
+                                     detail::runtime& rt = detail::cuda_runtime())
+      : upstream_{upstream}, runtime_{&rt}
+  {
+  }
+
+  /// Throws logic_error when `upstream` is null.
+  explicit prefetch_resource_adaptor(Upstream* upstream,
+                                     detail::runtime& rt = detail::cuda_runtime())
+      : prefetch_resource_adaptor{to_device_async_resource_ref_checked(upstream), rt}
+  {
+  }
+
+  prefetch_resource_adaptor(prefetch_resource_adaptor&&) noexcept            = default;
+  prefetch_resource_adaptor& operator=(prefetch_resource_adaptor&&) noexcept = default;
+  prefetch_resource_adaptor(prefetch_resource_adaptor const&)                = delete;
+  prefetch_resource_adaptor& operator=(prefetch_resource_adaptor const&)     = delete;
+  ~prefetch_resource_adaptor() override                                      = default;
+
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept
+  {
+    return upstream_;
+  }
+
+ private:
+  void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
+  {
+    void* ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    try {
+      prefetch(ptr, bytes, stream);
+    } catch (...) {
+      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      throw;
+    }
+    return ptr;
+  }
+
+  void prefetch(void* ptr, std::size_t bytes, cuda_stream_view stream)
+  {
+    try {
+      runtime_->prefetch(ptr, bytes, detail::mem_location{runtime_->current_device()},
+                         stream.value());
+    } catch (cuda_error const& e) {
+      if (e.status() != cudaErrorInvalidValue) { throw; }  // not managed memory: nothing to move
+    }
+  }
+
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
+  {
+    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+  }
+
+  [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override
+  {
+    if (this == &other) { return true; }
+    auto const* o = dynamic_cast<prefetch_resource_adaptor const*>(&other);
+    return o != nullptr && o->upstream_ == upstream_;
+  }
+
+  device_async_resource_ref upstream_;
+  detail::runtime* runtime_;
+};
+
+static_assert(cuda::mr::async_resource_with<prefetch_resource_adaptor<device_memory_resource>,
+                                            cuda::mr::device_accessible>);
+
+}  // namespace gpumem::mr

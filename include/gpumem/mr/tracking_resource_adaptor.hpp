@@ -1,0 +1,159 @@
+// gpumem/mr/tracking_resource_adaptor.hpp — remembers every live allocation, to find leaks.
+//
+// Keeps a map pointer -> allocation_info (size and, with `capture_stacks`, the call stack of the
+// allocation) and the sum of live bytes. get_outstanding_allocations_str() is the leak report:
+// one entry per live allocation naming its pointer and size, followed by its stack when captured;
+// log_outstanding_allocations() writes that report to a stream (default std::clog) when there is
+// anything outstanding. Allocations made before the adaptor existed are not tracked; freeing one
+// is forwarded upstream untracked. A debug adaptor: every call takes a lock, stacks cost more.
+// Stack symbols of the executable need linking with -rdynamic.
+//
+// Invariant: allocated_bytes == sum of allocation_size over outstanding allocations.
+// Thread safety: all members are thread-safe (a shared_mutex guards the map).
+// Throws: logic_error for a null upstream; whatever the upstream throws (nothing is recorded then).
+#pragma once
+
+#include <gpumem/detail/format.hpp>
+#include <gpumem/detail/stack_trace.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/resource_ref.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <sstream>
+#include <string>
+
+namespace gpumem::mr {
+
+template <typename Upstream>
+class tracking_resource_adaptor
+    : public device_memory_resource,
+      public cuda::forward_property<tracking_resource_adaptor<Upstream>, Upstream> {
+ public:
+  using read_lock_t  = std::shared_lock<std::shared_mutex>;
+  using write_lock_t = std::unique_lock<std::shared_mutex>;
+
+  /// What is known about one live allocation.
+  struct allocation_info {
+    std::unique_ptr<detail::stack_trace> strace;  ///< the allocating stack, or null
+    std::size_t allocation_size;                  ///< bytes asked for
+
+    allocation_info(std::size_t size, bool capture_stack)
+        : strace{capture_stack ? std::make_unique<detail::stack_trace>() : nullptr},
+          allocation_size{size}
+    {
+    }
+  };
+
+  explicit tracking_resource_adaptor(device_async_resource_ref upstream,
+                                     bool capture_stacks = false)
+      : upstream_{upstream}, capture_stacks_{capture_stacks}, state_{std::make_unique<state>()}
+  {
+  }
+
+  /// Throws logic_error when `upstream` is null.
+  explicit tracking_resource_adaptor(Upstream* upstream, bool capture_stacks = false)
+      : tracking_resource_adaptor{to_device_async_resource_ref_checked(upstream), capture_stacks}
+  {
+  }
+
+  tracking_resource_adaptor(tracking_resource_adaptor&&) noexcept            = default;
+  tracking_resource_adaptor& operator=(tracking_resource_adaptor&&) noexcept = default;
+  tracking_resource_adaptor(tracking_resource_adaptor const&)                = delete;
+  tracking_resource_adaptor& operator=(tracking_resource_adaptor const&)     = delete;
+  ~tracking_resource_adaptor() override                                      = default;
+
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept
+  {
+    return upstream_;
+  }
+
+  /// The live allocations. Not synchronized: read it while no other thread allocates or frees.
+  [[nodiscard]] std::map<void*, allocation_info> const& get_outstanding_allocations() const noexcept
+  {
+    return state_->allocations;
+  }
+
+  /// Sum of the sizes of the live allocations.
+  [[nodiscard]] std::size_t get_allocated_bytes() const noexcept
+  {
+    return state_->allocated_bytes.load();
+  }
+
+  /// The leak report: "Outstanding allocations: <n> (<bytes>)" then, per allocation,
+  /// "<ptr>: <size>" and, when stacks were captured, the stack indented below it.
+  [[nodiscard]] std::string get_outstanding_allocations_str() const
+  {
+    read_lock_t lock{state_->mutex};
+    std::ostringstream out;
+    out << "Outstanding allocations: " << state_->allocations.size() << " ("
+        << detail::bytes_str(state_->allocated_bytes.load()) << ")\n";
+    for (auto const& [ptr, info] : state_->allocations) {
+      out << detail::ptr_str(ptr) << ": " << detail::bytes_str(info.allocation_size) << "\n";
+      if (info.strace) { out << *info.strace; }
+    }
+    return out.str();
+  }
+
+  /// Writes the leak report to `os` if any allocation is outstanding.
+  void log_outstanding_allocations(std::ostream& os = std::clog) const
+  {
+    if (get_outstanding_allocations_count() == 0) { return; }
+    os << get_outstanding_allocations_str() << std::flush;
+  }
+
+ private:
+  struct state {
+    std::shared_mutex mutex;
+    std::map<void*, allocation_info> allocations;
+    std::atomic<std::size_t> allocated_bytes{0};
+  };
+
+  [[nodiscard]] std::size_t get_outstanding_allocations_count() const
+  {
+    read_lock_t lock{state_->mutex};
+    return state_->allocations.size();
+  }
+
+  void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
+  {
+    void* ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    try {
+      allocation_info info{bytes, capture_stacks_};  // captured outside the lock
+      write_lock_t lock{state_->mutex};
+      state_->allocations.emplace(ptr, std::move(info));
+      state_->allocated_bytes += bytes;
+    } catch (...) {
+      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      throw;
+    }
+    return ptr;
+  }
+
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
+  {
+    {
+      write_lock_t lock{state_->mutex};
+      if (auto it = state_->allocations.find(ptr); it != state_->allocations.end()) {
+        state_->allocated_bytes -= it->second.allocation_size;
+        state_->allocations.erase(it);
+      }
+    }
+    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+  }
+
+  device_async_resource_ref upstream_;
+  bool capture_stacks_;
+  std::unique_ptr<state> state_;  // in a box so the adaptor moves
+};
+
+static_assert(cuda::mr::async_resource_with<tracking_resource_adaptor<device_memory_resource>,
+                                            cuda::mr::device_accessible>);
+
+}  // namespace gpumem::mr

@@ -1,0 +1,64 @@
+// The CSV writer of logging_resource_adaptor (see detail/allocation_logger.hpp for the format).
+#include <gpumem/detail/allocation_logger.hpp>
+#include <gpumem/error.hpp>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+
+namespace gpumem::detail {
+
+allocation_logger::allocation_logger(std::vector<std::shared_ptr<std::ostream>> sinks,
+                                     bool auto_flush)
+    : sinks_{std::move(sinks)}, auto_flush_{auto_flush}
+{
+  GPUMEM_EXPECTS(!sinks_.empty(), logic_error, "logging_resource_adaptor: no log sink given");
+  for (auto const& sink : sinks_) {
+    GPUMEM_EXPECTS(sink != nullptr, logic_error, "logging_resource_adaptor: null log sink");
+    *sink << header() << '\n';
+    if (auto_flush_) { sink->flush(); }
+  }
+}
+
+std::string format_log_line(int thread, long long time_us, char const* action, void const* ptr,
+                            std::size_t bytes, cudaStream_t stream)
+{
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%d,%lld,%s,0x%" PRIxPTR ",%zu,%" PRIuPTR, thread, time_us, action,
+                reinterpret_cast<std::uintptr_t>(ptr), bytes,
+                reinterpret_cast<std::uintptr_t>(stream));
+  return buf;
+}
+
+int allocation_logger::thread_index()
+{
+  auto const [it, inserted] =
+      threads_.try_emplace(std::this_thread::get_id(), static_cast<int>(threads_.size()));
+  return it->second;
+}
+
+void allocation_logger::log(char const* action, void const* ptr, std::size_t bytes,
+                            cudaStream_t stream) noexcept
+{
+  try {
+    std::lock_guard lock{mutex_};
+    auto const now = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    std::string const line = format_log_line(thread_index(), now, action, ptr, bytes, stream);
+    for (auto const& sink : sinks_) {
+      *sink << line << '\n';
+      if (auto_flush_) { sink->flush(); }
+    }
+  } catch (...) {  // logging must not turn a free into a throw; a lost line is the lesser harm
+  }
+}
+
+void allocation_logger::flush()
+{
+  std::lock_guard lock{mutex_};
+  for (auto const& sink : sinks_) { sink->flush(); }
+}
+
+}  // namespace gpumem::detail
