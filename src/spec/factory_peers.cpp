@@ -7,8 +7,13 @@
 
 #include <cub/util_allocator.cuh>
 
+#ifdef GPUMEM_HAVE_CUDA_ASYNC
+#include <gpumem/mr/cuda_async_memory_resource.hpp>
+#endif
+
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 namespace gpumem::spec::detail_peers {
 namespace {
@@ -102,6 +107,40 @@ class cub_caching_peer final : public mr::device_memory_resource, public footpri
   cub::CachingDeviceAllocator cub_;
 };
 
+#ifdef GPUMEM_HAVE_CUDA_ASYNC
+class cuda_async_layer final : public mr::device_memory_resource, public footprint_source {
+ public:
+  cuda_async_layer(std::optional<std::size_t> initial, std::optional<std::size_t> threshold)
+      : r_{initial, threshold}
+  {
+  }
+  [[nodiscard]] std::size_t held_bytes() const override
+  {
+    std::uint64_t reserved = 0;
+    GPUMEM_CUDA_TRY_NOEXCEPT(
+        cudaMemPoolGetAttribute(r_.pool_handle(), cudaMemPoolAttrReservedMemCurrent, &reserved));
+    return reserved;
+  }
+
+ private:
+  void* do_allocate(std::size_t bytes, cuda_stream_view s) override
+  {
+    return r_.allocate(bytes, s);
+  }
+  void do_deallocate(void* p, std::size_t bytes, cuda_stream_view s) noexcept override
+  {
+    r_.deallocate(p, bytes, s);
+  }
+  mr::cuda_async_memory_resource r_;
+};
+
+std::optional<std::size_t> optional_size(layer_args const& a, char const* key)
+{
+  if (a.text(key) == "none") { return std::nullopt; }
+  return a.bytes(key);
+}
+#endif
+
 unsigned bin_param(layer_args const& args, char const* key)
 {
   if (args.text(key) == "max") { return cub::CachingDeviceAllocator::INVALID_BIN; }
@@ -128,5 +167,15 @@ std::unique_ptr<mr::device_memory_resource> make_cub_caching(layer_args const& a
                                             bin_param(args, "min_bin"), bin_param(args, "max_bin"),
                                             max_cached);
 }
+
+#ifdef GPUMEM_HAVE_CUDA_ASYNC
+std::unique_ptr<mr::device_memory_resource> make_cuda_async(layer_args const& args,
+                                                            mr::device_memory_resource*,
+                                                            build_context const&)
+{
+  return std::make_unique<cuda_async_layer>(optional_size(args, "initial"),
+                                            optional_size(args, "release_threshold"));
+}
+#endif
 
 }  // namespace gpumem::spec::detail_peers

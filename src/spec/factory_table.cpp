@@ -20,61 +20,74 @@ using dmr_ptr = std::unique_ptr<dmr>;
 
 std::vector<factory_entry> leaves()
 {
-  return {
-      {"cuda",
-       resource_kind::leaf,
-       "device memory from cudaMalloc/cudaFree (the cudaMalloc peer)",
-       {},
-       false,
-       [](layer_args const&, dmr*, build_context const& c) -> dmr_ptr {
-         return std::make_unique<mr::cuda_memory_resource>(*c.runtime);
-       }},
-      {"managed",
-       resource_kind::leaf,
-       "unified memory from cudaMallocManaged",
-       {},
-       false,
-       [](layer_args const&, dmr*, build_context const& c) -> dmr_ptr {
-         return std::make_unique<mr::managed_memory_resource>(*c.runtime);
-       }},
-      {"system",
-       resource_kind::leaf,
-       "malloc'ed memory the GPU reaches through HMM/ATS",
-       {},
-       true,
-       [](layer_args const&, dmr*, build_context const& c) -> dmr_ptr {
-         return std::make_unique<mr::system_memory_resource>(*c.runtime);
-       }},
-      {"sam_headroom",
-       resource_kind::leaf,
-       "system memory keeping GPU headroom free",
-       {{"headroom", "1GiB", "device memory left free for other CUDA calls"}},
-       true,
-       [](layer_args const& a, dmr*, build_context const& c) -> dmr_ptr {
-         return std::make_unique<mr::sam_headroom_memory_resource>(a.bytes("headroom"), *c.runtime);
-       }},
-  };
+  std::vector<factory_entry> t;
+  t.push_back({"cuda",
+               resource_kind::leaf,
+               "device memory from cudaMalloc/cudaFree (the cudaMalloc peer)",
+               {},
+               false,
+               [](layer_args const&, dmr*, build_context const& c) -> dmr_ptr {
+                 return std::make_unique<mr::cuda_memory_resource>(*c.runtime);
+               },
+               "cuda"});
+#ifdef GPUMEM_HAVE_CUDA_ASYNC
+  t.push_back({"cuda_async",
+               resource_kind::leaf,
+               "CUDA stream-ordered allocator over a pool it owns (cudaMallocFromPoolAsync)",
+               {{"initial", "none", "bytes reserved up front, or none for half of the free memory"},
+                {"release_threshold", "none", "bytes kept at a synchronization, or none for all"}},
+               true,
+               detail_peers::make_cuda_async});
+#endif
+  t.push_back({"managed",
+               resource_kind::leaf,
+               "unified memory from cudaMallocManaged",
+               {},
+               false,
+               [](layer_args const&, dmr*, build_context const& c) -> dmr_ptr {
+                 return std::make_unique<mr::managed_memory_resource>(*c.runtime);
+               }});
+  t.push_back({"system",
+               resource_kind::leaf,
+               "malloc'ed memory the GPU reaches through HMM/ATS",
+               {},
+               true,
+               [](layer_args const&, dmr*, build_context const& c) -> dmr_ptr {
+                 return std::make_unique<mr::system_memory_resource>(*c.runtime);
+               }});
+  t.push_back({"sam_headroom",
+               resource_kind::leaf,
+               "system memory keeping GPU headroom free",
+               {{"headroom", "1GiB", "device memory left free for other CUDA calls"}},
+               true,
+               [](layer_args const& a, dmr*, build_context const& c) -> dmr_ptr {
+                 return std::make_unique<mr::sam_headroom_memory_resource>(a.bytes("headroom"),
+                                                                           *c.runtime);
+               }});
+  return t;
 }
 
 std::vector<factory_entry> peers()
 {
-  return {
-      {"cuda_malloc_async",
-       resource_kind::peer,
-       "peer: cudaMallocAsync on the device's default pool, release threshold at maximum",
-       {},
-       true,
-       detail_peers::make_cuda_malloc_async},
-      {"cub_caching",
-       resource_kind::peer,
-       "peer: CUB's cub::CachingDeviceAllocator (defaults as CUB's; 'max' = unbounded)",
-       {{"bin_growth", "8", "geometric growth factor of the bins"},
-        {"min_bin", "3", "smallest bin: bin_growth^min_bin bytes"},
-        {"max_bin", "7", "largest bin (larger requests are not cached), or max"},
-        {"max_cached", "6291455", "most bytes cached per device, or max"}},
-       true,
-       detail_peers::make_cub_caching},
-  };
+  std::vector<factory_entry> t;
+  t.push_back({"cuda_malloc_async",
+               resource_kind::peer,
+               "peer: cudaMallocAsync on the device's default pool, release threshold at maximum",
+               {},
+               true,
+               detail_peers::make_cuda_malloc_async,
+               "cuda_malloc_async"});
+  t.push_back({"cub_caching",
+               resource_kind::peer,
+               "peer: CUB's cub::CachingDeviceAllocator (defaults as CUB's; 'max' = unbounded)",
+               {{"bin_growth", "8", "geometric growth factor of the bins"},
+                {"min_bin", "3", "smallest bin: bin_growth^min_bin bytes"},
+                {"max_bin", "7", "largest bin (larger requests are not cached), or max"},
+                {"max_cached", "6291455", "most bytes cached per device, or max"}},
+               true,
+               detail_peers::make_cub_caching,
+               "cub_caching"});
+  return t;
 }
 
 }  // namespace

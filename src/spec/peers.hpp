@@ -3,6 +3,10 @@
 
 #include <gpumem/spec/resource_factory.hpp>
 
+#if __has_include(<gpumem/mr/cuda_async_memory_resource.hpp>)
+#define GPUMEM_HAVE_CUDA_ASYNC 1
+#endif
+
 namespace gpumem::spec::detail_peers {
 
 /// cudaMallocAsync / cudaFreeAsync on the device's default pool, release threshold at maximum.
@@ -13,5 +17,12 @@ std::unique_ptr<mr::device_memory_resource> make_cuda_malloc_async(layer_args co
 std::unique_ptr<mr::device_memory_resource> make_cub_caching(layer_args const&,
                                                              mr::device_memory_resource*,
                                                              build_context const&);
+
+#ifdef GPUMEM_HAVE_CUDA_ASYNC
+/// gpumem::mr::cuda_async_memory_resource, reporting its pool's reserved bytes as footprint.
+std::unique_ptr<mr::device_memory_resource> make_cuda_async(layer_args const&,
+                                                            mr::device_memory_resource*,
+                                                            build_context const&);
+#endif
 
 }  // namespace gpumem::spec::detail_peers

@@ -222,6 +222,7 @@ void trace_reader::parse(char const* begin, char const* end, event& out) const
   c.comma("Stream");
   out.stream = c.handle("Stream");
   c.finish();
+  out.line = line_;
 }
 
 bool trace_reader::next(event& out)

@@ -56,6 +56,7 @@ TEST(TraceReader, ParsesHeaderAndFields)
   EXPECT_EQ(events[1].stream, 0x10U);
   EXPECT_EQ(events[2].act, action::allocate_failure);
   EXPECT_EQ(events[2].stream, 12U);
+  EXPECT_EQ(events[2].line, 5U);
 }
 
 TEST(TraceReader, HeaderIsOptional)

@@ -62,6 +62,8 @@ struct factory_entry {
   std::vector<param_info> params;
   bool needs_gpu;
   make_fn make;
+  /// The stack the tool's default run replays for this entry; empty: not in the default run.
+  std::string_view default_run{};
 };
 
 /// A layer's parameters, typed; a key not given yields the entry's documented default.

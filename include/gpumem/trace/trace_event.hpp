@@ -24,6 +24,7 @@ struct event {
   std::uint64_t pointer{};  ///< address in the traced program
   std::uint64_t size{};     ///< bytes
   std::uint64_t stream{};   ///< the traced stream handle (0 = default stream)
+  std::uint64_t line{};     ///< 1-based line of the trace file (set by trace_reader)
   action act{action::allocate};
 };
 

@@ -1,0 +1,116 @@
+// gpumem/trace/replay.hpp — replays an allocation trace over a resource stack and measures it.
+//
+// A trace is read twice, streaming (bounded memory at any length): profile_trace() learns what
+// does not depend on the resource (event count, peak live bytes and where it happens, threads,
+// streams, anomalies); replay() then drives the stack and measures footprint, fragmentation at the
+// peak, host time and memory over time.
+//
+// Anomalies in a trace are counted, never fatal: a free of a pointer that is not live is skipped
+// (unknown_frees); an allocate of a pointer already live first frees the stale block
+// (double_allocates); a free whose size differs from its allocate frees with the allocated size
+// (size_mismatches); "allocate failure" rows are skipped; blocks live at the end are freed.
+// An out-of-memory from the stack stops that replay at the event, with the stack's state.
+//
+// Definitions (docs/tool.md): footprint = bytes the stack holds from below (metered_runtime, or
+// the stack's footprint_source); live = bytes the trace has allocated and not freed. At the first
+// event where live is at its peak: internal = per live block, the slack up to its 256-byte rounding
+// (bounded by the next block); free = held - live - internal; largest free = longest held range
+// not covered by a live block and its slack; external fragmentation = 1 - largest free / free.
+// Thread safety: replay() is called from one thread (it may start its own, see `threads`).
+#pragma once
+
+#include <gpumem/spec/resource_factory.hpp>
+#include <gpumem/trace/metered_runtime.hpp>
+#include <gpumem/trace/trace_event.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpumem::trace {
+
+/// What a trace is, independent of any resource.
+struct trace_profile {
+  std::string path;
+  std::uint64_t events{};       ///< allocate + free + allocate-failure rows
+  std::uint64_t allocations{};  ///< successful allocate rows
+  std::uint64_t frees{};
+  std::uint64_t allocate_failures{};  ///< "allocate failure" rows (skipped)
+  std::uint64_t unknown_frees{};      ///< free of a pointer not live (skipped)
+  std::uint64_t double_allocates{};   ///< allocate of a live pointer (stale block freed first)
+  std::uint64_t size_mismatches{};    ///< free size != allocate size (allocate size used)
+  std::uint64_t left_live{};          ///< blocks never freed (freed at the end)
+  std::size_t peak_live_bytes{};
+  std::uint64_t peak_live_event{};     ///< 0-based index of the first event reaching the peak
+  std::size_t peak_live_blocks{};      ///< live blocks at that event
+  std::vector<std::uint64_t> threads;  ///< distinct Thread ids, in order of appearance
+  std::vector<std::uint64_t> streams;  ///< distinct Stream ids, in order of appearance
+};
+
+struct replay_progress {
+  std::function<void(std::size_t done_bytes, std::size_t total_bytes)> report;
+};
+
+/// Streams `path` once; throws trace_error on a malformed trace.
+[[nodiscard]] trace_profile profile_trace(std::string const& path,
+                                          replay_progress const& progress = {});
+
+struct timeline_point {
+  std::uint64_t event{};  ///< last event of the sample
+  std::size_t live_bytes{};
+  std::size_t held_bytes{};
+};
+
+/// The stack's memory at one moment.
+struct memory_state {
+  bool layout_known{};  ///< false when the stack bypasses the runtime (peers): only held and live
+  std::size_t held_bytes{};
+  std::size_t live_bytes{};
+  std::size_t live_blocks{};
+  std::size_t internal_bytes{};
+  std::size_t free_bytes{};
+  std::size_t largest_free_bytes{};
+  [[nodiscard]] double internal_fragmentation() const;  ///< internal / held
+  [[nodiscard]] double external_fragmentation() const;  ///< 1 - largest free / free
+};
+
+struct replay_failure {
+  std::uint64_t event{};  ///< 0-based event index
+  std::uint64_t line{};   ///< line in the trace file
+  std::size_t bytes{};    ///< the request that failed
+  std::string message;    ///< the resource's diagnosis
+  memory_state state;     ///< the stack's memory when it failed
+};
+
+struct replay_result {
+  std::string trace;
+  std::string resource;
+  std::size_t peak_held_bytes{};
+  memory_state at_peak;        ///< at profile.peak_live_event
+  std::uint64_t operations{};  ///< allocate + deallocate calls made
+  double seconds{};            ///< host time of the replay loop (excluding parsing)
+  std::vector<timeline_point> timeline;
+  std::optional<replay_failure> failure;
+  [[nodiscard]] double ns_per_operation() const;
+  [[nodiscard]] double footprint_ratio(trace_profile const& p) const;  ///< peak held / peak live
+};
+
+struct replay_options {
+  std::size_t timeline_points{600};  ///< samples of memory over time (max of each span)
+  std::size_t chunk_events{std::size_t{1} << 14};
+  /// Replay each trace thread on its own host thread, in the trace's global order.
+  bool threads{false};
+  /// Maps a trace stream id to the stream to replay it on (default: the default stream).
+  std::function<cudaStream_t(std::uint64_t trace_stream)> stream_of;
+  replay_progress progress;
+};
+
+/// Replays `profile.path` over `stack`, whose runtime is `meter` (the footprint source unless the
+/// stack has a footprint_source layer). Throws trace_error on a malformed trace.
+[[nodiscard]] replay_result replay(trace_profile const& profile, spec::resource_stack& stack,
+                                   metered_runtime& meter, replay_options const& options = {});
+
+}  // namespace gpumem::trace

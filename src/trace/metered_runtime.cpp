@@ -1,0 +1,43 @@
+// Metering of the memory a stack takes from the runtime.
+#include <gpumem/trace/metered_runtime.hpp>
+
+#include <algorithm>
+
+namespace gpumem::trace {
+
+std::size_t metered_runtime::peak_held_bytes() const
+{
+  std::lock_guard lock{mutex_};
+  return peak_;
+}
+
+std::vector<std::pair<std::uintptr_t, std::size_t>> metered_runtime::chunks() const
+{
+  std::lock_guard lock{mutex_};
+  return {chunks_.begin(), chunks_.end()};
+}
+
+void* metered_runtime::allocate(detail::memory_kind kind, std::size_t bytes)
+{
+  void* p = inner_->allocate(kind, bytes);
+  std::lock_guard lock{mutex_};
+  chunks_.emplace(reinterpret_cast<std::uintptr_t>(p), bytes);
+  held_.store(held_.load() + bytes);
+  peak_ = std::max(peak_, held_.load());
+  return p;
+}
+
+void metered_runtime::free(detail::memory_kind kind, void* ptr) noexcept
+{
+  {
+    std::lock_guard lock{mutex_};
+    auto it = chunks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it != chunks_.end()) {
+      held_.store(held_.load() - it->second);
+      chunks_.erase(it);
+    }
+  }
+  inner_->free(kind, ptr);
+}
+
+}  // namespace gpumem::trace

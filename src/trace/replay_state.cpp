@@ -1,0 +1,65 @@
+// The layout of a stack's memory at one moment: live blocks over the held chunks.
+#include "replayer.hpp"
+
+#include <gpumem/align.hpp>
+
+#include <algorithm>
+
+namespace gpumem::trace {
+namespace {
+
+using range = std::pair<std::uintptr_t, std::size_t>;
+
+/// Walks one chunk: live blocks (address-ordered, inside it) leave slack and free gaps.
+void walk_chunk(range chunk, std::vector<range> const& blocks, std::size_t& next, memory_state& s)
+{
+  auto const chunk_end  = chunk.first + chunk.second;
+  std::uintptr_t cursor = chunk.first;
+  auto gap              = [&](std::uintptr_t to) {
+    if (to > cursor) { s.largest_free_bytes = std::max(s.largest_free_bytes, to - cursor); }
+  };
+  while (next < blocks.size() && blocks[next].first < chunk_end) {
+    auto const [addr, size] = blocks[next++];
+    if (addr < cursor) { continue; }  // overlapping report; ignore
+    gap(addr);
+    auto const end = addr + size;
+    auto const following =
+        next < blocks.size() ? std::min(blocks[next].first, chunk_end) : chunk_end;
+    auto const slack = std::min<std::uintptr_t>(align_up(size, CUDA_ALLOCATION_ALIGNMENT) - size,
+                                                following > end ? following - end : 0);
+    s.internal_bytes += slack;
+    cursor = end + slack;
+  }
+  gap(chunk_end);
+}
+
+}  // namespace
+
+memory_state replayer::state() const
+{
+  memory_state s;
+  s.held_bytes  = held_now();
+  s.live_bytes  = live_;
+  s.live_blocks = map_.size();
+  if (footprint_ != nullptr) {
+    s.free_bytes = s.held_bytes > live_ ? s.held_bytes - live_ : 0;
+    return s;
+  }
+  s.layout_known = true;
+  std::vector<range> blocks;
+  blocks.reserve(map_.size());
+  map_.for_each([&](std::uint64_t, live_block const& b) {
+    if (b.ptr != nullptr) { blocks.emplace_back(reinterpret_cast<std::uintptr_t>(b.ptr), b.size); }
+  });
+  std::sort(blocks.begin(), blocks.end());
+  std::size_t next = 0;
+  for (auto const& chunk : meter_->chunks()) {
+    while (next < blocks.size() && blocks[next].first < chunk.first) { ++next; }
+    walk_chunk(chunk, blocks, next, s);
+  }
+  auto const used = s.live_bytes + s.internal_bytes;
+  s.free_bytes    = s.held_bytes > used ? s.held_bytes - used : 0;
+  return s;
+}
+
+}  // namespace gpumem::trace

@@ -1,0 +1,57 @@
+// The replay engine behind trace::replay() (src/trace only).
+//
+// Invariants: live_ == sum of sizes in map_; every map_ entry is a block allocated from top_ and
+// not yet deallocated; result_.timeline holds one point per bucket_events_ events applied.
+// Thread safety: apply() is called by one thread at a time (run_threads() passes a turn between
+// threads with acquire/release, so each call happens-after the previous one).
+#pragma once
+
+#include <gpumem/trace/pointer_map.hpp>
+#include <gpumem/trace/replay.hpp>
+
+#include <utility>
+#include <vector>
+
+namespace gpumem::trace {
+
+class replayer {
+ public:
+  replayer(trace_profile const& profile, spec::resource_stack& stack, metered_runtime& meter,
+           replay_options const& options);
+  replay_result run();
+
+ private:
+  struct stop_replay {};
+
+  void run_serial();
+  void run_threads();
+  void apply(event const& e);
+  void allocate(event const& e, cudaStream_t s);
+  void free(event const& e, cudaStream_t s);
+  void sample();
+  void fail(event const& e, char const* message);
+  void release_all() noexcept;
+  [[nodiscard]] cudaStream_t stream_of(std::uint64_t id);
+  [[nodiscard]] std::size_t held_now() const
+  {
+    return footprint_ != nullptr ? footprint_->held_bytes() : meter_->held_bytes();
+  }
+  /// The stack's memory now, laid out over the metered chunks (replay_state.cpp).
+  [[nodiscard]] memory_state state() const;
+
+  trace_profile const& profile_;
+  mr::device_memory_resource* top_;
+  metered_runtime* meter_;
+  spec::footprint_source const* footprint_;
+  replay_options const& options_;
+  pointer_map map_;
+  std::size_t live_{};
+  std::uint64_t event_{};
+  std::uint64_t bucket_events_{1};
+  std::size_t bucket_live_{};
+  std::size_t bucket_held_{};
+  std::vector<std::pair<std::uint64_t, cudaStream_t>> streams_;
+  replay_result result_;
+};
+
+}  // namespace gpumem::trace

@@ -1,0 +1,320 @@
+// `gpumem bench`: the workloads of BENCHMARKS.md over chosen stacks, with the peers beside them on
+// a GPU. Each workload starts from a freshly built stack (cold). Host time only.
+#include "commands.hpp"
+#include "device.hpp"
+#include "progress.hpp"
+#include "replay_command.hpp"
+#include "report.hpp"
+
+#include <gpumem/spec/resource_factory.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <random>
+#include <thread>
+
+namespace gpumem::tool {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0)
+{
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// One table: rows (a size, a thread count, a trace) x columns (resources).
+struct bench_table {
+  std::string title;
+  std::vector<std::string> rows;
+  std::map<std::string, std::map<std::string, std::string>> cells;  ///< row -> resource -> text
+  std::map<std::string, std::map<std::string, double>> values;      ///< for JSON
+};
+
+struct bench_context {
+  bench_options const& options;
+  bool simulated;
+  std::vector<std::string> specs;
+  progress_bar& bar;
+};
+
+/// A freshly built stack on a fresh target.
+struct bench_stack {
+  target dev;
+  spec::resource_stack stack;
+  bench_stack(bench_context const& c, std::string const& s)
+      : dev{{.simulate = c.simulated, .capacity_bytes = c.options.capacity_bytes}},
+        stack{spec::build(s, dev.meter(), c.simulated)}
+  {
+  }
+};
+
+std::size_t log_uniform(std::mt19937_64& rng, double lo, double hi)
+{
+  std::uniform_real_distribution<double> d{std::log(lo), std::log(hi)};
+  return static_cast<std::size_t>(std::exp(d(rng)));
+}
+
+/// Random interleaving of allocations and frees with at most `max_live` live; ns per operation.
+double random_walk(mr::device_memory_resource& r, cudaStream_t s, std::size_t ops,
+                   std::size_t max_live, double lo, double hi, std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  std::vector<std::pair<void*, std::size_t>> live;
+  live.reserve(max_live);
+  auto const t0 = clock_type::now();
+  for (std::size_t i = 0; i < ops; ++i) {
+    bool const alloc = live.empty() || (live.size() < max_live && (rng() & 1) == 0);
+    if (alloc) {
+      auto const n = log_uniform(rng, lo, hi);
+      live.emplace_back(r.allocate(n, s), n);
+    } else {
+      auto const k = rng() % live.size();
+      r.deallocate(live[k].first, live[k].second, s);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  double const ns = seconds_since(t0) * 1e9 / static_cast<double>(ops);
+  for (auto [p, n] : live) { r.deallocate(p, n, s); }
+  return ns;
+}
+
+std::string fmt(double v, int digits = 0)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+void put(bench_table& t, std::string const& row, std::string const& res, double v, int digits)
+{
+  if (std::find(t.rows.begin(), t.rows.end(), row) == t.rows.end()) { t.rows.push_back(row); }
+  t.cells[row][res]  = fmt(v, digits);
+  t.values[row][res] = v;
+}
+
+void put_error(bench_table& t, std::string const& row, std::string const& res, std::string why)
+{
+  if (std::find(t.rows.begin(), t.rows.end(), row) == t.rows.end()) { t.rows.push_back(row); }
+  t.cells[row][res] = "n/a";
+  std::cerr << "  " << t.title.substr(0, t.title.find(':')) << " " << row << " " << res << ": "
+            << why.substr(0, why.find('\n')) << "\n";
+}
+
+/// Runs `fn` for each spec on a fresh stack, recording failures as n/a.
+template <class Fn>
+void each_stack(bench_context const& c, bench_table& t, std::string const& row, Fn&& fn)
+{
+  for (auto const& s : c.specs) {
+    c.bar.update(t.title.substr(0, t.title.find(':')) + " " + row + " " + s, 0, 1);
+    try {
+      bench_stack b{c, s};
+      fn(b, s);
+      b.dev.synchronize();
+    } catch (spec::spec_error const&) {
+      throw;
+    } catch (std::exception const& e) {
+      put_error(t, row, s, e.what());
+    }
+  }
+}
+
+bench_table pair_workload(bench_context const& c)
+{
+  bench_table t{"pair: allocate + free of one size on one stream, ns per pair (lower is better)"};
+  std::size_t const max_iters = c.options.smoke ? 50 : 20000;
+  for (std::size_t size : {std::size_t{256}, std::size_t{4} << 10, std::size_t{64} << 10,
+                           std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20}) {
+    auto const row = human_bytes(size);
+    each_stack(c, t, row, [&](bench_stack& b, std::string const& s) {
+      auto& r         = b.stack.top();
+      cudaStream_t st = b.dev.new_stream();
+      r.deallocate(r.allocate(size, st), size, st);  // warm-up: the stack has grown once
+      std::size_t n = 0;
+      auto const t0 = clock_type::now();
+      for (; n < max_iters && (n % 64 != 0 || seconds_since(t0) < 0.25); ++n) {
+        r.deallocate(r.allocate(size, st), size, st);
+      }
+      put(t, row, s, seconds_since(t0) * 1e9 / static_cast<double>(n), 0);
+    });
+  }
+  return t;
+}
+
+bench_table random_workload(bench_context const& c, bool large)
+{
+  bench_table t{large
+                    ? "random_large: 20k ops, 256 B..256 MiB log-uniform, <= 100 live, ns per op"
+                    : "random_small: 200k ops, 256 B..4 MiB log-uniform, <= 1000 live, ns per op"};
+  std::size_t ops = large ? 20000 : 200000;
+  if (c.options.smoke) { ops /= 100; }
+  each_stack(
+      c, t, large ? "random_large" : "random_small", [&](bench_stack& b, std::string const& s) {
+        auto const ns = random_walk(b.stack.top(), b.dev.new_stream(), ops, large ? 100 : 1000,
+                                    256.0, large ? 256.0 * (1 << 20) : 4.0 * (1 << 20), 42);
+        put(t, large ? "random_large" : "random_small", s, ns, 0);
+      });
+  return t;
+}
+
+bench_table threads_workload(bench_context const& c)
+{
+  bench_table t{
+      "threads: each thread its own stream, 256 B..64 KiB, <= 64 live each; aggregate "
+      "million ops/s (higher is better)"};
+  std::size_t const ops = c.options.smoke ? 500 : 20000;
+  std::vector<unsigned> counts{1, 2, 4, 8, 16};
+  if (c.options.smoke) { counts = {1, 2}; }
+  for (unsigned threads : counts) {
+    auto const row = std::to_string(threads) + " thread(s)";
+    each_stack(c, t, row, [&](bench_stack& b, std::string const& s) {
+      std::vector<cudaStream_t> streams;
+      for (unsigned i = 0; i < threads; ++i) { streams.push_back(b.dev.new_stream()); }
+      std::vector<std::thread> pool;
+      auto const t0 = clock_type::now();
+      for (unsigned i = 0; i < threads; ++i) {
+        pool.emplace_back([&, i] {
+          (void)random_walk(b.stack.top(), streams[i], ops, 64, 256.0, 65536.0, 7 + i);
+        });
+      }
+      for (auto& th : pool) { th.join(); }
+      put(t, row, s, static_cast<double>(ops) * threads / seconds_since(t0) / 1e6, 2);
+    });
+  }
+  return t;
+}
+
+bench_table replay_workload(bench_context const& c)
+{
+  bench_table t{"replay: cold ns/event / warm ns/event / peak held / peak live"};
+  auto traces = c.options.traces.empty() ? bundled_traces() : c.options.traces;
+  for (auto const& path : traces) {
+    auto const profile = trace::profile_trace(path);
+    auto const row     = std::filesystem::path{path}.filename().string();
+    each_stack(c, t, row, [&](bench_stack& b, std::string const& s) {
+      trace::replay_options ro;
+      ro.stream_of    = [&](std::uint64_t id) { return b.dev.stream_of(id); };
+      auto const cold = trace::replay(profile, b.stack, b.dev.meter(), ro);
+      auto const warm = trace::replay(profile, b.stack, b.dev.meter(), ro);
+      if (cold.failure || warm.failure) {
+        put_error(t, row, s, "out of memory: " + (cold.failure ? cold : warm).failure->message);
+        return;
+      }
+      auto const ratio = std::max(cold.footprint_ratio(profile), warm.footprint_ratio(profile));
+      put(t, row, s, cold.ns_per_operation(), 0);
+      t.cells[row][s] = fmt(cold.ns_per_operation()) + " / " + fmt(warm.ns_per_operation()) +
+                        " / " + fmt(ratio, 3);
+      t.values[row][s + ":warm_ns"]         = warm.ns_per_operation();
+      t.values[row][s + ":footprint_ratio"] = ratio;
+    });
+  }
+  return t;
+}
+
+void print_text(std::vector<bench_table> const& tables, bench_context const& c)
+{
+  for (auto const& t : tables) {
+    std::cout << "\n" << t.title << "\n";
+    std::size_t w0 = 14;
+    for (auto const& r : t.rows) { w0 = std::max(w0, r.size() + 2); }
+    std::cout << std::string(w0, ' ');
+    for (auto const& s : c.specs) { std::cout << " | " << s; }
+    std::cout << "\n";
+    for (auto const& r : t.rows) {
+      std::cout << r << std::string(w0 - r.size(), ' ');
+      for (auto const& s : c.specs) {
+        auto it   = t.cells.at(r).find(s);
+        auto cell = it == t.cells.at(r).end() ? std::string{"-"} : it->second;
+        std::cout << " | " << std::string(s.size() > cell.size() ? s.size() - cell.size() : 0, ' ')
+                  << cell;
+      }
+      std::cout << "\n";
+    }
+  }
+}
+
+void print_json(std::vector<bench_table> const& tables, std::string const& device, bool smoke)
+{
+  std::cout << "{\"device\":" << json_string(device) << ",\"smoke\":" << (smoke ? "true" : "false")
+            << ",\"workloads\":[";
+  char const* tsep = "";
+  for (auto const& t : tables) {
+    std::cout << tsep << "{\"title\":" << json_string(t.title) << ",\"rows\":{";
+    char const* rsep = "";
+    for (auto const& r : t.rows) {
+      std::cout << rsep << json_string(r) << ":{";
+      char const* csep = "";
+      for (auto const& [k, v] : t.values.at(r)) {
+        std::cout << csep << json_string(k) << ":" << fmt(v, 3);
+        csep = ",";
+      }
+      std::cout << "}";
+      rsep = ",";
+    }
+    std::cout << "}}";
+    tsep = ",";
+  }
+  std::cout << "]}\n";
+}
+
+std::vector<std::string> default_specs(bool simulated)
+{
+  std::vector<std::string> specs;
+  for (auto const& e : spec::factory_table()) {
+    if (!e.default_run.empty() && !(simulated && e.needs_gpu)) {
+      specs.emplace_back(e.default_run);
+    }
+  }
+  return specs;
+}
+
+}  // namespace
+
+int run_bench(bench_options const& options)
+{
+  bool const simulated = options.simulate || !why_no_gpu().empty();
+  progress_bar bar{options.progress};
+  bench_context c{options, simulated,
+                  options.resources.empty() ? default_specs(simulated) : options.resources, bar};
+  if (!simulated) {  // the peers are always beside the chosen resources on a GPU
+    for (char const* peer : {"cuda", "cuda_malloc_async", "cub_caching"}) {
+      if (std::find(c.specs.begin(), c.specs.end(), peer) == c.specs.end()) {
+        c.specs.emplace_back(peer);
+      }
+    }
+  }
+  for (auto const& s : c.specs) { (void)spec::parse_resource_spec(s); }
+  auto want = [&](char const* w) {
+    return options.workloads.empty() ||
+           std::find(options.workloads.begin(), options.workloads.end(), w) !=
+               options.workloads.end();
+  };
+  std::vector<bench_table> tables;
+  if (want("pair")) { tables.push_back(pair_workload(c)); }
+  if (want("random_small")) { tables.push_back(random_workload(c, false)); }
+  if (want("random_large")) { tables.push_back(random_workload(c, true)); }
+  if (want("threads")) { tables.push_back(threads_workload(c)); }
+  if (want("replay")) { tables.push_back(replay_workload(c)); }
+  bar.finish();
+  std::string const device =
+      simulated ? "simulated device (host time of the allocators' bookkeeping; no GPU)" : "GPU";
+  if (options.json) {
+    print_json(tables, device, options.smoke);
+  } else {
+    std::cout << "gpumem bench on " << device
+              << (options.smoke ? " -- smoke run, numbers are not "
+                                  "meaningful"
+                                : "")
+              << "\n";
+    print_text(tables, c);
+  }
+  return 0;
+}
+
+}  // namespace gpumem::tool

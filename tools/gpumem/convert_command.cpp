@@ -1,0 +1,58 @@
+// `gpumem convert`: a PyTorch memory snapshot (pickle) to the CSV trace, by snapshot_to_csv.py.
+#include "commands.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <vector>
+
+#ifndef GPUMEM_TOOL_CONVERTER
+#define GPUMEM_TOOL_CONVERTER "snapshot_to_csv.py"
+#endif
+
+namespace gpumem::tool {
+namespace {
+
+/// The converter: beside the binary when installed, else the build tree's copy.
+std::string converter_path()
+{
+  std::error_code ec;
+  auto const self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (auto const& c : {self.parent_path() / "snapshot_to_csv.py",
+                          self.parent_path() / "../share/gpumem/snapshot_to_csv.py"}) {
+      if (std::filesystem::exists(c)) { return c.string(); }
+    }
+  }
+  return GPUMEM_TOOL_CONVERTER;
+}
+
+}  // namespace
+
+int run_convert(std::string const& snapshot, std::string const& csv, std::string const& python)
+{
+  auto const script = converter_path();
+  std::vector<std::string> args{python, script, snapshot, "-o", csv};
+  std::vector<char*> argv;
+  for (auto& a : args) { argv.push_back(a.data()); }
+  argv.push_back(nullptr);
+  pid_t const pid = ::fork();
+  if (pid == 0) {
+    ::execvp(argv[0], argv.data());
+    std::cerr << "gpumem convert: cannot run " << python << " (" << std::strerror(errno)
+              << "); install Python 3 or pass --python PATH\n";
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) < 0) {
+    std::cerr << "gpumem convert: cannot start " << python << "\n";
+    return 1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace gpumem::tool

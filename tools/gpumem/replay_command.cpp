@@ -1,0 +1,143 @@
+// Replaying traces over resource stacks (default run and `gpumem replay`).
+#include "replay_command.hpp"
+
+#include "device.hpp"
+#include "progress.hpp"
+#include "report.hpp"
+
+#include <gpumem/spec/resource_factory.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#ifndef GPUMEM_TOOL_TRACE_DIR
+#define GPUMEM_TOOL_TRACE_DIR "traces"
+#endif
+
+namespace gpumem::tool {
+namespace {
+
+std::vector<std::string> default_resources(bool simulated)
+{
+  std::vector<std::string> specs;
+  for (auto const& e : spec::factory_table()) {
+    if (!e.default_run.empty() && !(simulated && e.needs_gpu)) {
+      specs.emplace_back(e.default_run);
+    }
+  }
+  return specs;
+}
+
+std::string device_name(bool simulated, std::size_t capacity)
+{
+  if (simulated) {
+    return "simulated device of " + spec::size_to_string(capacity) +
+           " (addresses only, no memory touched; stream work completes at once)";
+  }
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    return "GPU";
+  }
+  return std::string{prop.name} + " (device " + std::to_string(dev) + ")";
+}
+
+resource_run run_one(trace::trace_profile const& profile, std::string const& spec_text,
+                     replay_command_options const& options, bool simulated, progress_bar& bar)
+{
+  resource_run run{spec_text, {}, {}};
+  target dev{{.simulate = simulated, .capacity_bytes = options.capacity_bytes}};
+  spec::resource_stack stack;
+  try {
+    stack = spec::build(spec_text, dev.meter(), simulated);
+  } catch (spec::spec_error const&) {
+    throw;
+  } catch (std::exception const& e) {
+    run.error = e.what();
+    return run;
+  }
+  run.spec = stack.spec();
+  trace::replay_options ro;
+  ro.threads         = options.threads;
+  ro.stream_of       = [&dev](std::uint64_t id) { return dev.stream_of(id); };
+  auto const label   = std::filesystem::path{profile.path}.filename().string() + " " + run.spec;
+  ro.progress.report = [&](std::size_t done, std::size_t total) { bar.update(label, done, total); };
+  run.result         = trace::replay(profile, stack, dev.meter(), ro);
+  dev.synchronize();
+  return run;
+}
+
+}  // namespace
+
+std::vector<std::string> bundled_traces()
+{
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto const& entry : std::filesystem::directory_iterator{GPUMEM_TOOL_TRACE_DIR, ec}) {
+    if (entry.path().extension() == ".csv") { out.push_back(entry.path().string()); }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+replay_report run_replays(replay_command_options const& options)
+{
+  replay_report report;
+  report.simulated      = options.simulate || !why_no_gpu().empty();
+  report.capacity_bytes = options.capacity_bytes;
+  report.device         = device_name(report.simulated, options.capacity_bytes);
+  auto const traces     = options.traces.empty() ? bundled_traces() : options.traces;
+  if (traces.empty()) {
+    throw trace::trace_error{GPUMEM_TOOL_TRACE_DIR, 0,
+                             "no bundled traces found; give trace files: gpumem replay TRACE.csv"};
+  }
+  auto const specs =
+      options.resources.empty() ? default_resources(report.simulated) : options.resources;
+  for (auto const& s : specs) { (void)spec::parse_resource_spec(s); }  // fail before any work
+  progress_bar bar{options.progress};
+  for (auto const& path : traces) {
+    trace_run tr;
+    tr.profile = trace::profile_trace(
+        path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});
+    for (auto const& s : specs) {
+      tr.runs.push_back(run_one(tr.profile, s, options, report.simulated, bar));
+    }
+    report.traces.push_back(std::move(tr));
+  }
+  bar.finish();
+  return report;
+}
+
+}  // namespace gpumem::tool
+
+namespace gpumem::tool {
+
+int print_and_report(replay_report const& report, replay_command_options const& options)
+{
+  switch (options.format) {
+    case output_format::table:
+      write_table(std::cout, report);
+      break;
+    case output_format::json:
+      write_json(std::cout, report, false);
+      break;
+    case output_format::csv:
+      write_csv(std::cout, report);
+      break;
+  }
+  if (!options.report_dir.empty()) {
+    auto const page = write_report_folder(options.report_dir, report);
+    (options.format == output_format::table ? std::cout : std::cerr)
+        << "\nreport: " << page
+        << " (open it in any browser; results.json and results.csv beside)\n";
+  }
+  for (auto const& t : report.traces) {
+    for (auto const& r : t.runs) {
+      if (!r.error.empty() || r.result.failure) { return 3; }
+    }
+  }
+  return 0;
+}
+
+}  // namespace gpumem::tool

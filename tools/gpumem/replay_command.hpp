@@ -1,0 +1,54 @@
+// tools/gpumem/replay_command.hpp — `gpumem` (default run) and `gpumem replay`: replay traces over
+// resource stacks on the GPU or the simulated device, print a table / JSON / CSV, write the report.
+#pragma once
+
+#include <gpumem/trace/replay.hpp>
+
+#include <string>
+#include <vector>
+
+namespace gpumem::tool {
+
+enum class output_format { table, json, csv };
+
+struct replay_command_options {
+  std::vector<std::string> traces;     ///< empty: the bundled traces
+  std::vector<std::string> resources;  ///< specs; empty: every entry's default_run stack
+  bool simulate{};                     ///< forced; also chosen when there is no GPU
+  std::size_t capacity_bytes{std::size_t{80} << 30};
+  bool threads{};
+  output_format format{output_format::table};
+  std::string report_dir;  ///< empty: no report folder
+  bool progress{true};
+};
+
+/// One resource over one trace: the result, or why it could not run.
+struct resource_run {
+  std::string spec;
+  std::string error;  ///< set when the stack could not be built
+  trace::replay_result result;
+};
+
+struct trace_run {
+  trace::trace_profile profile;
+  std::vector<resource_run> runs;
+};
+
+struct replay_report {
+  bool simulated{};
+  std::size_t capacity_bytes{};
+  std::string device;  ///< "simulated 80GiB" or the GPU's name
+  std::vector<trace_run> traces;
+};
+
+/// The bundled traces (tools/gpumem/traces/*.csv), sorted; empty when none can be found.
+[[nodiscard]] std::vector<std::string> bundled_traces();
+
+/// Runs the replays; throws trace_error / spec_error for bad input.
+[[nodiscard]] replay_report run_replays(replay_command_options const& options);
+
+/// Prints in the chosen format, writes the report folder; returns the exit status
+/// (0, or 3 when a replay ran out of memory or a stack could not be built).
+int print_and_report(replay_report const& report, replay_command_options const& options);
+
+}  // namespace gpumem::tool

@@ -1,0 +1,27 @@
+// tools/gpumem/report.hpp — the replay results for people (table), programs (JSON, CSV) and
+// browsers (a self-contained HTML page: inline SVG drawn by inline JS, no network).
+#pragma once
+
+#include "replay_command.hpp"
+
+#include <ostream>
+#include <string>
+
+namespace gpumem::tool {
+
+void write_table(std::ostream& out, replay_report const& report);
+void write_csv(std::ostream& out, replay_report const& report);
+/// `timelines`: include memory over time (the report folder's results.json does).
+void write_json(std::ostream& out, replay_report const& report, bool timelines);
+void write_html(std::ostream& out, replay_report const& report);
+
+/// Writes index.html, results.json and results.csv into `dir` (created); returns index.html's
+/// absolute path. Throws std::runtime_error when the folder cannot be written.
+std::string write_report_folder(std::string const& dir, replay_report const& report);
+
+/// "1.50 GiB", "256 B" — compact sizes for tables.
+[[nodiscard]] std::string human_bytes(std::size_t bytes);
+/// A JSON string literal.
+[[nodiscard]] std::string json_string(std::string const& s);
+
+}  // namespace gpumem::tool

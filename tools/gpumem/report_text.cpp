@@ -1,0 +1,153 @@
+// Table, CSV and JSON renderings of a replay report.
+#include "report.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+namespace gpumem::tool {
+namespace {
+
+std::string fixed(double v, int digits)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string percent(double v)
+{
+  return fixed(v * 100.0, 1) + "%";
+}
+
+std::string pad(std::string s, std::size_t width, bool right = false)
+{
+  if (s.size() >= width) { return s + " "; }
+  std::string fill(width - s.size(), ' ');
+  return right ? fill + s + " " : s + fill + " ";
+}
+
+std::string name_of(std::string const& path)
+{
+  return std::filesystem::path{path}.filename().string();
+}
+
+void write_profile(std::ostream& out, trace::trace_profile const& p)
+{
+  out << "trace " << name_of(p.path) << ": " << p.events << " events (" << p.allocations
+      << " allocations, " << p.frees << " frees), peak live " << human_bytes(p.peak_live_bytes)
+      << " in " << p.peak_live_blocks << " blocks at event " << p.peak_live_event + 1 << ", "
+      << p.threads.size() << " thread(s), " << p.streams.size() << " stream(s)\n";
+  if (p.unknown_frees + p.double_allocates + p.size_mismatches + p.allocate_failures +
+          p.left_live !=
+      0) {
+    out << "  trace anomalies (counted, not fatal): " << p.unknown_frees
+        << " free(s) of unknown pointers skipped, " << p.double_allocates
+        << " allocate(s) of a live pointer, " << p.size_mismatches << " free(s) with a wrong size, "
+        << p.allocate_failures << " 'allocate failure' row(s) skipped, " << p.left_live
+        << " block(s) never freed\n";
+  }
+}
+
+void write_row(std::ostream& out, resource_run const& r, trace::trace_profile const& p)
+{
+  out << "  " << pad(r.spec, 26);
+  if (!r.error.empty()) {
+    out << "could not be built: " << r.error << "\n";
+    return;
+  }
+  auto const& res = r.result;
+  auto const& at  = res.at_peak;
+  out << pad(human_bytes(res.peak_held_bytes), 12, true)
+      << pad(fixed(res.footprint_ratio(p), 3), 10, true)
+      << pad(percent(at.internal_fragmentation()), 9, true)
+      << pad(at.layout_known ? percent(at.external_fragmentation()) : "n/a", 9, true)
+      << pad(at.layout_known ? human_bytes(at.largest_free_bytes) : "n/a", 12, true)
+      << pad(fixed(res.ns_per_operation(), 1), 9, true);
+  if (res.failure) { out << " OUT OF MEMORY at line " << res.failure->line; }
+  out << "\n";
+}
+
+void write_failure(std::ostream& out, resource_run const& r)
+{
+  auto const& f = *r.result.failure;
+  auto const& s = f.state;
+  out << "\n  " << r.spec << ": out of memory at event " << f.event + 1 << " (line " << f.line
+      << "), allocating " << human_bytes(f.bytes) << ":\n    " << f.message << "\n    state: holds "
+      << human_bytes(s.held_bytes) << ", live " << human_bytes(s.live_bytes) << " in "
+      << s.live_blocks << " blocks";
+  if (s.layout_known) {
+    out << ", free " << human_bytes(s.free_bytes) << ", largest free block "
+        << human_bytes(s.largest_free_bytes);
+  }
+  out << "\n    what to do: give the simulated device more memory (--simulate=CAPACITY) or "
+         "choose a leaner resource\n";
+}
+
+}  // namespace
+
+std::string human_bytes(std::size_t bytes)
+{
+  static constexpr char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v                             = static_cast<double>(bytes);
+  int u                                = 0;
+  while (v >= 1024.0 && u < 4) { v /= 1024.0, ++u; }
+  return u == 0 ? std::to_string(bytes) + " B" : fixed(v, 2) + " " + units[u];
+}
+
+std::string json_string(std::string const& s)
+{
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\', out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+void write_table(std::ostream& out, replay_report const& report)
+{
+  out << "gpumem replay on " << report.device << "\n";
+  for (auto const& t : report.traces) {
+    out << "\n";
+    write_profile(out, t.profile);
+    out << "  " << pad("resource", 26) << pad("peak held", 12, true) << pad("held/live", 10, true)
+        << pad("internal", 9, true) << pad("external", 9, true) << pad("largest free", 12, true)
+        << pad("ns/op", 9, true) << "\n";
+    for (auto const& r : t.runs) { write_row(out, r, t.profile); }
+    for (auto const& r : t.runs) {
+      if (r.error.empty() && r.result.failure) { write_failure(out, r); }
+    }
+  }
+  out << "\npeak held: most memory the stack held from below; held/live: that / peak live bytes;\n"
+         "internal, external fragmentation and largest free block: at the peak of live bytes;\n"
+         "ns/op: host time per allocate or free in the replay loop. See docs/tool.md.\n";
+}
+
+void write_csv(std::ostream& out, replay_report const& report)
+{
+  out << "trace,resource,status,peak_live_bytes,peak_held_bytes,footprint_ratio,"
+         "internal_fragmentation,external_fragmentation,largest_free_at_peak_bytes,ns_per_op,"
+         "operations\n";
+  for (auto const& t : report.traces) {
+    for (auto const& r : t.runs) {
+      auto const& res = r.result;
+      std::string const status =
+          !r.error.empty() ? "build_error" : (res.failure ? "out_of_memory" : "ok");
+      out << name_of(t.profile.path) << "," << r.spec << "," << status << ","
+          << t.profile.peak_live_bytes << "," << res.peak_held_bytes << ","
+          << fixed(res.footprint_ratio(t.profile), 6) << ","
+          << fixed(res.at_peak.internal_fragmentation(), 6) << ","
+          << fixed(res.at_peak.external_fragmentation(), 6) << "," << res.at_peak.largest_free_bytes
+          << "," << fixed(res.ns_per_operation(), 2) << "," << res.operations << "\n";
+    }
+  }
+}
+
+}  // namespace gpumem::tool
