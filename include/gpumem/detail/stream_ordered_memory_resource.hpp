@@ -1,0 +1,173 @@
+// gpumem/detail/stream_ordered_memory_resource.hpp — the stream-ordered core shared by the
+// suballocators (pool, fixed_size): free memory kept per stream, reused at once on the stream that
+// freed it, handed to another stream only once that stream is ordered after the free (not API).
+//
+// State:
+//   streams_   per stream: a mutex, a free list (FreeList), the stream's identity, a lazily created
+//              event. Found through a thread-local cache (stream_registry), no global lock.
+//   unowned_   free memory no stream has touched since it came from upstream (or since a device
+//              synchronization): any stream takes it without waiting.
+//   table_     handed-out blocks by pointer (true size and chunk; detects double / foreign frees).
+//   chunks_    upstream allocations; pool_bytes_ their total.
+//
+// allocate(size, S), in this order (docs/design.md, "Suballocators"):
+//   1. hit path: best fit in S's own list — S's mutex only, no runtime call;
+//   2. unowned_ (its mutex);
+//   3. steal from another stream A's list: record A's event now (after the free, so it covers it),
+//      make S wait on it, take the block. Skipped for another thread's per-thread default stream
+//      (an event recorded on cudaStreamPerThread from this thread would land on the wrong stream);
+//   4. under grow_mutex_: reclaim — detach every stream's list, synchronize the device (all work
+//      enqueued before the frees is done), merge everything into unowned_ (coalescing across
+//      streams), retry;
+//   5. grow: a new upstream chunk (Derived's growth policy), taken from directly.
+// deallocate(p, n, S): look p up in table_ (unknown: reported, ignored), insert into S's list
+// (coalescing). No runtime call.
+//
+// Invariants (check_invariants(), throws logic_error naming the broken equality):
+//   pool_bytes_ == sum of chunk sizes
+//   free bytes (all lists) + handed-out bytes (table_) == pool_bytes_
+//   every block lies inside its chunk; no two blocks (free or handed out) overlap
+//   each list's own invariants
+//
+// Derived (CRTP) provides, privately with this class as friend:
+//   static constexpr char const* resource_name;
+//   std::size_t allocation_size(std::size_t bytes) const;          // block size; throws when too
+//   big bool size_matches(std::size_t bytes, std::size_t block) const noexcept; free_block
+//   allocate_chunk(std::size_t size, cuda_stream_view);  // growth policy; may throw void
+//   deallocate_chunk(free_block chunk) noexcept;
+// and calls release_all() in its destructor.
+//
+// Thread safety: allocate/deallocate from any thread. check_invariants() needs no concurrent
+// allocate/deallocate. Lock order: grow_mutex_ < registry < a stream's mutex < table_ shards.
+#pragma once
+
+#include <gpumem/detail/allocation_table.hpp>
+#include <gpumem/detail/format.hpp>
+#include <gpumem/detail/free_block.hpp>
+#include <gpumem/detail/runtime.hpp>
+#include <gpumem/detail/stream_registry.hpp>
+#include <gpumem/mr/device_memory_resource.hpp>
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gpumem::detail {
+
+/// Writes a bad-deallocation diagnostic to stderr (the first few per resource; see design.md).
+void report_bad_deallocation(char const* resource, void const* ptr, std::size_t bytes,
+                             std::string const& why, std::uint64_t count) noexcept;
+/// "pool size P, free F in N blocks, largest free block L (fragmentation X%)".
+[[nodiscard]] std::string describe_free(std::size_t pool_bytes, free_stats const& stats);
+/// Throws logic_error "<resource>: <what>" when !ok (check_invariants helper).
+void expect_invariant(bool ok, char const* resource, std::string const& what);
+/// Checks that blocks (any order) lie within their chunks and do not overlap.
+void check_blocks(char const* resource, std::vector<free_block> blocks,
+                  std::vector<free_block> const& chunks);
+
+template <class Derived, class FreeList>
+class stream_ordered_memory_resource : public mr::device_memory_resource {
+ public:
+  stream_ordered_memory_resource(stream_ordered_memory_resource const&)            = delete;
+  stream_ordered_memory_resource& operator=(stream_ordered_memory_resource const&) = delete;
+
+  /// Total bytes taken from upstream (free and handed out).
+  [[nodiscard]] std::size_t pool_size() const noexcept { return pool_bytes_.load(); }
+  /// The runtime used for events and synchronization.
+  [[nodiscard]] runtime& get_runtime() const noexcept { return *runtime_; }
+  /// Deallocations of pointers that were not handed out (double or foreign frees), so far.
+  [[nodiscard]] std::uint64_t bad_deallocations() const noexcept { return bad_frees_.load(); }
+  /// Free memory over all lists (takes every list's lock in turn).
+  [[nodiscard]] free_stats get_free_stats() const;
+  void check_invariants() const;
+
+ protected:
+  stream_ordered_memory_resource(runtime& rt, FreeList prototype)
+      : runtime_{&rt},
+        prototype_{std::move(prototype)},
+        unowned_{{}, prototype_},
+        streams_{
+            [this](stream_identity id) { return std::make_unique<stream_state>(id, prototype_); }}
+  {
+  }
+  ~stream_ordered_memory_resource() override;
+
+  /// Registers an upstream chunk (e.g. the initial pool) as free memory of no stream.
+  void adopt_chunk(free_block chunk);
+  /// Returns every chunk upstream and forgets all blocks. Derived destructors call it.
+  void release_all() noexcept;
+  /// describe_free() of the current state.
+  [[nodiscard]] std::string describe_state() const
+  {
+    return describe_free(pool_size(), get_free_stats());
+  }
+
+ private:
+  struct stream_state {
+    stream_state(stream_identity id, FreeList const& proto) : list{proto}, identity{id} {}
+    std::mutex mutex;
+    FreeList list;
+    stream_identity identity;
+    cudaEvent_t event{};  // created on first steal from this stream; guarded by mutex
+  };
+
+  Derived& derived() noexcept { return static_cast<Derived&>(*this); }
+  Derived const& derived() const noexcept { return static_cast<Derived const&>(*this); }
+
+  void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
+  {
+    auto const size = derived().allocation_size(bytes);
+    auto& mine      = streams_.get(stream.value());
+    free_block block{};
+    {
+      std::lock_guard lock{mine.mutex};
+      block = mine.list.take(size);
+    }
+    if (!block.valid()) { block = allocate_slow(mine, size, stream); }
+    record(mine, block);
+    return block.ptr;
+  }
+
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
+  {
+    auto const block = table_.erase(ptr);
+    if (!block) {
+      report_bad(ptr, bytes, "not handed out by this resource (double free or foreign pointer)");
+      return;
+    }
+    if (!derived().size_matches(bytes, block->size)) {
+      report_bad(ptr, bytes,
+                 format("size differs from the allocation (block of ", block->size,
+                        " bytes); the block is freed"));
+    }
+    auto& mine = streams_.get(stream.value());
+    std::lock_guard lock{mine.mutex};
+    mine.list.insert(*block);
+  }
+
+  void record(stream_state& mine, free_block block);
+  void report_bad(void const* ptr, std::size_t bytes, std::string const& why) noexcept;
+  free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
+  free_block take_unowned(std::size_t size);
+  free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
+  void order_after(stream_state& other, cuda_stream_view stream);
+  bool reclaim();
+  free_block grow(std::size_t size, cuda_stream_view stream);
+
+  runtime* runtime_;
+  FreeList prototype_;            // an empty list, copied for each new stream
+  mutable stream_state unowned_;  // free memory of no stream
+  mutable stream_registry<stream_state> streams_;
+  mutable allocation_table table_;
+  mutable std::mutex grow_mutex_;          // serializes reclaim and growth; guards chunks_
+  std::vector<free_block> chunks_;         // chunks_[i].chunk == i
+  std::atomic<std::size_t> pool_bytes_{};  // == sum of chunks_[i].size
+  std::atomic<std::uint64_t> bad_frees_{};
+};
+
+}  // namespace gpumem::detail
+
+#include <gpumem/detail/stream_ordered_memory_resource.inl>

@@ -1,0 +1,204 @@
+// Slow-path bodies of detail::stream_ordered_memory_resource (included by its header only).
+#pragma once
+
+namespace gpumem::detail {
+
+template <class D, class L>
+stream_ordered_memory_resource<D, L>::~stream_ordered_memory_resource()
+{
+  streams_.for_each([this](stream_state& s) {
+    if (s.event != nullptr) { runtime_->event_destroy(s.event); }
+  });
+}
+
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::record(stream_state& mine, free_block block)
+{
+  try {
+    table_.insert(block);
+  } catch (...) {  // host memory exhausted: the block goes back, the resource stays consistent
+    std::lock_guard lock{mine.mutex};
+    mine.list.insert(block);
+    throw;
+  }
+}
+
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::report_bad(void const* ptr, std::size_t bytes,
+                                                      std::string const& why) noexcept
+{
+  auto const count = bad_frees_.fetch_add(1) + 1;
+  report_bad_deallocation(D::resource_name, ptr, bytes, why, count);
+}
+
+template <class D, class L>
+free_block stream_ordered_memory_resource<D, L>::allocate_slow(stream_state& mine, std::size_t size,
+                                                               cuda_stream_view stream)
+{
+  if (auto b = take_unowned(size); b.valid()) { return b; }
+  if (auto b = steal(mine, size, stream); b.valid()) { return b; }
+  std::lock_guard lock{grow_mutex_};
+  if (auto b = take_unowned(size); b.valid()) { return b; }  // another thread grew meanwhile
+  if (reclaim()) {
+    if (auto b = take_unowned(size); b.valid()) { return b; }
+  }
+  return grow(size, stream);
+}
+
+template <class D, class L>
+free_block stream_ordered_memory_resource<D, L>::take_unowned(std::size_t size)
+{
+  std::lock_guard lock{unowned_.mutex};
+  return unowned_.list.take(size);
+}
+
+template <class D, class L>
+free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::size_t size,
+                                                       cuda_stream_view stream)
+{
+  free_block found{};
+  streams_.for_each([&](stream_state& other) {
+    if (found.valid() || &other == &mine || !other.identity.recordable_here()) { return; }
+    std::lock_guard lock{other.mutex};
+    found = other.list.take(size);
+    if (!found.valid()) { return; }
+    try {
+      order_after(other, stream);
+    } catch (...) {
+      other.list.insert(found);
+      throw;
+    }
+  });
+  return found;
+}
+
+// The event is recorded now, after the free (which happened before `other`'s mutex was taken), so
+// it covers all work enqueued on the other stream before the block was freed.
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::order_after(stream_state& other, cuda_stream_view stream)
+{
+  if (other.event == nullptr) { other.event = runtime_->event_create(); }
+  runtime_->event_record(other.event, other.identity.stream);
+  runtime_->stream_wait_event(stream.value(), other.event);
+}
+
+// Detach first, then synchronize: a block freed after the detach is not moved, so everything moved
+// was freed before the synchronization and its stream's prior work is complete.
+template <class D, class L>
+bool stream_ordered_memory_resource<D, L>::reclaim()
+{
+  L detached{prototype_};
+  streams_.for_each([&](stream_state& s) {
+    std::lock_guard lock{s.mutex};
+    detached.merge(s.list);
+  });
+  if (detached.empty()) { return false; }
+  std::exception_ptr failure;
+  try {
+    runtime_->device_synchronize();
+  } catch (...) {  // the device failed; the blocks are kept (the resource cannot be used safely)
+    failure = std::current_exception();
+  }
+  std::lock_guard lock{unowned_.mutex};
+  unowned_.list.merge(detached);
+  if (failure) { std::rethrow_exception(failure); }
+  return true;
+}
+
+template <class D, class L>
+free_block stream_ordered_memory_resource<D, L>::grow(std::size_t size, cuda_stream_view stream)
+{
+  auto chunk  = derived().allocate_chunk(size, stream);
+  chunk.chunk = static_cast<std::uint32_t>(chunks_.size());
+  try {
+    chunks_.push_back(chunk);
+  } catch (...) {
+    derived().deallocate_chunk(chunk);
+    throw;
+  }
+  pool_bytes_ += chunk.size;
+  L fresh{prototype_};
+  fresh.insert_chunk(chunk);
+  auto const block = fresh.take(size);
+  std::lock_guard lock{unowned_.mutex};
+  unowned_.list.merge(fresh);
+  return block;
+}
+
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::adopt_chunk(free_block chunk)
+{
+  std::lock_guard lock{grow_mutex_};
+  chunk.chunk = static_cast<std::uint32_t>(chunks_.size());
+  chunks_.push_back(chunk);
+  pool_bytes_ += chunk.size;
+  std::lock_guard ulock{unowned_.mutex};
+  unowned_.list.insert_chunk(chunk);
+}
+
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::release_all() noexcept
+{
+  std::lock_guard lock{grow_mutex_};
+  try {
+    if (!chunks_.empty()) { runtime_->device_synchronize(); }
+  } catch (...) {  // NOLINT(bugprone-empty-catch): releasing must go on; the device has failed
+  }
+  streams_.for_each([](stream_state& s) {
+    std::lock_guard slock{s.mutex};
+    s.list.clear();
+  });
+  {
+    std::lock_guard ulock{unowned_.mutex};
+    unowned_.list.clear();
+  }
+  table_.clear();
+  for (auto const& c : chunks_) { derived().deallocate_chunk(c); }
+  chunks_.clear();
+  pool_bytes_ = 0;
+}
+
+template <class D, class L>
+free_stats stream_ordered_memory_resource<D, L>::get_free_stats() const
+{
+  free_stats total{};
+  streams_.for_each([&](stream_state& s) {
+    std::lock_guard lock{s.mutex};
+    total.add(s.list.stats());
+  });
+  std::lock_guard lock{unowned_.mutex};
+  total.add(unowned_.list.stats());
+  return total;
+}
+
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::check_invariants() const
+{
+  std::lock_guard lock{grow_mutex_};
+  std::vector<free_block> blocks;
+  std::size_t free_bytes{};
+  auto visit = [&](stream_state& s) {
+    std::lock_guard slock{s.mutex};
+    s.list.check_invariants();
+    free_bytes += s.list.stats().free_bytes;
+    s.list.for_each([&](free_block b) { blocks.push_back(b); });
+  };
+  streams_.for_each(visit);
+  visit(unowned_);
+  std::size_t used_bytes{};
+  table_.for_each([&](free_block b) {
+    used_bytes += b.size;
+    blocks.push_back(b);
+  });
+  std::size_t chunk_bytes{};
+  for (auto const& c : chunks_) { chunk_bytes += c.size; }
+  expect_invariant(
+      pool_bytes_ == chunk_bytes, D::resource_name,
+      format("pool_bytes_ ", pool_bytes_.load(), " != sum of chunk sizes ", chunk_bytes));
+  expect_invariant(free_bytes + used_bytes == pool_bytes_, D::resource_name,
+                   format("free bytes ", free_bytes, " + handed-out bytes ", used_bytes,
+                          " != pool_bytes_ ", pool_bytes_.load()));
+  check_blocks(D::resource_name, std::move(blocks), chunks_);
+}
+
+}  // namespace gpumem::detail

@@ -1,0 +1,120 @@
+// gpumem/detail/stream_registry.hpp — per-stream state of a stream-ordered resource, found without
+// a global lock on the hot path (not API).
+//
+// Each resource owns one registry mapping a stream to a `State` (created on first use, alive until
+// the registry dies, so references stay valid). Lookups go through a small thread-local cache keyed
+// by (registry id, stream handle); a miss takes the registry mutex (slow path). Registry ids come
+// from a process-wide counter and are never reused, so a stale cache entry of a dead registry never
+// matches.
+//
+// Per-thread default streams: cudaStreamPerThread (and the null stream when the library is built
+// for per-thread default streams) names a different stream on every host thread. Such a stream is
+// keyed by (handle, thread serial) where the serial is unique for the life of the process, and its
+// State remembers its owner thread: only that thread may record an event on it.
+//
+// Thread safety: get() and for_each() may be called from any thread.
+#pragma once
+
+#include <gpumem/cuda_stream_view.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace gpumem::detail {
+
+/// A number unique to the calling thread for the life of the process (never 0).
+[[nodiscard]] std::uint64_t this_thread_serial() noexcept;
+/// A new registry id (never 0, never reused).
+[[nodiscard]] std::uint64_t next_registry_id() noexcept;
+
+/// Where a stream's State lives: the canonical handle, and the owner thread for per-thread streams.
+struct stream_identity {
+  cudaStream_t stream{};  ///< cudaStreamLegacy for the legacy default stream
+  std::uint64_t owner{};  ///< this_thread_serial() of the owner; 0 for ordinary streams
+
+  friend auto operator<=>(stream_identity const&, stream_identity const&) = default;
+  /// The identity of `stream` as seen from the calling thread.
+  [[nodiscard]] static stream_identity of(cudaStream_t stream) noexcept;
+  /// True when the calling thread may record an event on this stream.
+  [[nodiscard]] bool recordable_here() const noexcept
+  {
+    return owner == 0 || owner == this_thread_serial();
+  }
+};
+
+template <class State>
+class stream_registry {
+ public:
+  using factory = std::function<std::unique_ptr<State>(stream_identity)>;
+
+  /// `make(identity)` builds the State of a stream seen for the first time.
+  explicit stream_registry(factory make) : make_{std::move(make)} {}
+
+  /// The State of `stream` as seen from the calling thread. Hot path: no lock on a cache hit.
+  State& get(cudaStream_t stream)
+  {
+    for (auto const& e : cache()) {
+      if (e.registry == id_ && e.stream == stream) { return *static_cast<State*>(e.state); }
+    }
+    return get_slow(stream);
+  }
+
+  /// Calls f(State&) for every State, holding the registry mutex (not the States' own locks).
+  template <class F>
+  void for_each(F&& f)
+  {
+    std::lock_guard lock{mutex_};
+    for (auto& s : all_) { f(*s); }
+  }
+
+ private:
+  struct cache_entry {
+    std::uint64_t registry{};
+    cudaStream_t stream{};
+    void* state{};
+  };
+  static constexpr std::size_t cache_size = 8;
+  struct thread_cache {
+    std::array<cache_entry, cache_size> entries{};
+    std::size_t next{};
+  };
+  static thread_cache& cache_state()
+  {
+    static thread_local thread_cache c;
+    return c;
+  }
+  static std::array<cache_entry, cache_size>& cache() { return cache_state().entries; }
+
+  State& get_slow(cudaStream_t stream)
+  {
+    auto const who = stream_identity::of(stream);
+    State* state{};
+    {
+      std::lock_guard lock{mutex_};
+      auto& slot = by_identity_[who];
+      if (slot == nullptr) {
+        all_.push_back(make_(who));
+        slot = all_.back().get();
+      }
+      state = slot;
+    }
+    auto& c                          = cache_state();
+    c.entries[c.next++ % cache_size] = cache_entry{id_, stream, state};
+    return *state;
+  }
+
+  std::uint64_t const id_{next_registry_id()};
+  factory make_;
+  std::mutex mutex_;
+  std::map<stream_identity, State*> by_identity_;
+  std::vector<std::unique_ptr<State>> all_;
+};
+
+}  // namespace gpumem::detail

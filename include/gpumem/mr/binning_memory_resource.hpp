@@ -1,0 +1,142 @@
+// gpumem/mr/binning_memory_resource.hpp — sends each request to the smallest bin whose size holds
+// it, or to the upstream resource when it is larger than every bin (seed 000).
+//
+// Bins are added with add_bin(size[, resource]); without a resource the bin is an owned
+// fixed_size_memory_resource of that block size over the upstream. The exponent constructor adds
+// bins 2^min .. 2^max. Bin sizes are rounded up to 256 bytes; adding an existing size changes
+// nothing. Deallocation finds the bin from the size, so it must be the size that was allocated.
+//
+// Invariants (check_invariants(), throws logic_error naming the broken one):
+//   every bin size is a multiple of 256
+//   each owned bin is the map's entry for its block size: bins_[b.get_block_size()] == b
+//   each owned bin's own invariants
+// Errors: logic_error for a null upstream or exponents outside 0 <= min <= max <= 62. Allocation
+// errors are those of the bin or upstream.
+// Thread safety: allocate/deallocate are as thread-safe as the bins and upstream (owned bins are);
+// add_bin is not thread-safe.
+#pragma once
+
+#include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/mr/fixed_size_memory_resource.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace gpumem::mr {
+
+template <class Upstream>
+class binning_memory_resource : public device_memory_resource {
+ public:
+  /// No bins: everything goes upstream until add_bin(). `runtime` (extension) is given to the
+  /// fixed_size bins this resource creates.
+  explicit binning_memory_resource(device_async_resource_ref upstream_resource,
+                                   detail::runtime& runtime = detail::cuda_runtime())
+      : upstream_{upstream_resource}, runtime_{&runtime}
+  {
+  }
+
+  explicit binning_memory_resource(Upstream* upstream_resource,
+                                   detail::runtime& runtime = detail::cuda_runtime())
+      : binning_memory_resource{to_device_async_resource_ref_checked(upstream_resource), runtime}
+  {
+  }
+
+  /// Adds fixed_size bins of 2^min_size_exponent .. 2^max_size_exponent bytes.
+  binning_memory_resource(device_async_resource_ref upstream_resource,
+                          std::int8_t min_size_exponent, std::int8_t max_size_exponent,
+                          detail::runtime& runtime = detail::cuda_runtime())
+      : binning_memory_resource{upstream_resource, runtime}
+  {
+    GPUMEM_EXPECTS(
+        0 <= min_size_exponent && min_size_exponent <= max_size_exponent && max_size_exponent <= 62,
+        logic_error,
+        detail::format("binning_memory_resource: bad exponent range [", int{min_size_exponent},
+                       ", ", int{max_size_exponent}, "]"));
+    for (int e = min_size_exponent; e <= max_size_exponent; ++e) { add_bin(std::size_t{1} << e); }
+  }
+
+  binning_memory_resource(Upstream* upstream_resource, std::int8_t min_size_exponent,
+                          std::int8_t max_size_exponent,
+                          detail::runtime& runtime = detail::cuda_runtime())
+      : binning_memory_resource{to_device_async_resource_ref_checked(upstream_resource),
+                                min_size_exponent, max_size_exponent, runtime}
+  {
+  }
+
+  /// Destroys the owned bins, which return their memory upstream.
+  ~binning_memory_resource() override = default;
+
+  binning_memory_resource(binning_memory_resource const&)            = delete;
+  binning_memory_resource& operator=(binning_memory_resource const&) = delete;
+
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept
+  {
+    return upstream_;
+  }
+
+  /// Serves requests of (previous bin size, allocation_size] from `bin_resource`, or from a new
+  /// fixed_size_memory_resource of that block size. No change when the size already has a bin.
+  /// Not thread-safe.
+  void add_bin(std::size_t allocation_size,
+               std::optional<device_async_resource_ref> bin_resource = std::nullopt)
+  {
+    allocation_size = align_up(allocation_size, CUDA_ALLOCATION_ALIGNMENT);
+    if (bins_.contains(allocation_size)) { return; }
+    if (bin_resource) {
+      bins_.emplace(allocation_size, *bin_resource);
+      return;
+    }
+    auto& bin = owned_.emplace_back(std::make_unique<fixed_size_memory_resource<Upstream>>(
+        upstream_, allocation_size,
+        fixed_size_memory_resource<Upstream>::default_blocks_to_preallocate, *runtime_));
+    bins_.emplace(allocation_size, device_async_resource_ref{*bin});
+  }
+
+  /// The resource that serves `bytes`.
+  [[nodiscard]] device_async_resource_ref get_resource_ref(std::size_t bytes) const noexcept
+  {
+    auto const it = bins_.lower_bound(bytes);
+    return it == bins_.end() ? upstream_ : it->second;
+  }
+
+  void check_invariants() const
+  {
+    for (auto const& [size, ref] : bins_) {
+      GPUMEM_EXPECTS(
+          is_aligned(size, CUDA_ALLOCATION_ALIGNMENT), logic_error,
+          detail::format("binning_memory_resource: bin size ", size, " is not a multiple of 256"));
+    }
+    for (auto const& bin : owned_) {
+      auto const it = bins_.find(bin->get_block_size());
+      GPUMEM_EXPECTS(it != bins_.end() && it->second == device_async_resource_ref{*bin},
+                     logic_error,
+                     detail::format("binning_memory_resource: owned bin of ", bin->get_block_size(),
+                                    " bytes is not its size's entry"));
+      bin->check_invariants();
+    }
+  }
+
+ private:
+  void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
+  {
+    return get_resource_ref(bytes).allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+  }
+
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
+  {
+    get_resource_ref(bytes).deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+  }
+
+  device_async_resource_ref upstream_;
+  detail::runtime* runtime_;
+  std::vector<std::unique_ptr<fixed_size_memory_resource<Upstream>>> owned_;
+  std::map<std::size_t, device_async_resource_ref> bins_;  // block size -> bin
+};
+
+static_assert(cuda::mr::async_resource_with<binning_memory_resource<device_memory_resource>,
+                                            cuda::mr::device_accessible>);
+
+}  // namespace gpumem::mr
