@@ -240,6 +240,9 @@ void set_pool_access(cudaMemPool_t pool, pool_location owner, cuda_device_id acc
     req.peer_capable = can != 0;
   }
   auto const why = access_refusal(req);
+  if (why.empty() && owner.kind == location_kind::device && owner.id == req.accessor) {
+    return;  // the owner always has read_write access; nothing to change
+  }
   if (!why.empty()) {
     auto const status = known && !req.peer_capable && owner.kind == location_kind::device &&
                                 owner.id != req.accessor

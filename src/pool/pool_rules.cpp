@@ -223,15 +223,15 @@ std::string feature_rule(pool_properties const& p, pool_capabilities const& c)
                           " does not support memory pools "
                           "(cudaDevAttrMemoryPoolsSupported == 0)");
   }
+  if (p.handle_types.contains(allocation_handle_type::fabric) &&
+      !c.fabric_unavailable_reason.empty()) {
+    return "fabric handles unusable: " + c.fabric_unavailable_reason;
+  }
   auto const missing = p.handle_types.minus(c.supported_handle_types);
   if (!missing.empty()) {
     return detail::format("device ", c.device, " does not support handle types ",
                           to_string(missing),
                           " for pools (supported: ", to_string(c.supported_handle_types), ")");
-  }
-  if (p.handle_types.contains(allocation_handle_type::fabric) &&
-      !c.fabric_unavailable_reason.empty()) {
-    return "fabric handles unusable: " + c.fabric_unavailable_reason;
   }
   return {};
 }

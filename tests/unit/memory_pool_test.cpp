@@ -115,7 +115,7 @@ TEST(MemoryPool, InvalidPropertiesAreRefusedBeforeCuda)
   // Without a GPU a valid pool fails in the capability check (cuda_error); an invalid one must
   // fail earlier with logic_error, on any machine.
   pool_properties const managed_with_max{.allocation_type = pool_allocation_type::managed,
-                                        .max_size_bytes  = 1 << 20};
+                                         .max_size_bytes  = 1 << 20};
   EXPECT_THROW(memory_pool{managed_with_max}, logic_error);
   EXPECT_THROW((void)memory_pool::create({.location     = pool_location::host(),
                                           .handle_types = allocation_handle_type::fabric}),
@@ -164,7 +164,10 @@ TEST(PoolCapabilities, DiagnosesWhyCreationCannotWork)
   EXPECT_HAS(diagnose_unsupported({.location = pool_location::host()}, c),
              "host pools need CUDA driver 12.6");
   pool_properties fabric{.handle_types = allocation_handle_type::fabric};
-  EXPECT_HAS(diagnose_unsupported(fabric, good_caps()),
+  EXPECT_HAS(diagnose_unsupported(fabric, good_caps()), "fabric handles unusable: no IMEX");
+  c = good_caps();
+  c.fabric_unavailable_reason.clear();  // IMEX present, but the device lacks fabric
+  EXPECT_HAS(diagnose_unsupported(fabric, c),
              "does not support handle types {fabric} for pools (supported: "
              "{posix_file_descriptor})");
   c                        = good_caps();
