@@ -1,5 +1,5 @@
-// Makers of the adaptors for the conformance suite: each adaptor over a base resource, plus one
-// deep stack of all of them. The base is cuda_memory_resource (the pool is not stacked here yet).
+// Makers of the adaptors for the conformance suite: each adaptor over a suballocator (a pool over
+// cuda_memory_resource; prefetch over a pool of managed memory), plus one deep stack of all.
 #pragma once
 
 #include <conformance/conformance.hpp>
@@ -11,6 +11,7 @@
 #include <gpumem/mr/logging_resource_adaptor.hpp>
 #include <gpumem/mr/managed_memory_resource.hpp>
 #include <gpumem/mr/owning_wrapper.hpp>
+#include <gpumem/mr/pool_memory_resource.hpp>
 #include <gpumem/mr/prefetch_resource_adaptor.hpp>
 #include <gpumem/mr/statistics_resource_adaptor.hpp>
 #include <gpumem/mr/thread_safe_resource_adaptor.hpp>
@@ -20,12 +21,13 @@
 
 namespace gpumem::test {
 
-/// The resource every adaptor maker stacks on.
-using adaptor_base = mr::cuda_memory_resource;
+/// The resource every adaptor maker stacks on: a pool (32 MiB to start, growing) over cuda.
+using adaptor_base = mr::pool_memory_resource<mr::cuda_memory_resource>;
 
 inline adaptor_base& push_adaptor_base(resource_stack& stack, backend& b)
 {
-  return stack.push<adaptor_base>(b.runtime());
+  auto& cuda = stack.push<mr::cuda_memory_resource>(b.runtime());
+  return stack.push<adaptor_base>(&cuda, std::size_t{32} << 20, std::nullopt, b.runtime());
 }
 
 /// A maker of the adaptor that Derived::push stacks on adaptor_base.
@@ -118,8 +120,10 @@ struct owning_wrapper_maker {
   static constexpr bool thread_safe = true;
   static std::shared_ptr<mr::device_memory_resource> make(backend& b)
   {
-    return mr::make_owning_wrapper<mr::statistics_resource_adaptor>(
-        std::make_shared<adaptor_base>(b.runtime()));
+    auto cuda = std::make_shared<mr::cuda_memory_resource>(b.runtime());
+    auto pool = mr::make_owning_wrapper<mr::pool_memory_resource>(cuda, std::size_t{32} << 20,
+                                                                  std::nullopt, b.runtime());
+    return mr::make_owning_wrapper<mr::statistics_resource_adaptor>(pool);
   }
 };
 

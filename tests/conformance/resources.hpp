@@ -3,6 +3,7 @@
 #pragma once
 
 #include <conformance/makers_leaf.hpp>
+#include <conformance/makers_adaptors.hpp>
 #include <conformance/makers_arena_caching.hpp>
 #include <conformance/makers_suballocators.hpp>
 #include <conformance/makers_cuda_async.hpp>
@@ -26,6 +27,10 @@ using all_configs = ::testing::Types<  //
   GPUMEM_BOTH(binning_maker),
   GPUMEM_BOTH(arena_maker),
   GPUMEM_BOTH(caching_maker),
-  GPUMEM_BOTH(callback_maker)>;
+  GPUMEM_BOTH(callback_maker),
+  GPUMEM_BOTH(aligned_maker), GPUMEM_BOTH(failure_callback_maker), GPUMEM_BOTH(limiting_maker),
+  GPUMEM_BOTH(logging_maker), GPUMEM_BOTH(prefetch_maker), GPUMEM_BOTH(statistics_maker),
+  GPUMEM_BOTH(thread_safe_maker), GPUMEM_BOTH(tracking_maker), GPUMEM_BOTH(owning_wrapper_maker),
+  GPUMEM_BOTH(adaptor_stack_maker)>;
 
 }  // namespace gpumem::test
