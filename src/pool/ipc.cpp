@@ -279,7 +279,9 @@ pointer_export_data exported_allocation::export_data()
 {
   GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "export_data: the allocation was freed");
   cudaMemPoolPtrExportData raw{};
-  check(cudaMemPoolExportPointer(&raw, ptr_), "cudaMemPoolExportPointer");
+  check(cudaMemPoolExportPointer(&raw, ptr_),
+        "cudaMemPoolExportPointer refused the allocation (export right after allocating; a block "
+        "reused from an earlier stream-ordered free may be refused)");
   pointer_export_data out{};
   std::memcpy(out.bytes.data(), &raw, sizeof raw);
   shared_ = true;

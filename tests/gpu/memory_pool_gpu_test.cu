@@ -308,9 +308,11 @@ TEST(gpu_pool, exported_allocation_frees_unshared_and_refuses_shared)
   GPUMEM_SKIP_WITHOUT_GPU();
   auto pool = device_pool(0, allocation_handle_type::posix_file_descriptor);
   stream s;
+  exported_allocation b{pool, mib, s};
   exported_allocation a{pool, mib, s};
   a.free_unshared(s);
-  exported_allocation b{pool, mib, s};
+  // Export a block that is not reused from a free: on driver 580 cudaMemPoolExportPointer refused
+  // (cudaErrorInvalidValue) a block reused from a stream-ordered free on the same stream.
   (void)b.export_data();
   EXPECT_THROW(b.free_unshared(s), logic_error);
   auto ev = ipc_event::create();
@@ -415,9 +417,13 @@ void run_importer(int sock, import_reply& reply)
   auto ready = ipc_event::open(m.ready);
   stream s;
   ready.make_wait(s);  // the exporter's pattern is written before we read
-  reply.mismatches          = mismatches(alloc.get(), m.bytes, m.seed, s.s);
-  reply.imported_used_bytes = pool.get<pool_attr::used_mem_current>();
-  auto freed                = ipc_event::create();
+  reply.mismatches = mismatches(alloc.get(), m.bytes, m.seed, s.s);
+  try {  // driver 580 refuses statistics on imported pools (cudaErrorInvalidValue): note it
+    reply.imported_used_bytes = pool.get<pool_attr::used_mem_current>();
+  } catch (cuda_error const&) {
+    reply.imported_used_bytes = UINT64_MAX;
+  }
+  auto freed = ipc_event::create();
   alloc.free_async(s, freed);  // the importer frees first and signals
   reply.freed = freed.handle();
   send_with_fd(sock, bytes_of(reply));
@@ -490,7 +496,6 @@ TEST(gpu_pool_ipc, two_processes)
   EXPECT_EQ(reply.status, 0) << reply.error;
   EXPECT_EQ(reply.mismatches, 0U) << "the importer read the exporter's pattern";
   EXPECT_EQ(reply.bad_data_rejected, 1) << "bad pointer export data was accepted";
-  EXPECT_GE(reply.imported_used_bytes, 0U);
   if (reply.status == 0) {
     auto freed = ipc_event::open(reply.freed);
     freed.make_wait(s);  // the exporter may still use its memory after the importer freed...
@@ -505,7 +510,9 @@ TEST(gpu_pool_ipc, two_processes)
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "importer status " << status;
   std::cout << "importer: mismatches " << reply.mismatches << ", imported pool used bytes "
-            << reply.imported_used_bytes << "\n";
+            << (reply.imported_used_bytes == UINT64_MAX ? std::string{"refused by the driver"}
+                                                        : std::to_string(reply.imported_used_bytes))
+            << "\n";
 }
 
 // -- two GPUs --------------------------------------------------------------------------------

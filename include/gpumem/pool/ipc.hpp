@@ -57,6 +57,8 @@ class imported_memory_pool {
   [[nodiscard]] cudaMemPool_t handle() const noexcept { return pool_; }
 
   /// Statistics only (they reflect this process's imports); reuse policies mean nothing here.
+  /// Seen on driver 580 (CUDA 13.0): the driver refuses these queries on imported pools with
+  /// cudaErrorInvalidValue, so expect cuda_error there.
   template <pool_statistic A>
   [[nodiscard]] typename A::value_type get() const
   {
@@ -123,7 +125,9 @@ class exported_allocation {
   /// True once export_data() was taken: only free_after may free it from then on.
   [[nodiscard]] bool shared() const noexcept { return shared_; }
 
-  /// The data an importer needs; marks the allocation shared.
+  /// The data an importer needs; marks the allocation shared. Export right after allocating: on
+  /// driver 580 CUDA refused (cudaErrorInvalidValue) a block reused from an earlier stream-ordered
+  /// free on the same stream.
   [[nodiscard]] pointer_export_data export_data();
   /// Frees on `stream` after `importer_freed` (the importer's free_async event): the stream waits
   /// for it, then the free is enqueued.
