@@ -1,0 +1,59 @@
+// python/src/bindings.hpp — shared helpers of the gpumem Python extension (_gpumem).
+//
+// Ownership model: every resource lives in a std::shared_ptr held by its Python object. A
+// resource built over an upstream keeps the upstream's Python object alive (keep_alive), so a
+// stack of resources lives as long as its top. The registry, DeviceBuffer and the PyTorch
+// allocator keep the Python object of the resource they use alive.
+// GIL: allocate/deallocate release it (a resource may call back into Python: callbacks take it).
+#pragma once
+
+#include <gpumem/cuda_stream_view.hpp>
+#include <gpumem/detail/runtime.hpp>
+#include <gpumem/mr/device_memory_resource.hpp>
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace gpumem::python {
+
+namespace py = pybind11;
+
+/// The Python holder of every device resource.
+template <class T>
+using holder = std::shared_ptr<T>;
+
+/// A stream argument: None (default stream), an int (a cudaStream_t), or an object with a
+/// `ptr` (CuPy) or `cuda_stream` (PyTorch) attribute. Throws TypeError otherwise.
+[[nodiscard]] cuda_stream_view to_stream(py::handle stream);
+
+/// The runtime argument of a leaf resource: None means the real CUDA runtime.
+[[nodiscard]] detail::runtime& to_runtime(py::handle runtime);
+
+/// A pointer as a Python int and back.
+[[nodiscard]] inline std::uintptr_t to_int(void const* p)
+{
+  return reinterpret_cast<std::uintptr_t>(p);
+}
+[[nodiscard]] inline void* to_ptr(std::uintptr_t p)
+{
+  return reinterpret_cast<void*>(p);
+}
+
+/// The resource behind a Python object (a DeviceMemoryResource); TypeError otherwise.
+[[nodiscard]] mr::device_memory_resource& to_resource(py::handle resource);
+
+// -- one registration function per binding file -------------------------------------------------
+void bind_errors(py::module_& m);
+void bind_runtime(py::module_& m);
+void bind_base(py::module_& m);
+void bind_leaf(py::module_& m);
+void bind_host(py::module_& m);
+void bind_registry(py::module_& m);
+void bind_suballocators(py::module_& m);
+void bind_adaptors(py::module_& m);
+void bind_pools(py::module_& m);
+void bind_spec(py::module_& m);
+
+}  // namespace gpumem::python

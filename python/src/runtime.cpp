@@ -1,0 +1,144 @@
+// python/src/runtime.cpp — the CUDA boundary (gpumem::detail::runtime) from Python: the real CUDA
+// runtime and the host stand-in (HostRuntime) that lets resources run with no GPU, with streams
+// whose progress a test drives by hand.
+#include "bindings.hpp"
+
+#include <gpumem/detail/host_runtime.hpp>
+
+namespace gpumem::python {
+namespace {
+
+using detail::host_runtime;
+using detail::host_runtime_options;
+
+cudaStream_t stream_of(py::handle s)
+{
+  return to_stream(s).value();
+}
+
+py::dict calls_dict(host_runtime const& rt)
+{
+  auto const c = rt.calls();
+  py::dict d;
+  d["allocate"]          = c.allocate;
+  d["free"]              = c.free;
+  d["event_create"]      = c.event_create;
+  d["event_record"]      = c.event_record;
+  d["event_query"]       = c.event_query;
+  d["stream_wait_event"] = c.stream_wait_event;
+  d["synchronize"]       = c.synchronize;
+  return d;
+}
+
+std::shared_ptr<host_runtime> make_host_runtime(std::size_t capacity_bytes, bool backed,
+                                                bool auto_complete, std::size_t granularity_bytes,
+                                                int device_count)
+{
+  host_runtime_options o;
+  o.capacity_bytes    = capacity_bytes;
+  o.backed            = backed;
+  o.auto_complete     = auto_complete;
+  o.granularity_bytes = granularity_bytes;
+  o.device_count      = device_count;
+  return std::make_shared<host_runtime>(o);
+}
+
+void bind_host_runtime(py::module_& m)
+{
+  py::class_<host_runtime, detail::runtime, std::shared_ptr<host_runtime>>(m, "HostRuntime", R"doc(
+A host stand-in for the CUDA runtime: resources built over it run with no GPU.
+
+Device memory is real host memory (``backed=True``: tests may read and write it through the
+pointer) or a simulated address space that touches nothing (``backed=False``: traces larger than
+any GPU). ``capacity_bytes`` is enforced: exhaustion raises OutOfMemoryError.
+
+Streams are simulated: each has an *enqueued* and a *completed* position. ``enqueue(s)`` submits
+work, ``complete(s)`` finishes it, so "stream A has not yet reached the free" is a state a test
+sets, not a race. With ``auto_complete=True`` all work completes at once.
+)doc")
+      .def(py::init(&make_host_runtime), py::arg("capacity_bytes") = std::size_t{80} << 30,
+           py::arg("backed") = true, py::arg("auto_complete") = false,
+           py::arg("granularity_bytes") = 256, py::arg("device_count") = 1)
+      .def(
+          "create_stream", [](host_runtime& rt) { return to_int(rt.create_stream()); },
+          "A new simulated stream (an int handle only this runtime understands).")
+      .def(
+          "enqueue",
+          [](host_runtime& rt, py::handle s, std::uint64_t n) { rt.enqueue(stream_of(s), n); },
+          py::arg("stream"), py::arg("count") = 1,
+          "Submits `count` units of pending work to `stream`.")
+      .def(
+          "complete", [](host_runtime& rt, py::handle s) { rt.complete(stream_of(s)); },
+          py::arg("stream"), "The device finishes the work enqueued on `stream` so far.")
+      .def("complete_all", &host_runtime::complete_all, "Completes the work of every stream.")
+      .def(
+          "enqueued", [](host_runtime& rt, py::handle s) { return rt.enqueued(stream_of(s)); },
+          py::arg("stream"))
+      .def(
+          "completed", [](host_runtime& rt, py::handle s) { return rt.completed(stream_of(s)); },
+          py::arg("stream"))
+      .def("fail_next_allocations", &host_runtime::fail_next_allocations, py::arg("count"),
+           "The next `count` leaf allocations fail with OutOfMemoryError.")
+      .def_property_readonly("used_bytes", &host_runtime::used_bytes)
+      .def_property_readonly("peak_used_bytes", &host_runtime::peak_used_bytes)
+      .def_property_readonly("live_allocations", &host_runtime::live_allocations)
+      .def_property_readonly("capacity_bytes",
+                             [](host_runtime const& rt) { return rt.options().capacity_bytes; })
+      .def_property_readonly("backed", [](host_runtime const& rt) { return rt.options().backed; })
+      .def("calls", &calls_dict,
+           "Counts of runtime calls by kind (allocate, free, event_record, ...).")
+      .def("check_invariants", &host_runtime::check_invariants,
+           "Raises LogicError naming a broken invariant of the model.");
+}
+
+}  // namespace
+
+detail::runtime& to_runtime(py::handle runtime)
+{
+  if (runtime.is_none()) { return detail::cuda_runtime(); }
+  return runtime.cast<detail::runtime&>();
+}
+
+void bind_runtime(py::module_& m)
+{
+  py::class_<detail::runtime, std::shared_ptr<detail::runtime>>(m, "Runtime", R"doc(
+What gpumem asks of CUDA (memory, events, streams, devices). Two implementations: the real CUDA
+runtime (``cuda_runtime()``) and ``HostRuntime``, a host stand-in for tests with no GPU.
+)doc")
+      .def_property_readonly("name", &detail::runtime::name, "'cuda' or 'host'.")
+      .def(
+          "memory_info",
+          [](detail::runtime& rt) {
+            auto const info = rt.memory_info();
+            return py::make_tuple(info.free_bytes, info.total_bytes);
+          },
+          "(free_bytes, total_bytes) of the current device.")
+      .def("device_count", &detail::runtime::device_count)
+      .def("current_device", &detail::runtime::current_device)
+      .def("synchronize", &detail::runtime::device_synchronize, "Waits for all work of the device.",
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "stream_synchronize",
+          [](detail::runtime& rt, py::handle s) { rt.stream_synchronize(to_stream(s).value()); },
+          py::arg("stream"));
+  m.def("cuda_runtime", &detail::cuda_runtime, py::return_value_policy::reference,
+        "The process-wide CUDA runtime (the default runtime of every leaf resource).");
+  bind_host_runtime(m);
+}
+
+cuda_stream_view to_stream(py::handle stream)
+{
+  if (stream.is_none()) { return cuda_stream_view{}; }
+  if (py::isinstance<py::int_>(stream)) {
+    return cuda_stream_view{static_cast<cudaStream_t>(to_ptr(stream.cast<std::uintptr_t>()))};
+  }
+  for (char const* attr : {"ptr", "cuda_stream"}) {
+    if (py::hasattr(stream, attr)) { return to_stream(stream.attr(attr)); }
+  }
+  throw py::type_error(
+      "a stream is None, an int (cudaStream_t), or an object with a `ptr` "
+      "(CuPy) or `cuda_stream` (PyTorch) attribute; got " +
+      py::repr(stream).cast<std::string>());
+}
+
+}  // namespace gpumem::python

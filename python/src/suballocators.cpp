@@ -1,0 +1,248 @@
+// python/src/suballocators.cpp — the suballocators over any upstream: pool, arena, fixed_size,
+// binning, caching. Each binds the C++ class instantiated over the polymorphic upstream
+// (e.g. pool_memory_resource<device_memory_resource>). Keyword `runtime`: what the resource uses
+// for events and synchronization; gpumem's Python layer passes the upstream's runtime by default.
+#include "bindings.hpp"
+
+#include <pybind11/stl.h>
+
+namespace gpumem::python {
+namespace {
+
+using mr::device_memory_resource;
+
+template <class R>
+using sub_class = py::class_<R, device_memory_resource, holder<R>>;
+
+[[maybe_unused]] device_async_resource_ref upstream_ref(py::handle upstream)
+{
+  return device_async_resource_ref{to_resource(upstream)};
+}
+
+/// free_stats as a dict: free_bytes, blocks, largest_bytes.
+template <class Stats>
+[[maybe_unused]] py::dict free_stats_dict(Stats const& s)
+{
+  py::dict d;
+  d["free_bytes"]    = s.free_bytes;
+  d["blocks"]        = s.blocks;
+  d["largest_bytes"] = s.largest_bytes;
+  return d;
+}
+
+/// Members every stream-ordered suballocator (pool, fixed_size) shares.
+template <class Class>
+void def_stream_ordered(Class& c)
+{
+  using R = typename Class::type;
+  c.def_property_readonly("pool_size", &R::pool_size,
+                          "Bytes taken from upstream (free and in use).")
+      .def(
+          "get_free_stats", [](R const& r) { return free_stats_dict(r.get_free_stats()); },
+          "Free memory over all streams: {'free_bytes', 'blocks', 'largest_bytes'}.")
+      .def_property_readonly("bad_deallocations", &R::bad_deallocations,
+                             "Deallocations of pointers not handed out (double or foreign frees).")
+      .def("check_invariants", &R::check_invariants,
+           "Raises LogicError naming the first broken invariant of the free lists.");
+}
+
+}  // namespace
+}  // namespace gpumem::python
+
+#if __has_include(<gpumem/mr/pool_memory_resource.hpp>)
+#include <gpumem/mr/pool_memory_resource.hpp>
+namespace gpumem::python {
+namespace {
+void bind_pool(py::module_& m)
+{
+  using R = mr::pool_memory_resource<device_memory_resource>;
+  sub_class<R> c(m, "PoolMemoryResource", R"doc(
+A coalescing best-fit suballocator over memory taken from ``upstream`` (C++
+``gpumem::mr::pool_memory_resource``).
+
+``initial_pool_size`` bytes are taken at construction (None: half of the runtime's free memory);
+the pool grows on demand up to ``maximum_pool_size`` (None: as much as upstream gives). Sizes
+must be multiples of 256. Stream-ordered: a block freed on a stream is reused at once on that
+stream and reaches another stream only after that stream is ordered after the free.
+Thread-safe. Memory returns upstream when the pool is destroyed. Out of memory raises
+OutOfMemoryError naming the request, the pool size and maximum, and the largest free block.
+)doc");
+  c.def(py::init([](py::handle upstream, py::object initial, std::optional<std::size_t> maximum,
+                    py::handle runtime) {
+          auto& rt = to_runtime(runtime);
+          std::size_t const initial_bytes =
+              initial.is_none() ? (rt.memory_info().free_bytes / 2) & ~std::size_t{255}
+                                : initial.cast<std::size_t>();
+          return std::make_shared<R>(upstream_ref(upstream), initial_bytes, maximum, rt);
+        }),
+        py::arg("upstream"), py::arg("initial_pool_size") = py::none(),
+        py::arg("maximum_pool_size") = py::none(), py::kw_only(), py::arg("runtime") = py::none(),
+        py::keep_alive<1, 2>(), py::keep_alive<1, 5>())
+      .def_property_readonly("maximum_pool_size", &R::maximum_pool_size,
+                             "The size the pool may grow to (None: what upstream can give).");
+  def_stream_ordered(c);
+}
+}  // namespace
+}  // namespace gpumem::python
+#define GPUMEM_PY_POOL 1
+#endif
+
+#if __has_include(<gpumem/mr/fixed_size_memory_resource.hpp>)
+#include <gpumem/mr/fixed_size_memory_resource.hpp>
+namespace gpumem::python {
+namespace {
+void bind_fixed_size(py::module_& m)
+{
+  using R = mr::fixed_size_memory_resource<device_memory_resource>;
+  sub_class<R> c(m, "FixedSizeMemoryResource", R"doc(
+Blocks of one size (``block_size``, default 1 MiB) carved from chunks of
+``blocks_to_preallocate`` (default 128) blocks taken from ``upstream``. A request larger than
+the block size raises; smaller requests take a whole block. Stream-ordered like the pool.
+)doc");
+  c.def(py::init([](py::handle upstream, std::size_t block_size, std::size_t blocks,
+                    py::handle runtime) {
+          return std::make_shared<R>(upstream_ref(upstream), block_size, blocks,
+                                     to_runtime(runtime));
+        }),
+        py::arg("upstream"), py::arg("block_size") = R::default_block_size,
+        py::arg("blocks_to_preallocate") = R::default_blocks_to_preallocate, py::kw_only(),
+        py::arg("runtime") = py::none(), py::keep_alive<1, 2>(), py::keep_alive<1, 5>())
+      .def_property_readonly("block_size", &R::get_block_size);
+  def_stream_ordered(c);
+}
+}  // namespace
+}  // namespace gpumem::python
+#define GPUMEM_PY_FIXED_SIZE 1
+#endif
+
+#if __has_include(<gpumem/mr/arena_memory_resource.hpp>)
+#include <gpumem/mr/arena_memory_resource.hpp>
+namespace gpumem::python {
+namespace {
+void bind_arena(py::module_& m)
+{
+  using R = mr::arena_memory_resource<device_memory_resource>;
+  sub_class<R>(m, "ArenaMemoryResource", R"doc(
+A global arena of ``arena_size`` bytes (None: half of free device memory) from ``upstream``, with
+per-thread and per-stream arenas of superblocks: address-ordered first fit, coalescing, little
+contention between threads. ``dump_log_on_failure`` writes the arenas' state when an allocation
+fails. ``defragment()`` synchronizes and returns empty superblocks to the global arena.
+)doc")
+      .def(py::init([](py::handle upstream, std::optional<std::size_t> arena_size, bool dump,
+                       py::handle runtime) {
+             return std::make_shared<R>(upstream_ref(upstream), arena_size, dump,
+                                        to_runtime(runtime));
+           }),
+           py::arg("upstream"), py::arg("arena_size") = py::none(),
+           py::arg("dump_log_on_failure") = false, py::kw_only(), py::arg("runtime") = py::none(),
+           py::keep_alive<1, 2>(), py::keep_alive<1, 5>())
+      .def_property_readonly("arena_size", &R::arena_size, "Size of the global arena in bytes.")
+      .def("defragment", &R::defragment, py::call_guard<py::gil_scoped_release>())
+      .def("check_invariants", &R::check_invariants);
+}
+}  // namespace
+}  // namespace gpumem::python
+#define GPUMEM_PY_ARENA 1
+#endif
+
+#if __has_include(<gpumem/mr/binning_memory_resource.hpp>)
+#include <gpumem/mr/binning_memory_resource.hpp>
+namespace gpumem::python {
+namespace {
+void bind_binning(py::module_& m)
+{
+  using R = mr::binning_memory_resource<device_memory_resource>;
+  sub_class<R>(m, "BinningMemoryResource", R"doc(
+Routes each request to the smallest bin that fits: bins of 2**min_size_exponent ..
+2**max_size_exponent bytes (fixed_size resources it creates) or bins added with ``add_bin``;
+larger requests go to ``upstream``. With no exponents there are no bins until ``add_bin``.
+)doc")
+      .def(py::init([](py::handle upstream, std::optional<int> min_exp, std::optional<int> max_exp,
+                       py::handle runtime) {
+             auto& rt = to_runtime(runtime);
+             if (min_exp.has_value() != max_exp.has_value()) {
+               throw py::value_error(
+                   "give both min_size_exponent and max_size_exponent, or neither");
+             }
+             if (!min_exp) { return std::make_shared<R>(upstream_ref(upstream), rt); }
+             return std::make_shared<R>(upstream_ref(upstream), static_cast<std::int8_t>(*min_exp),
+                                        static_cast<std::int8_t>(*max_exp), rt);
+           }),
+           py::arg("upstream"), py::arg("min_size_exponent") = py::none(),
+           py::arg("max_size_exponent") = py::none(), py::kw_only(),
+           py::arg("runtime") = py::none(), py::keep_alive<1, 2>(), py::keep_alive<1, 5>())
+      .def(
+          "add_bin",
+          [](R& r, std::size_t allocation_size, py::handle bin) {
+            if (bin.is_none()) {
+              r.add_bin(allocation_size);
+            } else {
+              r.add_bin(allocation_size, device_async_resource_ref{to_resource(bin)});
+            }
+          },
+          py::arg("allocation_size"), py::arg("bin_resource") = py::none(), py::keep_alive<1, 3>(),
+          "Serves requests up to `allocation_size` from `bin_resource` (or a new fixed-size bin).")
+      .def("check_invariants", &R::check_invariants);
+}
+}  // namespace
+}  // namespace gpumem::python
+#define GPUMEM_PY_BINNING 1
+#endif
+
+#if __has_include(<gpumem/mr/caching_memory_resource.hpp>)
+#include <gpumem/mr/caching_memory_resource.hpp>
+namespace gpumem::python {
+namespace {
+void bind_caching(py::module_& m)
+{
+  using R       = mr::caching_memory_resource;
+  using options = mr::caching_memory_resource_options;
+  sub_class<R>(m, "CachingMemoryResource", R"doc(
+A caching allocator with geometric bins (CUB's semantics): requests round up to
+``bin_growth**k`` for ``min_bin <= k <= max_bin``; freed blocks are cached per bin, up to
+``max_cached_bytes`` in total; larger requests go straight to ``upstream``. Defaults 8, 3, 7 and
+6 MiB - 1 as in the seed. ``free_all_cached()`` returns the cache upstream.
+)doc")
+      .def(py::init([](py::handle upstream, unsigned bin_growth, unsigned min_bin, unsigned max_bin,
+                       std::size_t max_cached_bytes, bool debug, py::handle runtime) {
+             options o{bin_growth, min_bin, max_bin, max_cached_bytes, debug};
+             return std::make_shared<R>(upstream_ref(upstream), o, to_runtime(runtime));
+           }),
+           py::arg("upstream"), py::arg("bin_growth") = options{}.bin_growth,
+           py::arg("min_bin") = options{}.min_bin, py::arg("max_bin") = options{}.max_bin,
+           py::arg("max_cached_bytes") = options{}.max_cached_bytes, py::arg("debug") = false,
+           py::kw_only(), py::arg("runtime") = py::none(), py::keep_alive<1, 2>(),
+           py::keep_alive<1, 8>())
+      .def("free_all_cached", &R::free_all_cached, py::call_guard<py::gil_scoped_release>())
+      .def("set_max_cached_bytes", &R::set_max_cached_bytes, py::arg("bytes"))
+      .def_property_readonly("bad_deallocations", &R::bad_deallocations)
+      .def("check_invariants", &R::check_invariants);
+}
+}  // namespace
+}  // namespace gpumem::python
+#define GPUMEM_PY_CACHING 1
+#endif
+
+namespace gpumem::python {
+
+void bind_suballocators(py::module_& m)
+{
+#ifdef GPUMEM_PY_POOL
+  bind_pool(m);
+#endif
+#ifdef GPUMEM_PY_FIXED_SIZE
+  bind_fixed_size(m);
+#endif
+#ifdef GPUMEM_PY_ARENA
+  bind_arena(m);
+#endif
+#ifdef GPUMEM_PY_BINNING
+  bind_binning(m);
+#endif
+#ifdef GPUMEM_PY_CACHING
+  bind_caching(m);
+#endif
+  (void)m;
+}
+
+}  // namespace gpumem::python

@@ -1,0 +1,103 @@
+"""Statistics, tracking, logging and the other adaptors over a simulated upstream."""
+
+import pytest
+
+import gpumem
+
+
+def test_statistics_count_bytes_and_calls_with_nested_scopes(leaf):
+    stats = gpumem.StatisticsResourceAdaptor(gpumem.PoolMemoryResource(leaf, 1 << 20))
+    a = stats.allocate(1000)
+    b = stats.allocate(3000)
+    stats.deallocate(a, 1000)
+    c = stats.get_bytes_counter()
+    assert (c.value, c.peak, c.total) == (3000, 4000, 4000)
+    n = stats.get_allocations_counter()
+    assert (n.value, n.peak, n.total) == (1, 2, 2)
+    outer_bytes, _ = stats.push_counters()
+    assert outer_bytes.value == 3000
+    d = stats.allocate(500)
+    assert stats.get_bytes_counter().value == 500  # the new scope starts at zero
+    stats.deallocate(d, 500)
+    inner_bytes, inner_calls = stats.pop_counters()
+    assert (inner_bytes.peak, inner_calls.total) == (500, 1)
+    assert stats.get_bytes_counter().peak == 4000
+    assert stats.allocation_counts["total_count"] == 3
+    with pytest.raises(IndexError):
+        stats.pop_counters()
+    stats.deallocate(b, 3000)
+
+
+def test_tracking_reports_outstanding_allocations(leaf):
+    tracked = gpumem.TrackingResourceAdaptor(leaf, capture_stacks=False)
+    p = tracked.allocate(1234)
+    q = tracked.allocate(10)
+    assert tracked.get_outstanding_allocations() == {p: 1234, q: 10}
+    assert tracked.get_allocated_bytes() == 1244
+    assert "Outstanding allocations: 2" in tracked.get_outstanding_allocations_str()
+    tracked.deallocate(p, 1234)
+    tracked.deallocate(q, 10)
+    assert tracked.get_outstanding_allocations() == {}
+
+
+def test_logging_writes_the_replayable_csv(leaf, tmp_path):
+    path = tmp_path / "log.csv"
+    logged = gpumem.LoggingResourceAdaptor(leaf, str(path), auto_flush=True)
+    p = logged.allocate(4096)
+    logged.deallocate(p, 4096)
+    logged.flush()
+    lines = path.read_text().splitlines()
+    assert lines[0] == logged.header == "Thread,Time,Action,Pointer,Size,Stream"
+    assert [line.split(",")[2] for line in lines[1:]] == ["allocate", "free"]
+    assert lines[1].split(",")[4] == "4096"
+
+
+def test_logging_without_a_file_name_needs_the_environment_variable(leaf, monkeypatch):
+    monkeypatch.delenv("GPUMEM_LOG_FILE", raising=False)
+    with pytest.raises(gpumem.LogicError, match="GPUMEM_LOG_FILE"):
+        gpumem.LoggingResourceAdaptor(leaf)
+
+
+def test_limiting_raises_memory_error_naming_the_limit(leaf):
+    limited = gpumem.LimitingResourceAdaptor(leaf, 1 << 20)
+    p = limited.allocate(1 << 19)
+    assert limited.get_allocated_bytes() == 1 << 19
+    with pytest.raises(gpumem.OutOfMemoryError, match="limit") as e:
+        limited.allocate(1 << 20)
+    assert isinstance(e.value, MemoryError)
+    limited.deallocate(p, 1 << 19)
+    assert limited.get_allocation_limit() == 1 << 20
+
+
+def test_aligned_adaptor_over_aligns(leaf):
+    aligned = gpumem.AlignedResourceAdaptor(leaf, 4096)
+    ptrs = [aligned.allocate(100) for _ in range(4)]
+    assert all(p % 4096 == 0 for p in ptrs)
+    for p in ptrs:
+        aligned.deallocate(p, 100)
+
+
+def test_failure_callback_retries_after_freeing(host, leaf):
+    held = [leaf.allocate(60 << 20)]
+    calls = []
+
+    def on_failure(nbytes):
+        calls.append(nbytes)
+        if held:
+            leaf.deallocate(held.pop(), 60 << 20)
+            return True
+        return False
+
+    mr = gpumem.FailureCallbackResourceAdaptor(leaf, on_failure)
+    p = mr.allocate(32 << 20)  # fails once, the callback frees, the retry succeeds
+    assert calls == [32 << 20]
+    mr.deallocate(p, 32 << 20)
+    with pytest.raises(MemoryError):
+        mr.allocate(128 << 20)
+
+
+def test_thread_safe_and_prefetch_adaptors_pass_through(host, leaf):
+    for mr in (gpumem.ThreadSafeResourceAdaptor(leaf), gpumem.PrefetchResourceAdaptor(leaf)):
+        p = mr.allocate(512)
+        mr.deallocate(p, 512)
+        assert mr.upstream is leaf and mr.runtime is host
