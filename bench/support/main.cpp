@@ -9,7 +9,8 @@
 int main(int argc, char** argv)
 {
   std::vector<char*> args;
-  static std::string min_time = "--benchmark_min_time=1x";
+  // Seconds as a plain double: Google Benchmark 1.7 (Debian) does not parse the "1x" form.
+  static std::string min_time = "--benchmark_min_time=0.001";
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--smoke") == 0) {
       args.push_back(min_time.data());

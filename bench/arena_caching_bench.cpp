@@ -1,0 +1,210 @@
+// Microbenchmarks of arena_memory_resource and the caching allocator (memory resource and drop-in)
+// beside a cudaMalloc stand-in, all over a simulated device (host_runtime: simulated addresses,
+// work completes at once). Host-side cost only: ratios are meaningful, absolute times are not GPU
+// times. Workloads (../shared/BENCHMARKS.md): pair, random_small, threads (own stream per thread).
+#include <gpumem/caching_device_allocator.hpp>
+#include <gpumem/detail/host_runtime.hpp>
+#include <gpumem/mr/arena_memory_resource.hpp>
+#include <gpumem/mr/caching_memory_resource.hpp>
+#include <gpumem/mr/cuda_memory_resource.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace gpumem::bench {
+namespace {
+
+constexpr std::size_t KiB = std::size_t{1} << 10;
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+/// The simulated device shared by every benchmark (80 GiB, like the H100).
+struct device {
+  detail::host_runtime rt{[] {
+    detail::host_runtime_options o;
+    o.backed        = false;
+    o.auto_complete = true;
+    return o;
+  }()};
+  mr::cuda_memory_resource cuda{rt};
+  std::vector<cudaStream_t> streams;
+  device()
+  {
+    for (int i = 0; i < 16; ++i) { streams.push_back(rt.create_stream()); }
+  }
+};
+
+device& dev()
+{
+  static auto* d = new device{};  // lives for the whole run
+  return *d;
+}
+
+/// A resource under test, as allocate/free on a stream.
+struct subject {
+  virtual ~subject()                                                  = default;
+  virtual void* allocate(std::size_t bytes, cudaStream_t s)           = 0;
+  virtual void deallocate(void* p, std::size_t bytes, cudaStream_t s) = 0;
+};
+
+struct resource_subject final : subject {
+  explicit resource_subject(std::unique_ptr<mr::device_memory_resource> r) : mr{std::move(r)} {}
+  void* allocate(std::size_t bytes, cudaStream_t s) override { return mr->allocate(bytes, s); }
+  void deallocate(void* p, std::size_t bytes, cudaStream_t s) override
+  {
+    mr->deallocate(p, bytes, s);
+  }
+  std::unique_ptr<mr::device_memory_resource> mr;
+};
+
+struct dropin_subject final : subject {
+  CachingDeviceAllocator alloc{false, false, dev().rt};
+  void* allocate(std::size_t bytes, cudaStream_t s) override
+  {
+    void* p{};
+    if (alloc.DeviceAllocate(&p, bytes, s) != cudaSuccess) { throw std::bad_alloc{}; }
+    return p;
+  }
+  void deallocate(void* p, std::size_t, cudaStream_t) override { (void)alloc.DeviceFree(p); }
+};
+
+struct cuda_subject final : subject {
+  void* allocate(std::size_t bytes, cudaStream_t s) override
+  {
+    return dev().cuda.allocate(bytes, s);
+  }
+  void deallocate(void* p, std::size_t bytes, cudaStream_t s) override
+  {
+    dev().cuda.deallocate(p, bytes, s);
+  }
+};
+
+char const* const subjects[] = {"cudaMalloc_sim", "arena", "caching_mr", "caching_dropin"};
+
+/// One instance of each subject for the whole run (thread benchmarks share it).
+subject& get(std::string const& name)
+{
+  static std::mutex mutex;
+  static std::vector<std::pair<std::string, std::unique_ptr<subject>>> made;
+  std::lock_guard lock{mutex};
+  for (auto& [n, s] : made) {
+    if (n == name) { return *s; }
+  }
+  std::unique_ptr<subject> s;
+  if (name == "arena") {
+    s = std::make_unique<resource_subject>(
+        std::make_unique<mr::arena_memory_resource<mr::cuda_memory_resource>>(
+            &dev().cuda, std::nullopt, false, dev().rt));
+  } else if (name == "caching_mr") {
+    s = std::make_unique<resource_subject>(std::make_unique<mr::caching_memory_resource>(
+        &dev().cuda, mr::caching_memory_resource_options{}, dev().rt));
+  } else if (name == "caching_dropin") {
+    s = std::make_unique<dropin_subject>();
+  } else {
+    s = std::make_unique<cuda_subject>();
+  }
+  made.emplace_back(name, std::move(s));
+  return *made.back().second;
+}
+
+void pair(benchmark::State& state, std::string const& name, std::size_t bytes)
+{
+  auto& s     = get(name);
+  auto stream = dev().streams[0];
+  for (auto _ : state) {
+    void* p = s.allocate(bytes, stream);
+    benchmark::DoNotOptimize(p);
+    s.deallocate(p, bytes, stream);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+std::size_t log_uniform(std::mt19937_64& rng, std::size_t lo, std::size_t hi)
+{
+  std::uniform_real_distribution<double> d{std::log(static_cast<double>(lo)),
+                                           std::log(static_cast<double>(hi))};
+  return static_cast<std::size_t>(std::exp(d(rng)));
+}
+
+/// `ops` random operations, at most `max_live` live blocks of lo..hi bytes, on `stream`.
+void random_ops(subject& s, cudaStream_t stream, std::mt19937_64& rng,
+                std::vector<std::pair<void*, std::size_t>>& live, int ops, std::size_t max_live,
+                std::size_t lo, std::size_t hi)
+{
+  for (int i = 0; i < ops; ++i) {
+    if (live.size() < max_live && (live.empty() || rng() % 2 == 0)) {
+      auto const n = log_uniform(rng, lo, hi);
+      live.emplace_back(s.allocate(n, stream), n);
+    } else {
+      auto const k = rng() % live.size();
+      s.deallocate(live[k].first, live[k].second, stream);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+}
+
+void drain(subject& s, cudaStream_t stream, std::vector<std::pair<void*, std::size_t>>& live)
+{
+  for (auto [p, n] : live) { s.deallocate(p, n, stream); }
+  live.clear();
+}
+
+/// random_small: 200k ops in chunks of 1000 per iteration; sizes 256 B..4 MiB, <= 1000 live.
+void random_small(benchmark::State& state, std::string const& name)
+{
+  auto& s = get(name);
+  std::mt19937_64 rng{7};
+  std::vector<std::pair<void*, std::size_t>> live;
+  int done = 0;
+  for (auto _ : state) {
+    random_ops(s, dev().streams[0], rng, live, 1000, 1000, 256, 4 * MiB);
+    if ((done += 1000) >= 200000) {
+      drain(s, dev().streams[0], live);
+      done = 0;
+    }
+  }
+  drain(s, dev().streams[0], live);
+  state.SetItemsProcessed(state.iterations() * 1000);
+}
+
+/// threads: each thread its own stream, sizes 256 B..64 KiB, <= 64 live; aggregate ops/s.
+void threads(benchmark::State& state, std::string const& name)
+{
+  auto& s     = get(name);
+  auto stream = dev().streams[static_cast<std::size_t>(state.thread_index())];
+  std::mt19937_64 rng{static_cast<std::uint64_t>(state.thread_index()) + 1};
+  std::vector<std::pair<void*, std::size_t>> live;
+  for (auto _ : state) { random_ops(s, stream, rng, live, 100, 64, 256, 64 * KiB); }
+  drain(s, stream, live);
+  state.SetItemsProcessed(state.iterations() * 100);
+}
+
+[[maybe_unused]] bool const registered = [] {
+  std::size_t const sizes[] = {256, 4 * KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB};
+  for (std::string name : subjects) {
+    for (auto bytes : sizes) {
+      benchmark::RegisterBenchmark(("pair/" + name + "/" + std::to_string(bytes)).c_str(),
+                                   [name, bytes](benchmark::State& st) { pair(st, name, bytes); });
+    }
+    benchmark::RegisterBenchmark(("random_small/" + name).c_str(),
+                                 [name](benchmark::State& st) { random_small(st, name); });
+    benchmark::RegisterBenchmark(("threads/" + name).c_str(),
+                                 [name](benchmark::State& st) { threads(st, name); })
+        ->Threads(1)
+        ->Threads(2)
+        ->Threads(4)
+        ->Threads(8)
+        ->Threads(16)
+        ->UseRealTime();
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace gpumem::bench
