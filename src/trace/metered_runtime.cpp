@@ -11,6 +11,12 @@ std::size_t metered_runtime::peak_held_bytes() const
   return peak_;
 }
 
+void metered_runtime::reset_peak()
+{
+  std::lock_guard lock{mutex_};
+  peak_ = held_.load();
+}
+
 std::vector<std::pair<std::uintptr_t, std::size_t>> metered_runtime::chunks() const
 {
   std::lock_guard lock{mutex_};

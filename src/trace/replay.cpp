@@ -1,8 +1,6 @@
 // replay(): drives a resource stack with a trace and measures it (see replay.hpp).
 #include "replayer.hpp"
 
-#include <gpumem/trace/trace_reader.hpp>
-
 #include <algorithm>
 #include <chrono>
 
@@ -39,60 +37,60 @@ replayer::replayer(trace_profile const& profile, spec::resource_stack& stack,
       top_{&stack.top()},
       meter_{&meter},
       footprint_{stack.footprint()},
-      options_{options}
+      options_{options},
+      slots_(profile.slots),
+      occupied_(profile.slots, 0)
 {
   auto const points = std::max<std::size_t>(options.timeline_points, 1);
   bucket_events_    = std::max<std::uint64_t>(1, (profile.events + points - 1) / points);
   result_.trace     = profile.path;
   result_.resource  = stack.spec();
+  countdown_        = bucket_events_;
   result_.timeline.reserve(points + 1);
-}
-
-cudaStream_t replayer::stream_of(std::uint64_t id)
-{
-  if (!options_.stream_of) { return nullptr; }
-  for (auto const& [k, s] : streams_) {
-    if (k == id) { return s; }
+  meter.reset_peak();
+  for (auto id : profile.streams) {
+    streams_.push_back(options.stream_of ? options.stream_of(id) : nullptr);
   }
-  streams_.emplace_back(id, options_.stream_of(id));
-  return streams_.back().second;
 }
 
-void replayer::allocate(event const& e, cudaStream_t s)
+void replayer::allocate(compact_event const& e, cudaStream_t s)
 {
-  live_block stale;
-  if (map_.erase(e.pointer, stale)) {
-    top_->deallocate(stale.ptr, stale.size, stale.stream);
-    live_ -= stale.size;
+  auto& b = slots_[e.slot];
+  if (occupied_[e.slot] != 0) {  // a double allocate in the trace: the stale block goes first
+    top_->deallocate(b.ptr, b.size, b.stream);
+    live_ -= b.size;
+    --live_blocks_;
+    occupied_[e.slot] = 0;
     ++result_.operations;
   }
-  void* p = nullptr;
   try {
-    p = top_->allocate(e.size, s);
+    b = {top_->allocate(e.size, s), e.size, s};
   } catch (std::bad_alloc const& ex) {
     fail(e, ex.what());
     throw stop_replay{};
   }
-  map_.insert(e.pointer, {p, e.size, s});
+  occupied_[e.slot] = 1;
   live_ += e.size;
+  ++live_blocks_;
   ++result_.operations;
 }
 
-void replayer::free(event const& e, cudaStream_t s)
+void replayer::free(compact_event const& e, cudaStream_t s)
 {
-  live_block b;
-  if (!map_.erase(e.pointer, b)) { return; }
+  auto const& b = slots_[e.slot];
   top_->deallocate(b.ptr, b.size, s);
+  occupied_[e.slot] = 0;
   live_ -= b.size;
+  --live_blocks_;
   ++result_.operations;
 }
 
-void replayer::apply(event const& e)
+void replayer::apply(compact_event const& e)
 {
-  if (e.act == action::allocate) {
-    allocate(e, stream_of(e.stream));
-  } else if (e.act == action::free) {
-    free(e, stream_of(e.stream));
+  if (e.act == compact_event::allocate) {
+    allocate(e, streams_[e.stream]);
+  } else if (e.act == compact_event::free) {
+    free(e, streams_[e.stream]);
   }
   sample();
 }
@@ -105,40 +103,42 @@ void replayer::sample()
   result_.peak_held_bytes = std::max(result_.peak_held_bytes, held);
   if (event_ == profile_.peak_live_event) { result_.at_peak = state(); }
   ++event_;
-  if (event_ % bucket_events_ == 0 || event_ == profile_.events) {
+  if (--countdown_ == 0 || event_ == profile_.events) {
     result_.timeline.push_back({event_ - 1, bucket_live_, bucket_held_});
     bucket_live_ = bucket_held_ = 0;
+    countdown_                  = bucket_events_;
   }
 }
 
-void replayer::fail(event const& e, char const* message)
+void replayer::fail(compact_event const& e, char const* message)
 {
   result_.failure = replay_failure{event_, e.line, e.size, message, state()};
 }
 
 void replayer::release_all() noexcept
 {
-  map_.for_each(
-      [&](std::uint64_t, live_block const& b) { top_->deallocate(b.ptr, b.size, b.stream); });
-  map_.clear();
-  live_ = 0;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (occupied_[i] != 0) { top_->deallocate(slots_[i].ptr, slots_[i].size, slots_[i].stream); }
+    occupied_[i] = 0;
+  }
+  live_ = live_blocks_ = 0;
 }
 
 void replayer::run_serial()
 {
-  trace_reader reader{profile_.path};
-  std::vector<event> chunk(options_.chunk_events);
-  for (auto n = reader.read(chunk); n != 0; n = reader.read(chunk)) {
+  auto& trace = *profile_.compact;
+  trace.rewind();
+  std::vector<compact_event> chunk(options_.chunk_events);
+  std::uint64_t done = 0;
+  for (auto n = trace.read(chunk); n != 0; n = trace.read(chunk)) {
     auto const t0 = std::chrono::steady_clock::now();
     try {
       for (std::size_t i = 0; i < n; ++i) { apply(chunk[i]); }
     } catch (stop_replay const&) {
-      n = 0;
     }
     result_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (options_.progress.report) {
-      options_.progress.report(reader.bytes_read(), reader.file_bytes());
-    }
+    done += n;
+    if (options_.progress.report) { options_.progress.report(done, profile_.events); }
     if (result_.failure) { break; }
   }
 }

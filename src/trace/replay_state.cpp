@@ -40,17 +40,19 @@ memory_state replayer::state() const
   memory_state s;
   s.held_bytes  = held_now();
   s.live_bytes  = live_;
-  s.live_blocks = map_.size();
+  s.live_blocks = live_blocks_;
   if (footprint_ != nullptr) {
     s.free_bytes = s.held_bytes > live_ ? s.held_bytes - live_ : 0;
     return s;
   }
   s.layout_known = true;
   std::vector<range> blocks;
-  blocks.reserve(map_.size());
-  map_.for_each([&](std::uint64_t, live_block const& b) {
-    if (b.ptr != nullptr) { blocks.emplace_back(reinterpret_cast<std::uintptr_t>(b.ptr), b.size); }
-  });
+  blocks.reserve(live_blocks_);
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (occupied_[i] != 0 && slots_[i].ptr != nullptr) {
+      blocks.emplace_back(reinterpret_cast<std::uintptr_t>(slots_[i].ptr), slots_[i].size);
+    }
+  }
   std::sort(blocks.begin(), blocks.end());
   std::size_t next = 0;
   for (auto const& chunk : meter_->chunks()) {

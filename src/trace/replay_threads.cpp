@@ -2,8 +2,6 @@
 // global order (event i runs only after event i-1, whichever thread ran it).
 #include "replayer.hpp"
 
-#include <gpumem/trace/trace_reader.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,8 +12,7 @@ namespace gpumem::trace {
 void replayer::run_threads()
 {
   auto const& ids = profile_.threads;
-  std::vector<event> chunk(options_.chunk_events);
-  std::vector<std::uint16_t> owner(options_.chunk_events);
+  std::vector<compact_event> chunk(options_.chunk_events);
   std::atomic<std::size_t> turn{0};
   std::atomic<std::size_t> generation{0};
   std::atomic<bool> stop{false};
@@ -26,7 +23,7 @@ void replayer::run_threads()
   // One chunk for thread `me`: false when the replay stopped.
   auto run_chunk = [&](std::uint16_t me) {
     for (std::size_t i = 0; i < n; ++i) {
-      if (owner[i] != me) { continue; }
+      if (chunk[i].thread != me) { continue; }
       while (turn.load(std::memory_order_acquire) != i) {
         if (stop.load(std::memory_order_acquire)) { return false; }
         std::this_thread::yield();
@@ -59,12 +56,10 @@ void replayer::run_threads()
   for (std::size_t t = 0; t < ids.size(); ++t) {
     workers.emplace_back(work, static_cast<std::uint16_t>(t));
   }
-  trace_reader reader{profile_.path};
-  while (!stop.load() && (n = reader.read(chunk)) != 0) {
-    for (std::size_t i = 0; i < n; ++i) {
-      owner[i] = static_cast<std::uint16_t>(std::find(ids.begin(), ids.end(), chunk[i].thread) -
-                                            ids.begin());
-    }
+  auto& trace = *profile_.compact;
+  trace.rewind();
+  std::uint64_t done = 0;
+  while (!stop.load() && (n = trace.read(chunk)) != 0) {
     auto const t0 = std::chrono::steady_clock::now();
     turn.store(0, std::memory_order_release);
     finished.store(0, std::memory_order_release);
@@ -74,9 +69,8 @@ void replayer::run_threads()
       std::this_thread::yield();
     }
     result_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (options_.progress.report) {
-      options_.progress.report(reader.bytes_read(), reader.file_bytes());
-    }
+    done += n;
+    if (options_.progress.report) { options_.progress.report(done, profile_.events); }
   }
   stop.store(true, std::memory_order_release);
   generation.fetch_add(1, std::memory_order_acq_rel);

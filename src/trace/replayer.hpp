@@ -1,7 +1,8 @@
 // The replay engine behind trace::replay() (src/trace only).
 //
-// Invariants: live_ == sum of sizes in map_; every map_ entry is a block allocated from top_ and
-// not yet deallocated; result_.timeline holds one point per bucket_events_ events applied.
+// Invariants: live_ == sum of sizes of occupied slots; live_blocks_ == number of occupied slots;
+// every occupied slot holds a block allocated from top_ and not yet deallocated;
+// result_.timeline holds one point per bucket_events_ events applied.
 // Thread safety: apply() is called by one thread at a time (run_threads() passes a turn between
 // threads with acquire/release, so each call happens-after the previous one).
 #pragma once
@@ -25,13 +26,12 @@ class replayer {
 
   void run_serial();
   void run_threads();
-  void apply(event const& e);
-  void allocate(event const& e, cudaStream_t s);
-  void free(event const& e, cudaStream_t s);
+  void apply(compact_event const& e);
+  void allocate(compact_event const& e, cudaStream_t s);
+  void free(compact_event const& e, cudaStream_t s);
   void sample();
-  void fail(event const& e, char const* message);
+  void fail(compact_event const& e, char const* message);
   void release_all() noexcept;
-  [[nodiscard]] cudaStream_t stream_of(std::uint64_t id);
   [[nodiscard]] std::size_t held_now() const
   {
     return footprint_ != nullptr ? footprint_->held_bytes() : meter_->held_bytes();
@@ -44,13 +44,16 @@ class replayer {
   metered_runtime* meter_;
   spec::footprint_source const* footprint_;
   replay_options const& options_;
-  pointer_map map_;
+  std::vector<live_block> slots_;
+  std::vector<std::uint8_t> occupied_;
+  std::vector<cudaStream_t> streams_;  ///< by stream index
   std::size_t live_{};
+  std::size_t live_blocks_{};
   std::uint64_t event_{};
   std::uint64_t bucket_events_{1};
+  std::uint64_t countdown_{1};  ///< events left in the current timeline bucket
   std::size_t bucket_live_{};
   std::size_t bucket_held_{};
-  std::vector<std::pair<std::uint64_t, cudaStream_t>> streams_;
   replay_result result_;
 };
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -45,32 +46,44 @@ struct cursor {
     char const* start = p;
     std::uint64_t v   = 0;
     while (p != end && static_cast<unsigned>(*p - '0') < 10U) {
-      auto const digit = static_cast<std::uint64_t>(*p - '0');
-      if (v > (UINT64_MAX - digit) / 10) { fail(detail::format(field, " below 2^64")); }
-      v = v * 10 + digit;
+      v = v * 10 + static_cast<std::uint64_t>(*p - '0');
       ++p;
     }
-    if (p == start) { p = start, fail(detail::format("a decimal ", field)); }
+    if (p == start) { fail(detail::format("a decimal ", field)); }
+    if (p - start > 19) { v = checked_decimal(start, field); }  // may not fit: slow path
+    return v;
+  }
+
+  /// Re-reads a long number with overflow checks.
+  std::uint64_t checked_decimal(char const* from, char const* field)
+  {
+    std::uint64_t v = 0;
+    for (char const* q = from; q != p; ++q) {
+      if (__builtin_mul_overflow(v, 10U, &v) ||
+          __builtin_add_overflow(v, static_cast<std::uint64_t>(*q - '0'), &v)) {
+        p = from;
+        fail(detail::format(field, " below 2^64"));
+      }
+    }
     return v;
   }
 
   std::uint64_t hex_digits(char const* field)
   {
+    static constexpr auto table = [] {
+      std::array<std::uint8_t, 256> t{};
+      t.fill(0xff);
+      for (int i = 0; i < 10; ++i) { t['0' + i] = static_cast<std::uint8_t>(i); }
+      for (int i = 0; i < 6; ++i) { t['a' + i] = t['A' + i] = static_cast<std::uint8_t>(10 + i); }
+      return t;
+    }();
     char const* start = p;
     std::uint64_t v   = 0;
-    for (; p != end; ++p) {
-      unsigned d = static_cast<unsigned char>(*p);
-      if (d - '0' < 10U) {
-        d -= '0';
-      } else if ((d | 0x20U) - 'a' < 6U) {
-        d = (d | 0x20U) - 'a' + 10;
-      } else {
-        break;
-      }
-      if (p - start >= 16) { p = start, fail(detail::format(field, " of at most 16 hex digits")); }
+    for (std::uint8_t d = 0; p != end && (d = table[static_cast<unsigned char>(*p)]) != 0xff; ++p) {
       v = (v << 4) | d;
     }
     if (p == start) { fail(detail::format("hex digits of the ", field, " after 0x")); }
+    if (p - start > 16) { p = start, fail(detail::format(field, " of at most 16 hex digits")); }
     return v;
   }
 
@@ -81,7 +94,10 @@ struct cursor {
       p += 2;
       return hex_digits(field);
     }
-    return decimal(detail::format(field, " (0x-prefixed hex or decimal)").c_str());
+    if (p == end || static_cast<unsigned>(*p - '0') >= 10U) {
+      fail(detail::format("a ", field, " (0x-prefixed hex or decimal)"));
+    }
+    return decimal(field);
   }
 
   /// Leading integer of the Time column; the rest (fraction, clock separators) is skipped.

@@ -32,7 +32,7 @@ void write_profile(std::ostream& out, trace::trace_profile const& p)
       << ",\"size_mismatches\":" << p.size_mismatches << ",\"left_live\":" << p.left_live
       << ",\"peak_live_bytes\":" << p.peak_live_bytes
       << ",\"peak_live_event\":" << p.peak_live_event << ",\"threads\":" << p.threads.size()
-      << ",\"streams\":" << p.streams.size();
+      << ",\"streams\":" << p.streams.size() << ",\"parse_seconds\":" << num(p.parse_seconds);
 }
 
 void write_run(std::ostream& out, resource_run const& r, trace::trace_profile const& p,

@@ -1,6 +1,7 @@
 // Table, CSV and JSON renderings of a replay report.
 #include "report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -36,15 +37,19 @@ void write_profile(std::ostream& out, trace::trace_profile const& p)
   out << "trace " << name_of(p.path) << ": " << p.events << " events (" << p.allocations
       << " allocations, " << p.frees << " frees), peak live " << human_bytes(p.peak_live_bytes)
       << " in " << p.peak_live_blocks << " blocks at event " << p.peak_live_event + 1 << ", "
-      << p.threads.size() << " thread(s), " << p.streams.size() << " stream(s)\n";
-  if (p.unknown_frees + p.double_allocates + p.size_mismatches + p.allocate_failures +
-          p.left_live !=
-      0) {
+      << p.threads.size() << " thread(s), " << p.streams.size() << " stream(s); read in "
+      << fixed(p.parse_seconds, 3) << " s ("
+      << fixed(static_cast<double>(p.events) / std::max(p.parse_seconds, 1e-9) / 1e6, 1)
+      << " M events/s)\n";
+  if (p.unknown_frees + p.double_allocates + p.size_mismatches + p.allocate_failures != 0) {
     out << "  trace anomalies (counted, not fatal): " << p.unknown_frees
         << " free(s) of unknown pointers skipped, " << p.double_allocates
-        << " allocate(s) of a live pointer, " << p.size_mismatches << " free(s) with a wrong size, "
-        << p.allocate_failures << " 'allocate failure' row(s) skipped, " << p.left_live
-        << " block(s) never freed\n";
+        << " allocate(s) of a live pointer (stale block freed first), " << p.size_mismatches
+        << " free(s) with a wrong size, " << p.allocate_failures
+        << " 'allocate failure' row(s) skipped\n";
+  }
+  if (p.left_live != 0) {
+    out << "  " << p.left_live << " block(s) never freed in the trace (freed after the replay)\n";
   }
 }
 

@@ -30,6 +30,8 @@ class metered_runtime final : public detail::runtime {
     return held_.load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::size_t peak_held_bytes() const;
+  /// Starts a new peak at what is held now.
+  void reset_peak();
   /// Held ranges, address-ordered: (address, bytes).
   [[nodiscard]] std::vector<std::pair<std::uintptr_t, std::size_t>> chunks() const;
 

@@ -1,9 +1,10 @@
 // gpumem/trace/replay.hpp — replays an allocation trace over a resource stack and measures it.
 //
-// A trace is read twice, streaming (bounded memory at any length): profile_trace() learns what
+// A trace is parsed once, streaming (bounded memory at any length): profile_trace() learns what
 // does not depend on the resource (event count, peak live bytes and where it happens, threads,
-// streams, anomalies); replay() then drives the stack and measures footprint, fragmentation at the
-// peak, host time and memory over time.
+// streams, anomalies) and keeps the events in a compact binary file (compact_trace.hpp); replay()
+// then drives a stack from that file and measures footprint, fragmentation at the peak, host time
+// and memory over time.
 //
 // Anomalies in a trace are counted, never fatal: a free of a pointer that is not live is skipped
 // (unknown_frees); an allocate of a pointer already live first frees the stale block
@@ -20,12 +21,14 @@
 #pragma once
 
 #include <gpumem/spec/resource_factory.hpp>
+#include <gpumem/trace/compact_trace.hpp>
 #include <gpumem/trace/metered_runtime.hpp>
 #include <gpumem/trace/trace_event.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,10 +47,13 @@ struct trace_profile {
   std::uint64_t size_mismatches{};    ///< free size != allocate size (allocate size used)
   std::uint64_t left_live{};          ///< blocks never freed (freed at the end)
   std::size_t peak_live_bytes{};
-  std::uint64_t peak_live_event{};     ///< 0-based index of the first event reaching the peak
-  std::size_t peak_live_blocks{};      ///< live blocks at that event
-  std::vector<std::uint64_t> threads;  ///< distinct Thread ids, in order of appearance
-  std::vector<std::uint64_t> streams;  ///< distinct Stream ids, in order of appearance
+  std::uint64_t peak_live_event{};         ///< 0-based index of the first event reaching the peak
+  std::size_t peak_live_blocks{};          ///< live blocks at that event
+  std::vector<std::uint64_t> threads;      ///< distinct Thread ids, in order of appearance
+  std::vector<std::uint64_t> streams;      ///< distinct Stream ids, in order of appearance
+  double parse_seconds{};                  ///< time profile_trace() took
+  std::uint32_t slots{};                   ///< most blocks live at once (slot numbers < slots)
+  std::shared_ptr<compact_trace> compact;  ///< the events, resolved, for replay()
 };
 
 struct replay_progress {

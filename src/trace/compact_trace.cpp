@@ -1,0 +1,61 @@
+// The profiled trace in a temporary binary file.
+#include <gpumem/trace/compact_trace.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace gpumem::trace {
+namespace {
+
+[[noreturn]] void io_failure(char const* what)
+{
+  throw std::runtime_error{std::string{"gpumem trace cache: cannot "} + what +
+                           " the temporary file: " + std::strerror(errno) +
+                           " (set TMPDIR to a folder with free space)"};
+}
+
+}  // namespace
+
+compact_trace::compact_trace() : file_{std::tmpfile()}
+{
+  if (file_ == nullptr) { io_failure("create"); }
+  buffer_.reserve(capacity);
+}
+
+compact_trace::~compact_trace()
+{
+  std::fclose(file_);
+}
+
+void compact_trace::spill()
+{
+  if (!buffer_.empty() &&
+      std::fwrite(buffer_.data(), sizeof(compact_event), buffer_.size(), file_) != buffer_.size()) {
+    io_failure("write");
+  }
+  count_ += buffer_.size();
+  buffer_.clear();
+}
+
+void compact_trace::finish()
+{
+  spill();
+  if (std::fflush(file_) != 0) { io_failure("write"); }
+  rewind();
+}
+
+void compact_trace::rewind()
+{
+  std::rewind(file_);
+}
+
+std::size_t compact_trace::read(std::span<compact_event> out)
+{
+  auto const n = std::fread(out.data(), sizeof(compact_event), out.size(), file_);
+  if (n < out.size() && std::ferror(file_) != 0) { io_failure("read"); }
+  return n;
+}
+
+}  // namespace gpumem::trace

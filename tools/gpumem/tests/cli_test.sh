@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# CLI tests of the gpumem tool: cli_test.sh GPUMEM_BINARY TESTS_DIR WORK_DIR
+# Each check prints "ok - what" or "FAIL - what" with the output; exits 1 if any failed.
+set -u
+bin=$1 tests=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+failures=0
+ok() { echo "ok - $1"; }
+fail() { echo "FAIL - $1"; echo "--- stdout:"; cat out.txt; echo "--- stderr:"; cat err.txt; failures=$((failures + 1)); }
+# run EXPECTED_RC ARGS...: runs the tool, output in out.txt / err.txt.
+run() { local want=$1; shift; "$bin" "$@" >out.txt 2>err.txt; rc=$?; [ "$rc" -eq "$want" ]; }
+has() { grep -qF -- "$1" "$2"; }
+
+if run 0 && has "pool" out.txt && has "peak held" out.txt && has "gpt2_train.csv" out.txt &&
+   has "resnet50_train.csv" out.txt && has "report: " out.txt && [ -s gpumem-report/index.html ] &&
+   [ -s gpumem-report/results.json ] && has '"timeline"' gpumem-report/index.html; then
+  ok "default run: exit 0, table of both bundled traces, report folder"
+else fail "default run (rc=$rc)"; fi
+
+if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB -r cuda --simulate --csv &&
+   has "golden.csv,pool:initial=1MiB>cuda,ok,8000,1048576,131.072000,0.000183,0.001969,1038336," out.txt &&
+   has "golden.csv,cuda,ok,8000,8000,1.000000,0.000000,0.000000,0," out.txt; then
+  ok "golden numbers (CSV)"
+else fail "golden numbers (rc=$rc)"; fi
+
+if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB --simulate --json &&
+   python3 -c 'import json,sys; d=json.load(open("out.txt")); r=d["traces"][0]["results"][0]; assert r["peak_held_bytes"]==1048576 and r["at_peak"]["largest_free_bytes"]==1038336 and r["at_peak"]["internal_bytes"]==192, r'; then
+  ok "--json is valid JSON with the golden numbers"
+else fail "--json (rc=$rc)"; fi
+
+printf 'Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,256,0\n0,2,allocate,0x20,twelve,0\n' > bad.csv
+if run 2 replay bad.csv --simulate && has "bad.csv:3: expected a decimal Size, found 'twelve'" err.txt; then
+  ok "malformed line: file, line and what was expected"
+else fail "malformed line (rc=$rc)"; fi
+
+if run 2 replay missing.csv --simulate && has "missing.csv: cannot open the trace" err.txt; then
+  ok "missing trace"
+else fail "missing trace (rc=$rc)"; fi
+
+if run 2 replay "$tests/golden.csv" -r poool --simulate && has "unknown resource 'poool'" err.txt &&
+   has "pool" err.txt && has "arena" err.txt && has "binning" err.txt && has "cuda" err.txt; then
+  ok "unknown resource lists the valid names"
+else fail "unknown resource (rc=$rc)"; fi
+
+if run 2 replay "$tests/golden.csv" -r pool:initial=lots --simulate && has "cannot read 'lots' as a size" err.txt; then
+  ok "bad size says what to write"
+else fail "bad size (rc=$rc)"; fi
+
+if run 2 replay "$tests/golden.csv" -r pool:inital=1MiB --simulate && has "has no parameter 'inital'" err.txt &&
+   has "initial (default" err.txt; then
+  ok "unknown parameter lists the parameters"
+else fail "unknown parameter (rc=$rc)"; fi
+
+printf 'Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,4096,0\n0,2,allocate,0x20,4096,0\n0,3,allocate,0x30,65536,0\n0,4,free,0x10,4096,0\n' > oom.csv
+if run 3 replay oom.csv -r cuda --simulate=16KiB && has "OUT OF MEMORY at line 4" out.txt &&
+   has "out of memory at event 3 (line 4)" out.txt && has "state: holds 8.00 KiB, live 8.00 KiB in 2 blocks" out.txt; then
+  ok "simulated capacity too small: out of memory at the event, with the state"
+else fail "out of memory (rc=$rc)"; fi
+
+printf 'Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,512,0\n0,2,free,0x99,64,0\n0,3,allocate,0x10,1024,0\n0,4,free,0x10,2048,0\n' > anomalies.csv
+if run 0 replay anomalies.csv -r pool --simulate && has "1 free(s) of unknown pointers skipped" out.txt &&
+   has "1 allocate(s) of a live pointer" out.txt && has "1 free(s) with a wrong size" out.txt; then
+  ok "unknown frees and double allocates counted and reported"
+else fail "anomalies (rc=$rc)"; fi
+
+"$bin" synth threads.csv --events 3000 --threads 4 --streams 4 >/dev/null 2>&1
+if run 0 replay threads.csv -r pool -r arena --simulate --threads && has "4 thread(s), 4 stream(s)" out.txt; then
+  ok "--threads replays a 4-thread trace"
+else fail "--threads (rc=$rc)"; fi
+
+for cmd in "" replay bench info convert synth; do
+  if run 0 $cmd --help && has "Usage" out.txt; then ok "gpumem $cmd --help"; else fail "gpumem $cmd --help"; fi
+done
+if run 0 replay --help && has "Examples" out.txt; then ok "replay --help has examples"; else fail "examples"; fi
+
+if run 2 replay "$tests/golden.csv" --frobnicate && has "unknown option '--frobnicate'" err.txt; then
+  ok "unknown option"
+else fail "unknown option (rc=$rc)"; fi
+
+if run 0 info && (has "No GPU" out.txt || has "CUDA device(s)" out.txt); then
+  ok "info"
+else fail "info (rc=$rc)"; fi
+
+if python3 "$tests/make_snapshot.py" snap.pickle && run 0 convert snap.pickle -o snap.csv &&
+   [ "$(cat snap.csv)" = "$(printf 'Thread,Time,Action,Pointer,Size,Stream\n0,2,allocate,0x7f0000000000,512,0\n0,3,allocate,0x7f0000000200,1024,7\n0,4,free,0x7f0000000000,512,0\n0,6,allocate,0x7f0000000600,4096,0\n0,7,free,0x7f0000000200,1024,7')" ] &&
+   run 0 replay snap.csv -r pool --simulate && has "peak live 5.00 KiB" out.txt; then
+  ok "convert a PyTorch snapshot and replay it"
+else fail "convert (rc=$rc)"; cat snap.csv; fi
+
+printf 'not a pickle' > junk.pickle
+if run 1 convert junk.pickle -o junk.csv && has "not a PyTorch memory snapshot" err.txt; then
+  ok "convert rejects a non-snapshot"
+else fail "convert junk (rc=$rc)"; fi
+
+if run 0 bench --smoke --simulate --json --no-progress &&
+   python3 -c 'import json; d=json.load(open("out.txt")); assert len(d["workloads"]) == 5, d'; then
+  ok "bench --smoke --json: five workloads"
+else fail "bench smoke (rc=$rc)"; fi
+
+if run 0 bench --smoke --simulate -r pool -w pair -w threads && has "pair:" out.txt && has "2 thread(s)" out.txt; then
+  ok "bench text tables"
+else fail "bench text (rc=$rc)"; fi
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
