@@ -233,7 +233,7 @@ void imported_allocation::free_async(cuda_stream_view stream, ipc_event const& f
 
 exported_allocation::exported_allocation(memory_pool const& pool, std::size_t bytes,
                                          cuda_stream_view stream)
-    : bytes_{bytes}, stream_{stream.value()}
+    : pool_{&pool}, bytes_{bytes}, stream_{stream.value()}
 {
   GPUMEM_EXPECTS(!pool.properties().handle_types.empty(), logic_error,
                  "exported_allocation needs an IPC-capable pool; this pool has handle types "
@@ -242,7 +242,8 @@ exported_allocation::exported_allocation(memory_pool const& pool, std::size_t by
 }
 
 exported_allocation::exported_allocation(exported_allocation&& other) noexcept
-    : ptr_{std::exchange(other.ptr_, nullptr)},
+    : pool_{other.pool_},
+      ptr_{std::exchange(other.ptr_, nullptr)},
       bytes_{std::exchange(other.bytes_, 0)},
       stream_{other.stream_},
       shared_{std::exchange(other.shared_, false)}
@@ -253,6 +254,7 @@ exported_allocation& exported_allocation::operator=(exported_allocation&& other)
 {
   if (this != &other) {
     this->~exported_allocation();
+    pool_   = other.pool_;
     ptr_    = std::exchange(other.ptr_, nullptr);
     bytes_  = std::exchange(other.bytes_, 0);
     stream_ = other.stream_;
@@ -279,9 +281,15 @@ pointer_export_data exported_allocation::export_data()
 {
   GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "export_data: the allocation was freed");
   cudaMemPoolPtrExportData raw{};
-  check(cudaMemPoolExportPointer(&raw, ptr_),
-        "cudaMemPoolExportPointer refused the allocation (export right after allocating; a block "
-        "reused from an earlier stream-ordered free may be refused)");
+  auto const st = cudaMemPoolExportPointer(&raw, ptr_);
+  if (st != cudaSuccess) {
+    throw_cuda(st,
+               pool_->exported()
+                   ? std::string{"cudaMemPoolExportPointer refused the allocation"}
+                   : std::string{"cudaMemPoolExportPointer refused the allocation: its pool has "
+                                 "not been exported yet; share the pool first "
+                                 "(memory_pool::export_handle), then its allocations"});
+  }
   pointer_export_data out{};
   std::memcpy(out.bytes.data(), &raw, sizeof raw);
   shared_ = true;

@@ -350,7 +350,8 @@ memory_pool::memory_pool(pool_properties const& props) : props_{props}
   reset_to(pool, props.location);
 }
 
-memory_pool::memory_pool(memory_pool&& other) noexcept : memory_pool_ref{}, props_{other.props_}
+memory_pool::memory_pool(memory_pool&& other) noexcept
+    : memory_pool_ref{}, props_{other.props_}, exported_{other.exported_.load()}
 {
   reset_to(other.handle(), other.location());
   other.reset_to(nullptr, {});
@@ -361,6 +362,7 @@ memory_pool& memory_pool::operator=(memory_pool&& other) noexcept
   if (this != &other) {
     destroy();
     props_ = other.props_;
+    exported_.store(other.exported_.load());
     reset_to(other.handle(), other.location());
     other.reset_to(nullptr, {});
   }
@@ -393,11 +395,13 @@ shareable_pool_handle memory_pool::export_handle(allocation_handle_type type) co
     fabric_handle out{};
     static_assert(sizeof fabric == sizeof out.bytes);
     std::memcpy(out.bytes.data(), &fabric, sizeof fabric);
+    exported_.store(true);
     return shareable_pool_handle{out};
   }
   int fd{-1};
   auto const st = cudaMemPoolExportToShareableHandle(&fd, handle(), cuda_type, 0);
   if (st != cudaSuccess) { throw_cuda(st, "exporting memory pool as a file descriptor"); }
+  exported_.store(true);
   return shareable_pool_handle{owned_fd{fd}};
 }
 

@@ -308,12 +308,18 @@ TEST(gpu_pool, exported_allocation_frees_unshared_and_refuses_shared)
   GPUMEM_SKIP_WITHOUT_GPU();
   auto pool = device_pool(0, allocation_handle_type::posix_file_descriptor);
   stream s;
-  exported_allocation b{pool, mib, s};
   exported_allocation a{pool, mib, s};
   a.free_unshared(s);
-  // Export a block that is not reused from a free: on driver 580 cudaMemPoolExportPointer refused
-  // (cudaErrorInvalidValue) a block reused from a stream-ordered free on the same stream.
-  (void)b.export_data();
+  exported_allocation b{pool, mib, s};
+  EXPECT_FALSE(pool.exported());
+  try {  // phase 2 before phase 1: driver 580 refuses it; the error must say what to do
+    (void)b.export_data();
+  } catch (cuda_error const& e) {
+    EXPECT_HAS(e.what(), "share the pool first");
+  }
+  auto handle = pool.export_handle();  // phase 1: share the pool...
+  EXPECT_TRUE(pool.exported());
+  (void)b.export_data();  // ...then its allocations
   EXPECT_THROW(b.free_unshared(s), logic_error);
   auto ev = ipc_event::create();
   ev.record(s);  // stands in for the importer's free

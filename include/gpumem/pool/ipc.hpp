@@ -125,9 +125,10 @@ class exported_allocation {
   /// True once export_data() was taken: only free_after may free it from then on.
   [[nodiscard]] bool shared() const noexcept { return shared_; }
 
-  /// The data an importer needs; marks the allocation shared. Export right after allocating: on
-  /// driver 580 CUDA refused (cudaErrorInvalidValue) a block reused from an earlier stream-ordered
-  /// free on the same stream.
+  /// The data an importer needs; marks the allocation shared. Share the pool first
+  /// (memory_pool::export_handle): on driver 580 cudaMemPoolExportPointer refused
+  /// (cudaErrorInvalidValue) an allocation of a pool that had not been exported yet, and the
+  /// cuda_error then says so.
   [[nodiscard]] pointer_export_data export_data();
   /// Frees on `stream` after `importer_freed` (the importer's free_async event): the stream waits
   /// for it, then the free is enqueued.
@@ -136,6 +137,7 @@ class exported_allocation {
   void free_unshared(cuda_stream_view stream);
 
  private:
+  memory_pool const* pool_{};
   void* ptr_{};
   std::size_t bytes_{};
   cudaStream_t stream_{};

@@ -16,6 +16,8 @@
 #include <gpumem/pool/pool_properties.hpp>
 #include <gpumem/pool/shareable_pool_handle.hpp>
 
+#include <atomic>
+
 namespace gpumem {
 
 class memory_pool : public memory_pool_ref {
@@ -36,6 +38,9 @@ class memory_pool : public memory_pool_ref {
   [[nodiscard]] pool_properties const& properties() const noexcept { return props_; }
   [[nodiscard]] memory_pool_ref ref() const noexcept { return *this; }
 
+  /// True once export_handle() succeeded (IPC phase 1: share the pool before its allocations).
+  [[nodiscard]] bool exported() const noexcept { return exported_.load(); }
+
   /// Exports the pool as an OS handle of `type`, which must be one of properties().handle_types
   /// (logic_error otherwise, before CUDA is called). The handle owns its descriptor.
   [[nodiscard]] shareable_pool_handle export_handle(
@@ -45,6 +50,7 @@ class memory_pool : public memory_pool_ref {
   void destroy() noexcept;
 
   pool_properties props_;
+  mutable std::atomic<bool> exported_{false};
 };
 
 }  // namespace gpumem
