@@ -58,27 +58,22 @@ std::string describe_free(std::size_t pool_bytes, free_stats const& stats)
                 " (fragmentation ", static_cast<int>(frag), "%)");
 }
 
-void expect_invariant(bool ok, char const* resource, std::string const& what)
-{
-  GPUMEM_EXPECTS(ok, logic_error, format(resource, ": invariant broken: ", what));
-}
-
 void check_blocks(char const* resource, std::vector<free_block> blocks,
                   std::vector<free_block> const& chunks)
 {
   for (auto const& b : blocks) {
-    expect_invariant(
+    GPUMEM_INVARIANT(
         b.chunk < chunks.size(), resource,
         format("block ", ptr_str(b.ptr), " names chunk ", b.chunk, " of ", chunks.size()));
     auto const& c = chunks[b.chunk];
-    expect_invariant(c.ptr <= b.ptr && b.end() <= c.end(), resource,
+    GPUMEM_INVARIANT(c.ptr <= b.ptr && b.end() <= c.end(), resource,
                      format("block ", ptr_str(b.ptr), " (", b.size, " B) outside its chunk ",
                             ptr_str(c.ptr), " (", c.size, " B)"));
   }
   std::sort(blocks.begin(), blocks.end(),
             [](free_block const& a, free_block const& b) { return a.ptr < b.ptr; });
   for (std::size_t i = 1; i < blocks.size(); ++i) {
-    expect_invariant(
+    GPUMEM_INVARIANT(
         blocks[i - 1].end() <= blocks[i].ptr, resource,
         format("blocks ", ptr_str(blocks[i - 1].ptr), " and ", ptr_str(blocks[i].ptr), " overlap"));
   }

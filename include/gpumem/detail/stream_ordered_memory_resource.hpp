@@ -62,8 +62,10 @@ void report_bad_deallocation(char const* resource, void const* ptr, std::size_t 
                              std::string const& why, std::uint64_t count) noexcept;
 /// "pool size P, free F in N blocks, largest free block L (fragmentation X%)".
 [[nodiscard]] std::string describe_free(std::size_t pool_bytes, free_stats const& stats);
-/// Throws logic_error "<resource>: <what>" when !ok (check_invariants helper).
-void expect_invariant(bool ok, char const* resource, std::string const& what);
+/// Throws logic_error "<resource>: invariant broken: <what>" when !cond; `what` is only built then.
+#define GPUMEM_INVARIANT(cond, resource, what) \
+  GPUMEM_EXPECTS(cond, ::gpumem::logic_error,  \
+                 ::gpumem::detail::format(resource, ": invariant broken: ", what))
 /// Checks that blocks (any order) lie within their chunks and do not overlap.
 void check_blocks(char const* resource, std::vector<free_block> blocks,
                   std::vector<free_block> const& chunks);

@@ -192,10 +192,10 @@ void stream_ordered_memory_resource<D, L>::check_invariants() const
   });
   std::size_t chunk_bytes{};
   for (auto const& c : chunks_) { chunk_bytes += c.size; }
-  expect_invariant(
+  GPUMEM_INVARIANT(
       pool_bytes_ == chunk_bytes, D::resource_name,
       format("pool_bytes_ ", pool_bytes_.load(), " != sum of chunk sizes ", chunk_bytes));
-  expect_invariant(free_bytes + used_bytes == pool_bytes_, D::resource_name,
+  GPUMEM_INVARIANT(free_bytes + used_bytes == pool_bytes_, D::resource_name,
                    format("free bytes ", free_bytes, " + handed-out bytes ", used_bytes,
                           " != pool_bytes_ ", pool_bytes_.load()));
   check_blocks(D::resource_name, std::move(blocks), chunks_);

@@ -1,0 +1,110 @@
+// White-box tests of fixed_size_memory_resource over the host stand-in: defaults, growth by the
+// preallocation count, rejection of large requests, bad input.
+#include "suballocator_test_helpers.hpp"
+
+#include <gpumem/mr/fixed_size_memory_resource.hpp>
+
+#include <set>
+
+namespace gpumem::test {
+namespace {
+
+using fixed_mr = mr::fixed_size_memory_resource<mr::cuda_memory_resource>;
+
+TEST(fixed_size, DefaultsAreOneMiBTimes128)
+{
+  host_upstream up{false};  // simulated memory: nothing is touched
+  fixed_mr fixed{&up.cuda, fixed_mr::default_block_size, fixed_mr::default_blocks_to_preallocate,
+                 up.rt};
+  EXPECT_EQ(fixed_mr::default_block_size, MiB);
+  EXPECT_EQ(fixed_mr::default_blocks_to_preallocate, 128U);
+  EXPECT_EQ(fixed.get_block_size(), MiB);
+  EXPECT_EQ(fixed.pool_size(), 128 * MiB);
+  EXPECT_TRUE(fixed.get_upstream_resource() == device_async_resource_ref{up.cuda});
+}
+
+TEST(fixed_size, GrowsByThePreallocationCountWhenAllBlocksAreOut)
+{
+  host_upstream up{false};
+  fixed_mr fixed{&up.cuda, 4 * KiB, 8, up.rt};
+  std::set<void*> ptrs;
+  for (int i = 0; i < 9; ++i) { ptrs.insert(fixed.allocate(100 * (i + 1))); }
+  EXPECT_EQ(ptrs.size(), 9U);
+  EXPECT_EQ(fixed.pool_size(), 16 * 4 * KiB);
+  EXPECT_EQ(up.rt.live_allocations(), 2U);
+  fixed.check_invariants();
+  for (void* p : ptrs) { fixed.deallocate(p, 4 * KiB); }
+  fixed.check_invariants();
+  EXPECT_EQ(fixed.get_free_stats().free_bytes, 16 * 4 * KiB);
+}
+
+TEST(fixed_size, RejectsRequestsLargerThanTheBlock)
+{
+  host_upstream up;
+  fixed_mr fixed{&up.cuda, 1000, 4, up.rt};
+  EXPECT_EQ(fixed.get_block_size(), 1024U);  // rounded up to 256
+  void* p        = fixed.allocate(1024);
+  auto const msg = message_of<out_of_memory>([&] { (void)fixed.allocate(1025); });
+  EXPECT_NE(msg.find("larger than the block size"), std::string::npos) << msg;
+  EXPECT_THROW((void)fixed.allocate(SIZE_MAX), std::bad_alloc);
+  fixed.deallocate(p, 1024);
+  fixed.check_invariants();
+}
+
+TEST(fixed_size, ConstructorRejectsBadArguments)
+{
+  host_upstream up;
+  EXPECT_THROW(fixed_mr(&up.cuda, 0, 4, up.rt), gpumem::logic_error);
+  EXPECT_THROW(fixed_mr(&up.cuda, MiB, 0, up.rt), gpumem::logic_error);
+  EXPECT_THROW(fixed_mr(&up.cuda, MiB, SIZE_MAX / 1024, up.rt), gpumem::logic_error);
+  EXPECT_THROW(fixed_mr(static_cast<mr::cuda_memory_resource*>(nullptr)), gpumem::logic_error);
+  EXPECT_EQ(up.rt.live_allocations(), 0U);
+}
+
+TEST(fixed_size, UpstreamFailureOnGrowthIsDiagnosedAndRecoverable)
+{
+  host_upstream up;
+  fixed_mr fixed{&up.cuda, 4 * KiB, 2, up.rt};
+  void* p = fixed.allocate(4 * KiB);
+  void* q = fixed.allocate(4 * KiB);
+  up.rt.fail_next_allocations(1);
+  auto const msg = message_of<out_of_memory>([&] { (void)fixed.allocate(4 * KiB); });
+  EXPECT_NE(msg.find("cannot grow by 2 blocks"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("pool size 8.00 KiB"), std::string::npos) << msg;
+  fixed.check_invariants();
+  void* r = fixed.allocate(4 * KiB);
+  EXPECT_EQ(fixed.pool_size(), 16 * KiB);
+  for (void* x : {p, q, r}) { fixed.deallocate(x, 4 * KiB); }
+  fixed.check_invariants();
+}
+
+TEST(fixed_size, DoubleAndForeignFreesAreReportedAndIgnored)
+{
+  host_upstream up;
+  fixed_mr fixed{&up.cuda, 4 * KiB, 2, up.rt};
+  void* p = fixed.allocate(4 * KiB);
+  fixed.deallocate(p, 4 * KiB);
+  fixed.deallocate(p, 4 * KiB);
+  long local{};
+  fixed.deallocate(&local, 8);
+  EXPECT_EQ(fixed.bad_deallocations(), 2U);
+  fixed.check_invariants();
+  void* a = fixed.allocate(10);
+  void* b = fixed.allocate(10);
+  EXPECT_NE(a, b);  // the double free did not put the block in the list twice
+  fixed.deallocate(a, 10);
+  fixed.deallocate(b, 10);
+}
+
+TEST(fixed_size, ReleasesEverythingUpstream)
+{
+  host_upstream up;
+  {
+    fixed_mr fixed{&up.cuda, 4 * KiB, 2, up.rt};
+    for (int i = 0; i < 5; ++i) { (void)fixed.allocate(4 * KiB); }
+  }
+  EXPECT_EQ(up.rt.live_allocations(), 0U);
+}
+
+}  // namespace
+}  // namespace gpumem::test
