@@ -60,15 +60,25 @@ std::size_t log_uniform(std::mt19937_64& rng, double lo, double hi)
   return static_cast<std::size_t>(std::exp(d(rng)));
 }
 
-/// Random interleaving of allocations and frees with at most `max_live` live; ns per operation.
-double random_walk(mr::device_memory_resource& r, cudaStream_t s, std::size_t ops,
-                   std::size_t max_live, double lo, double hi, std::uint64_t seed)
+/// Each measurement stops after this long (slow peers such as cudaMalloc would take minutes).
+constexpr double time_cap_seconds = 2.0;
+
+struct walk_result {
+  double ns_per_op;
+  std::size_t ops;
+};
+
+/// Random interleaving of allocations and frees with at most `max_live` live, for `ops`
+/// operations or time_cap_seconds, whichever comes first.
+walk_result random_walk(mr::device_memory_resource& r, cudaStream_t s, std::size_t ops,
+                        std::size_t max_live, double lo, double hi, std::uint64_t seed)
 {
   std::mt19937_64 rng{seed};
   std::vector<std::pair<void*, std::size_t>> live;
   live.reserve(max_live);
   auto const t0 = clock_type::now();
-  for (std::size_t i = 0; i < ops; ++i) {
+  std::size_t i = 0;
+  for (; i < ops && (i % 256 != 0 || seconds_since(t0) < time_cap_seconds); ++i) {
     bool const alloc = live.empty() || (live.size() < max_live && (rng() & 1) == 0);
     if (alloc) {
       auto const n = log_uniform(rng, lo, hi);
@@ -80,9 +90,10 @@ double random_walk(mr::device_memory_resource& r, cudaStream_t s, std::size_t op
       live.pop_back();
     }
   }
-  double const ns = seconds_since(t0) * 1e9 / static_cast<double>(ops);
+  walk_result const result{
+      seconds_since(t0) * 1e9 / static_cast<double>(std::max<std::size_t>(i, 1)), i};
   for (auto [p, n] : live) { r.deallocate(p, n, s); }
-  return ns;
+  return result;
 }
 
 std::string fmt(double v, int digits = 0)
@@ -156,9 +167,9 @@ bench_table random_workload(bench_context const& c, bool large)
   if (c.options.smoke) { ops /= 100; }
   each_stack(
       c, t, large ? "random_large" : "random_small", [&](bench_stack& b, std::string const& s) {
-        auto const ns = random_walk(b.stack.top(), b.dev.new_stream(), ops, large ? 100 : 1000,
-                                    256.0, large ? 256.0 * (1 << 20) : 4.0 * (1 << 20), 42);
-        put(t, large ? "random_large" : "random_small", s, ns, 0);
+        auto const w = random_walk(b.stack.top(), b.dev.new_stream(), ops, large ? 100 : 1000,
+                                   256.0, large ? 256.0 * (1 << 20) : 4.0 * (1 << 20), 42);
+        put(t, large ? "random_large" : "random_small", s, w.ns_per_op, 0);
       });
   return t;
 }
@@ -177,14 +188,17 @@ bench_table threads_workload(bench_context const& c)
       std::vector<cudaStream_t> streams;
       for (unsigned i = 0; i < threads; ++i) { streams.push_back(b.dev.new_stream()); }
       std::vector<std::thread> pool;
+      std::vector<std::size_t> done(threads);
       auto const t0 = clock_type::now();
       for (unsigned i = 0; i < threads; ++i) {
         pool.emplace_back([&, i] {
-          (void)random_walk(b.stack.top(), streams[i], ops, 64, 256.0, 65536.0, 7 + i);
+          done[i] = random_walk(b.stack.top(), streams[i], ops, 64, 256.0, 65536.0, 7 + i).ops;
         });
       }
       for (auto& th : pool) { th.join(); }
-      put(t, row, s, static_cast<double>(ops) * threads / seconds_since(t0) / 1e6, 2);
+      double total = 0;
+      for (auto d : done) { total += static_cast<double>(d); }
+      put(t, row, s, total / seconds_since(t0) / 1e6, 2);
     });
   }
   return t;

@@ -1,0 +1,100 @@
+// End-to-end simulated replay throughput (issue 6's target: >= 5 million events/s for the pool):
+// parse + profile a synthetic CSV trace, then replay it over a stack on the simulated device.
+// Reports items_per_second = trace events per second. Host time only.
+#include <gpumem/detail/host_runtime.hpp>
+#include <gpumem/spec/resource_factory.hpp>
+#include <gpumem/trace/replay.hpp>
+#include <gpumem/trace/trace_writer.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+
+namespace {
+
+using namespace gpumem;
+
+constexpr std::uint64_t trace_events = 500'000;
+
+/// A synthetic trace: log-uniform sizes 256 B..64 MiB, at most 4096 live, random frees.
+std::string const& synthetic_trace()
+{
+  static std::string const path = [] {
+    auto p = (std::filesystem::temp_directory_path() /
+              ("gpumem_replay_bench." + std::to_string(::getpid()) + ".csv"))
+                 .string();
+    trace::trace_writer w{p};
+    std::mt19937_64 rng{1};
+    std::uniform_real_distribution<double> log_size{std::log(256.0), std::log(64.0 * (1 << 20))};
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
+    std::uint64_t next = 0x7f0000000000ULL;
+    for (std::uint64_t i = 0; i < trace_events; ++i) {
+      trace::event e;
+      e.time = i;
+      if (live.empty() || (live.size() < 4096 && (rng() & 1) == 0)) {
+        e.size    = static_cast<std::uint64_t>(std::exp(log_size(rng)));
+        e.pointer = next;
+        next += (e.size + 511) & ~std::uint64_t{255};
+        live.emplace_back(e.pointer, e.size);
+      } else {
+        auto const k                = rng() % live.size();
+        e.act                       = trace::action::free;
+        std::tie(e.pointer, e.size) = live[k];
+        live[k]                     = live.back();
+        live.pop_back();
+      }
+      w.write(e);
+    }
+    std::atexit([] { std::remove(synthetic_trace().c_str()); });
+    return p;
+  }();
+  return path;
+}
+
+void replay_end_to_end(benchmark::State& state, char const* spec)
+{
+  auto const& path = synthetic_trace();
+  for (auto _ : state) {
+    auto const profile = trace::profile_trace(path);
+    detail::host_runtime rt{{.backed = false, .auto_complete = true}};
+    trace::metered_runtime meter{rt};
+    auto stack  = spec::build(spec, meter, true);
+    auto result = trace::replay(profile, stack, meter);
+    benchmark::DoNotOptimize(result.peak_held_bytes);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace_events));
+}
+
+void replay_only(benchmark::State& state, char const* spec)
+{
+  auto const profile = trace::profile_trace(synthetic_trace());
+  for (auto _ : state) {
+    detail::host_runtime rt{{.backed = false, .auto_complete = true}};
+    trace::metered_runtime meter{rt};
+    auto stack  = spec::build(spec, meter, true);
+    auto result = trace::replay(profile, stack, meter);
+    benchmark::DoNotOptimize(result.peak_held_bytes);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace_events));
+}
+
+void parse_only(benchmark::State& state)
+{
+  auto const& path = synthetic_trace();
+  for (auto _ : state) { benchmark::DoNotOptimize(trace::profile_trace(path).events); }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace_events));
+}
+
+BENCHMARK_CAPTURE(replay_end_to_end, pool, "pool")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(replay_only, pool, "pool")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(replay_only, binning_pool, "binning>pool")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(replay_only, arena, "arena")->Unit(benchmark::kMillisecond);
+BENCHMARK(parse_only)->Unit(benchmark::kMillisecond);
+
+}  // namespace
