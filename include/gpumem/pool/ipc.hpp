@@ -109,7 +109,7 @@ class imported_allocation {
 };
 
 /// An allocation from an IPC-capable memory_pool, meant to be imported elsewhere. Owning,
-/// move-only. The pool must outlive it.
+/// move-only. The pool must outlive it and must not be moved while it lives (it is referenced).
 class exported_allocation {
  public:
   /// `bytes` from `pool` on `stream`. logic_error if the pool is not IPC-capable.
