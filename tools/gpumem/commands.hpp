@@ -27,7 +27,8 @@ int run_bench(bench_options const& options);
 int run_info();
 
 /// Runs snapshot_to_csv.py (python3) on a PyTorch memory snapshot.
-int run_convert(std::string const& snapshot, std::string const& csv, std::string const& python);
+int run_convert(std::string const& snapshot, std::string const& csv, std::string const& device,
+                std::string const& python);
 
 struct synth_options {
   std::string out;

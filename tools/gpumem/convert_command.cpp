@@ -33,10 +33,11 @@ std::string converter_path()
 
 }  // namespace
 
-int run_convert(std::string const& snapshot, std::string const& csv, std::string const& python)
+int run_convert(std::string const& snapshot, std::string const& csv, std::string const& device,
+                std::string const& python)
 {
   auto const script = converter_path();
-  std::vector<std::string> args{python, script, snapshot, "-o", csv};
+  std::vector<std::string> args{python, script, snapshot, "-o", csv, "--device", device};
   std::vector<char*> argv;
   for (auto& a : args) { argv.push_back(a.data()); }
   argv.push_back(nullptr);

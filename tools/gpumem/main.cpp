@@ -103,7 +103,7 @@ Usage: gpumem info
 
 constexpr char const* convert_help = R"(gpumem convert — PyTorch memory snapshot to a gpumem trace
 
-Usage: gpumem convert SNAPSHOT.pickle [-o TRACE.csv] [--python PYTHON]
+Usage: gpumem convert SNAPSHOT.pickle [-o TRACE.csv] [--device N] [--python PYTHON]
 
 Capture in PyTorch:
   torch.cuda.memory._record_memory_history(max_entries=1000000)
@@ -262,7 +262,7 @@ int cmd_bench(args& a)
 
 int cmd_convert(args& a)
 {
-  std::string in, out, python = "python3";
+  std::string in, out, device = "0", python = "python3";
   while (!a.done()) {
     auto arg = a.take();
     if (arg == "--help" || arg == "-h") { return std::cout << convert_help, 0; }
@@ -270,6 +270,8 @@ int cmd_convert(args& a)
       out = a.value("--output", arg);
     } else if (is(arg, "--python")) {
       python = a.value("--python", arg);
+    } else if (is(arg, "--device")) {
+      device = a.value("--device", arg);
     } else if (in.empty() && !arg.empty() && arg[0] != '-') {
       in = arg;
     } else {
@@ -280,7 +282,7 @@ int cmd_convert(args& a)
     throw usage_error{"give the snapshot: gpumem convert SNAPSHOT.pickle -o OUT.csv"};
   }
   if (out.empty()) { out = in.substr(0, in.rfind('.')) + ".csv"; }
-  return run_convert(in, out, python);
+  return run_convert(in, out, device, python);
 }
 
 int cmd_synth(args& a)
