@@ -12,10 +12,11 @@
 
 namespace gpumem::detail {
 
-stack_trace::stack_trace(int max_frames) : frames_(static_cast<std::size_t>(max_frames))
+stack_trace::stack_trace(int max_frames) : frames_(static_cast<std::size_t>(max_frames) + 1)
 {
-  int const n = ::backtrace(frames_.data(), max_frames);
+  int const n = ::backtrace(frames_.data(), max_frames + 1);
   frames_.resize(static_cast<std::size_t>(n > 0 ? n : 0));
+  if (!frames_.empty()) { frames_.erase(frames_.begin()); }  // this constructor's own frame
 }
 
 namespace {
@@ -43,7 +44,7 @@ std::ostream& operator<<(std::ostream& os, stack_trace const& trace)
   std::unique_ptr<char*, decltype(&std::free)> symbols{::backtrace_symbols(trace.frames_.data(), n),
                                                        &std::free};
   for (int i = 0; i < n; ++i) {
-    os << "#" << i << " ";
+    os << "  #" << i << " ";
     if (symbols) {
       os << demangled(symbols.get()[i]);
     } else {

@@ -18,7 +18,7 @@ class stack_trace {
 
   [[nodiscard]] std::vector<void*> const& frames() const noexcept { return frames_; }
 
-  /// One line per frame: "#<i> <symbol>".
+  /// One line per frame: "  #<i> <symbol>", innermost (the caller of the constructor) first.
   friend std::ostream& operator<<(std::ostream& os, stack_trace const& trace);
 
  private:

@@ -86,14 +86,14 @@ class tracking_resource_adaptor
     return state_->allocated_bytes.load();
   }
 
-  /// The leak report: "Outstanding allocations: <n> (<bytes>)" then, per allocation,
+  /// The leak report: "Outstanding allocations: <n>, <bytes> in total" then, per allocation,
   /// "<ptr>: <size>" and, when stacks were captured, the stack indented below it.
   [[nodiscard]] std::string get_outstanding_allocations_str() const
   {
     read_lock_t lock{state_->mutex};
     std::ostringstream out;
-    out << "Outstanding allocations: " << state_->allocations.size() << " ("
-        << detail::bytes_str(state_->allocated_bytes.load()) << ")\n";
+    out << "Outstanding allocations: " << state_->allocations.size() << ", "
+        << detail::bytes_str(state_->allocated_bytes.load()) << " in total\n";
     for (auto const& [ptr, info] : state_->allocations) {
       out << detail::ptr_str(ptr) << ": " << detail::bytes_str(info.allocation_size) << "\n";
       if (info.strace) { out << *info.strace; }
