@@ -104,5 +104,35 @@ TEST(ResourceFactory, BuildDiagnoses)
   EXPECT_NE(e.find("bin_growth (default 8)"), std::string::npos) << e;
 }
 
+TEST(ResourceFactory, EveryHostCapableEntryBuildsAndServes)
+{
+  for (auto const& e : factory_table()) {
+    if (e.needs_gpu || e.kind == resource_kind::peer) { continue; }
+    std::string spec{e.default_run.empty() ? e.name : e.default_run};
+    if (e.name == "logging") { spec = "logging:file=/dev/null"; }
+    if (e.name == "managed") { continue; }  // managed memory over the host stand-in: leaf tests
+    SCOPED_TRACE(spec);
+    detail::host_runtime rt{{.capacity_bytes = 8ULL << 30, .backed = false, .auto_complete = true}};
+    auto stack = build(spec, rt, true);
+    void* p    = stack.top().allocate(1000);
+    void* q    = stack.top().allocate(300000);
+    EXPECT_NE(p, q);
+    stack.top().deallocate(p, 1000);
+    stack.top().deallocate(q, 300000);
+  }
+}
+
+TEST(ResourceFactory, DefaultRunListComesFromTheTable)
+{
+  std::size_t suballocators = 0;
+  for (auto const& e : factory_table()) {
+    if (e.kind == resource_kind::suballocator && !e.default_run.empty()) { ++suballocators; }
+    if (!e.default_run.empty()) {
+      EXPECT_EQ(parse_resource_spec(e.default_run).layers[0].name, e.name);
+    }
+  }
+  EXPECT_GE(suballocators, 1U);
+}
+
 }  // namespace
 }  // namespace gpumem::spec
