@@ -6,6 +6,11 @@
 #include <gpumem/trace/trace_reader.hpp>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <limits>
 
@@ -14,11 +19,12 @@ namespace {
 
 class profiler {
  public:
-  profiler(trace_profile& p, trace_reader const& reader) : p_{p}, reader_{reader} {}
+  explicit profiler(trace_profile& p) : p_{p} {}
 
   void apply(event const& e)
   {
     compact_event c;
+    line_    = e.line;
     c.thread = index_of(p_.threads, e.thread, last_thread_, "threads");
     c.stream = index_of(p_.streams, e.stream, last_stream_, "streams");
     c.line   = static_cast<std::uint32_t>(
@@ -55,7 +61,7 @@ class profiler {
     auto it = std::find(ids.begin(), ids.end(), id);
     if (it == ids.end()) {
       if (ids.size() == std::numeric_limits<std::uint16_t>::max()) {
-        throw trace_error{p_.path, reader_.line(),
+        throw trace_error{p_.path, line_,
                           detail::format("at most 65535 distinct ", what, " in a trace")};
       }
       it = ids.insert(ids.end(), id);
@@ -100,13 +106,88 @@ class profiler {
   }
 
   trace_profile& p_;
-  trace_reader const& reader_;
-  pointer_map map_;  ///< traced pointer -> {slot (as ptr), size}
+  std::uint64_t line_{};  ///< line of the event being profiled
+  pointer_map map_;       ///< traced pointer -> {slot (as ptr), size}
   std::vector<std::uint32_t> free_slots_;
   std::uint32_t next_slot_{};
   std::size_t live_{};
   std::size_t last_thread_{};
   std::size_t last_stream_{};
+};
+
+/// Parses the CSV on its own thread, a few chunks ahead of the profiler (bounded: `depth` chunks).
+class parse_pipeline {
+ public:
+  explicit parse_pipeline(std::string const& path) : reader_{path}
+  {
+    thread_ = std::thread{[this] { produce(); }};
+  }
+  ~parse_pipeline()
+  {
+    {
+      std::lock_guard lock{mutex_};
+      stop_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  parse_pipeline(parse_pipeline const&)            = delete;
+  parse_pipeline& operator=(parse_pipeline const&) = delete;
+
+  /// The next parsed chunk (empty at the end); rethrows the parser's trace_error.
+  std::vector<event> next(std::size_t& bytes_read, std::size_t& file_bytes)
+  {
+    std::unique_lock lock{mutex_};
+    changed_.wait(lock, [&] { return !ready_.empty() || done_; });
+    if (ready_.empty()) {
+      if (error_) { std::rethrow_exception(error_); }
+      return {};
+    }
+    auto chunk = std::move(ready_.front().events);
+    bytes_read = ready_.front().bytes_read;
+    file_bytes = reader_.file_bytes();
+    ready_.pop_front();
+    changed_.notify_all();
+    return chunk;
+  }
+
+ private:
+  static constexpr std::size_t depth        = 4;
+  static constexpr std::size_t chunk_events = std::size_t{1} << 14;
+  struct parsed {
+    std::vector<event> events;
+    std::size_t bytes_read;
+  };
+
+  void produce()
+  {
+    try {
+      for (;;) {
+        std::vector<event> chunk(chunk_events);
+        chunk.resize(reader_.read(chunk));
+        std::unique_lock lock{mutex_};
+        if (chunk.empty() || stop_) { break; }
+        changed_.wait(lock, [&] { return ready_.size() < depth || stop_; });
+        ready_.push_back({std::move(chunk), reader_.bytes_read()});
+        changed_.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard lock{mutex_};
+      error_ = std::current_exception();
+    }
+    std::lock_guard lock{mutex_};
+    done_ = true;
+    changed_.notify_all();
+  }
+
+  trace_reader reader_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<parsed> ready_;
+  bool done_{};
+  bool stop_{};
+  std::exception_ptr error_;
+  std::thread thread_;
 };
 
 }  // namespace
@@ -117,12 +198,12 @@ trace_profile profile_trace(std::string const& path, replay_progress const& prog
   trace_profile p;
   p.path    = path;
   p.compact = std::make_shared<compact_trace>();
-  trace_reader reader{path};
-  profiler prof{p, reader};
-  std::vector<event> chunk(std::size_t{1} << 14);
-  for (auto n = reader.read(chunk); n != 0; n = reader.read(chunk)) {
-    for (std::size_t i = 0; i < n; ++i) { prof.apply(chunk[i]); }
-    if (progress.report) { progress.report(reader.bytes_read(), reader.file_bytes()); }
+  parse_pipeline parser{path};
+  profiler prof{p};
+  std::size_t done = 0, total = 0;
+  for (auto chunk = parser.next(done, total); !chunk.empty(); chunk = parser.next(done, total)) {
+    for (auto const& e : chunk) { prof.apply(e); }
+    if (progress.report) { progress.report(done, total); }
   }
   prof.finish();
   p.parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
