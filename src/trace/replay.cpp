@@ -64,7 +64,7 @@ void replayer::allocate(compact_event const& e, cudaStream_t s)
     ++result_.operations;
   }
   try {
-    b = {top_->allocate(e.size, s), e.size, s};
+    b = {timed_allocate(e.size, s), e.size, s};
   } catch (std::bad_alloc const& ex) {
     fail(e, ex.what());
     throw stop_replay{};
@@ -78,11 +78,26 @@ void replayer::allocate(compact_event const& e, cudaStream_t s)
 void replayer::free(compact_event const& e, cudaStream_t s)
 {
   auto const& b = slots_[e.slot];
-  top_->deallocate(b.ptr, b.size, s);
+  if (time_calls_) {
+    auto const t0 = std::chrono::steady_clock::now();
+    top_->deallocate(b.ptr, b.size, s);
+    call_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } else {
+    top_->deallocate(b.ptr, b.size, s);
+  }
   occupied_[e.slot] = 0;
   live_ -= b.size;
   --live_blocks_;
   ++result_.operations;
+}
+
+void* replayer::timed_allocate(std::size_t bytes, cudaStream_t s)
+{
+  if (!time_calls_) { return top_->allocate(bytes, s); }
+  auto const t0 = std::chrono::steady_clock::now();
+  void* p       = top_->allocate(bytes, s);
+  call_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return p;
 }
 
 void replayer::apply(compact_event const& e)
@@ -92,12 +107,14 @@ void replayer::apply(compact_event const& e)
   } else if (e.act == compact_event::free) {
     free(e, streams_[e.stream]);
   }
-  sample();
+  sample(e.act == compact_event::allocate);
 }
 
-void replayer::sample()
+void replayer::sample(bool grew)
 {
-  std::size_t const held  = held_now();
+  // A footprint_source may be slow to ask (a CUDA call): ask it only when held may have grown.
+  if (footprint_ == nullptr || grew) { held_ = held_now(); }
+  std::size_t const held  = held_;
   bucket_live_            = std::max(bucket_live_, live_);
   bucket_held_            = std::max(bucket_held_, held);
   result_.peak_held_bytes = std::max(result_.peak_held_bytes, held);
@@ -145,12 +162,14 @@ void replayer::run_serial()
 
 replay_result replayer::run()
 {
+  held_ = held_now();
   if (options_.threads && profile_.threads.size() > 1) {
     run_threads();
   } else {
     run_serial();
   }
   release_all();
+  if (time_calls_) { result_.seconds = call_seconds_; }
   result_.peak_held_bytes = std::max(result_.peak_held_bytes, meter_->peak_held_bytes());
   return std::move(result_);
 }

@@ -29,7 +29,8 @@ class replayer {
   void apply(compact_event const& e);
   void allocate(compact_event const& e, cudaStream_t s);
   void free(compact_event const& e, cudaStream_t s);
-  void sample();
+  void sample(bool grew);
+  void* timed_allocate(std::size_t bytes, cudaStream_t s);
   void fail(compact_event const& e, char const* message);
   void release_all() noexcept;
   [[nodiscard]] std::size_t held_now() const
@@ -54,6 +55,11 @@ class replayer {
   std::uint64_t countdown_{1};  ///< events left in the current timeline bucket
   std::size_t bucket_live_{};
   std::size_t bucket_held_{};
+  std::size_t held_{};  ///< held bytes at the last sample
+  /// Stacks with a footprint_source are timed call by call, so that asking them for their
+  /// footprint (a CUDA call for pools) is not charged to them; others by the chunk.
+  bool time_calls_{footprint_ != nullptr};
+  double call_seconds_{};
   replay_result result_;
 };
 
