@@ -25,7 +25,9 @@ struct compact_event {
   std::uint16_t stream{};  ///< index into trace_profile::streams
   std::uint16_t thread{};  ///< index into trace_profile::threads
   kind act{no_op};
+  std::uint8_t padding_[3]{};  ///< explicit, so that no uninitialized byte reaches the file
 };
+static_assert(sizeof(compact_event) == 24);
 
 class compact_trace {
  public:
