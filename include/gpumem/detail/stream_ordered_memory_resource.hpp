@@ -114,6 +114,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
     FreeList list;
     stream_identity identity;
     cudaEvent_t event{};  // created on first steal from this stream; guarded by mutex
+    // A hint for other streams' slow paths: false means the list is empty (set by deallocate,
+    // cleared by a slow path that finds the list empty), so they skip it without locking.
+    std::atomic<bool> maybe_free{false};
   };
 
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
@@ -148,6 +151,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
     auto& mine = streams_.get(stream.value());
     std::lock_guard lock{mine.mutex};
     mine.list.insert(*block);
+    mine.maybe_free.store(true, std::memory_order_relaxed);
   }
 
   void record(stream_state& mine, free_block block);

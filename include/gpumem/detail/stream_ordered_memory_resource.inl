@@ -58,14 +58,19 @@ free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::
 {
   free_block found{};
   streams_.for_each([&](stream_state& other) {
-    if (found.valid() || &other == &mine || !other.identity.recordable_here()) { return; }
+    if (found.valid() || &other == &mine || !other.identity.recordable_here() ||
+        !other.maybe_free.load(std::memory_order_relaxed)) {
+      return;
+    }
     std::lock_guard lock{other.mutex};
     found = other.list.take(size);
+    if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
     if (!found.valid()) { return; }
     try {
       order_after(other, stream);
     } catch (...) {
       other.list.insert(found);
+      other.maybe_free.store(true, std::memory_order_relaxed);
       throw;
     }
   });
@@ -89,8 +94,10 @@ bool stream_ordered_memory_resource<D, L>::reclaim()
 {
   L detached{prototype_};
   streams_.for_each([&](stream_state& s) {
+    if (!s.maybe_free.load(std::memory_order_relaxed)) { return; }
     std::lock_guard lock{s.mutex};
     detached.merge(s.list);
+    s.maybe_free.store(false, std::memory_order_relaxed);
   });
   if (detached.empty()) { return false; }
   std::exception_ptr failure;

@@ -1,0 +1,160 @@
+// On the GPU: memory freed on stream A behind a running (spinning) kernel is not handed to stream
+// B before that kernel ends — for pool, fixed_size and binning, through an event wait (explicit
+// streams) and through a synchronization (another thread's per-thread default stream). Each setup
+// makes B's request able to succeed only with A's block, so the reuse path is really exercised.
+// Skips with the reason when there is no GPU or the test kernels were not built.
+#include <support/backend.hpp>
+#include <support/kernels.hpp>
+
+#include <gpumem/mr/binning_memory_resource.hpp>
+#include <gpumem/mr/cuda_memory_resource.hpp>
+#include <gpumem/mr/fixed_size_memory_resource.hpp>
+#include <gpumem/mr/pool_memory_resource.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <future>
+#include <thread>
+#include <vector>
+
+namespace gpumem::test {
+namespace {
+
+using upstream_t      = mr::cuda_memory_resource;
+constexpr int spin_ms = 300;
+
+// The kernels exist only in CUDA test builds; without them SetUp skips before any call.
+#ifdef GPUMEM_HAVE_TEST_KERNELS
+void spin(cudaStream_t s, int* flag)
+{
+  launch_spin_then_set(s, flag, spin_ms);
+}
+void read(cudaStream_t s, int const* flag, int* out)
+{
+  launch_read_flag(s, flag, out);
+}
+void fill(cudaStream_t s, void* p, std::size_t n, unsigned char v)
+{
+  launch_fill(s, p, n, v);
+}
+#else
+void spin(cudaStream_t, int*) {}
+void read(cudaStream_t, int const*, int*) {}
+void fill(cudaStream_t, void*, std::size_t, unsigned char) {}
+#endif
+
+class gpu_ordering : public ::testing::Test {
+ protected:
+  void SetUp() override
+  {
+    GPUMEM_SKIP_WITHOUT_GPU();
+#ifndef GPUMEM_HAVE_TEST_KERNELS
+    GTEST_SKIP() << "GPU present but the test kernels were not built (GPUMEM_BUILD_CUDA_TESTS=OFF)";
+#endif
+    ASSERT_EQ(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(int)), cudaSuccess);
+    ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&out_), sizeof(int)), cudaSuccess);
+  }
+  void TearDown() override
+  {
+    if (flag_ == nullptr) { return; }
+    (void)cudaDeviceSynchronize();
+    (void)cudaStreamDestroy(a_);
+    (void)cudaStreamDestroy(b_);
+    (void)cudaFree(flag_);
+    (void)cudaFreeHost(out_);
+  }
+
+  /// A spins then works on p; p is freed on A at once. Returns after the free.
+  void free_behind_spin(mr::device_memory_resource& mr, void* p, std::size_t n, cudaStream_t a)
+  {
+    ASSERT_EQ(cudaMemsetAsync(flag_, 0, sizeof(int), a), cudaSuccess);
+    spin(a, flag_);
+    fill(a, p, n, 0xAA);
+    mr.deallocate(p, n, a);
+  }
+
+  /// B reads the flag and overwrites q; both must happen after A's spin and fill.
+  void expect_after_spin(void* q, std::size_t n, cudaStream_t b)
+  {
+    read(b, flag_, out_);
+    fill(b, q, n, 0x55);
+    ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);
+    EXPECT_EQ(*out_, 1) << "stream B ran before the kernel on A (which used the block) ended";
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    unsigned char first{}, last{};
+    ASSERT_EQ(cudaMemcpy(&first, q, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(&last, static_cast<char*>(q) + n - 1, 1, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(first, 0x55) << "A's late write landed on B's allocation";
+    EXPECT_EQ(last, 0x55) << "A's late write landed on B's allocation";
+  }
+
+  void stolen_block_waits_for_spin(mr::device_memory_resource& mr, std::size_t n)
+  {
+    void* p = mr.allocate(n, a_);
+    free_behind_spin(mr, p, n, a_);
+    void* q = mr.allocate(n, b_);
+    ASSERT_EQ(q, p) << "setup: B should only be able to get A's block";
+    expect_after_spin(q, n, b_);
+    mr.deallocate(q, n, b_);
+  }
+
+  upstream_t upstream_{};
+  cudaStream_t a_{};
+  cudaStream_t b_{};
+  int* flag_{};
+  int* out_{};
+};
+
+TEST_F(gpu_ordering, PoolBlockFreedBehindASpinningKernelWaitsForIt)
+{
+  constexpr std::size_t n = std::size_t{4} << 20;
+  mr::pool_memory_resource<upstream_t> pool{&upstream_, n, n};
+  stolen_block_waits_for_spin(pool, n);
+  pool.check_invariants();
+}
+
+TEST_F(gpu_ordering, FixedSizeBlockFreedBehindASpinningKernelWaitsForIt)
+{
+  mr::fixed_size_memory_resource<upstream_t> fixed{&upstream_, std::size_t{1} << 20, 1};
+  stolen_block_waits_for_spin(fixed, std::size_t{1} << 20);
+  EXPECT_EQ(fixed.pool_size(), std::size_t{1} << 20) << "grew instead of reusing";
+  fixed.check_invariants();
+}
+
+TEST_F(gpu_ordering, BinningBlockFreedBehindASpinningKernelWaitsForIt)
+{
+  mr::binning_memory_resource<upstream_t> bins{&upstream_, std::int8_t{12}, std::int8_t{12}};
+  constexpr std::size_t n = 4096;
+  std::vector<void*> held;  // take every block of the bin but one, on A
+  for (int i = 0; i < 127; ++i) { held.push_back(bins.allocate(n, a_)); }
+  stolen_block_waits_for_spin(bins, n);
+  for (void* p : held) { bins.deallocate(p, n, a_); }
+  bins.check_invariants();
+}
+
+TEST_F(gpu_ordering, AnotherThreadsPerThreadStreamIsReachedOnlyAfterItsKernel)
+{
+  constexpr std::size_t n = std::size_t{1} << 20;
+  mr::pool_memory_resource<upstream_t> pool{&upstream_, n, n};
+  std::promise<void*> freed;
+  std::thread owner{[&] {
+    void* p = pool.allocate(n, cuda_stream_per_thread);
+    free_behind_spin(pool, p, n, cudaStreamPerThread);
+    freed.set_value(p);
+  }};
+  void* p = freed.get_future().get();
+  owner.join();
+  void* q = pool.allocate(n, cuda_stream_per_thread);  // reached through a synchronization
+  ASSERT_EQ(q, p);
+  expect_after_spin(q, n, cudaStreamPerThread);
+  pool.deallocate(q, n, cuda_stream_per_thread);
+  pool.check_invariants();
+}
+
+}  // namespace
+}  // namespace gpumem::test
