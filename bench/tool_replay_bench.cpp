@@ -85,6 +85,30 @@ void replay_only(benchmark::State& state, char const* spec)
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace_events));
 }
 
+/// The replayer's own cost: a resource that bumps a pointer and frees nothing (one virtual call).
+class bump_resource final : public mr::device_memory_resource {
+  void* do_allocate(std::size_t bytes, cuda_stream_view) override
+  {
+    next_ += (bytes + 255) & ~std::size_t{255};
+    return reinterpret_cast<void*>(next_);
+  }
+  void do_deallocate(void*, std::size_t, cuda_stream_view) noexcept override {}
+  std::uintptr_t next_{0x1000};
+};
+
+void replay_overhead(benchmark::State& state)
+{
+  auto const profile = trace::profile_trace(synthetic_trace());
+  detail::host_runtime rt{{.backed = false, .auto_complete = true}};
+  trace::metered_runtime meter{rt};
+  for (auto _ : state) {
+    bump_resource bump;
+    auto result = trace::replay(profile, bump, "bump", nullptr, meter);
+    benchmark::DoNotOptimize(result.operations);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace_events));
+}
+
 void parse_only(benchmark::State& state)
 {
   auto const& path = synthetic_trace();
@@ -92,10 +116,19 @@ void parse_only(benchmark::State& state)
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace_events));
 }
 
-BENCHMARK_CAPTURE(replay_end_to_end, pool, "pool")->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
-BENCHMARK_CAPTURE(replay_only, pool, "pool")->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
-BENCHMARK_CAPTURE(replay_only, binning_pool, "binning>pool")->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
-BENCHMARK_CAPTURE(replay_only, arena, "arena")->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+BENCHMARK_CAPTURE(replay_end_to_end, pool, "pool")
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime();
+BENCHMARK_CAPTURE(replay_only, pool, "pool")
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime();
+BENCHMARK_CAPTURE(replay_only, binning_pool, "binning>pool")
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime();
+BENCHMARK_CAPTURE(replay_only, arena, "arena")
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime();
+BENCHMARK(replay_overhead)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
 BENCHMARK(parse_only)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
 
 }  // namespace

@@ -31,12 +31,13 @@ double replay_result::footprint_ratio(trace_profile const& p) const
              : static_cast<double>(peak_held_bytes) / static_cast<double>(p.peak_live_bytes);
 }
 
-replayer::replayer(trace_profile const& profile, spec::resource_stack& stack,
+replayer::replayer(trace_profile const& profile, mr::device_memory_resource& top,
+                   std::string const& name, spec::footprint_source const* footprint,
                    metered_runtime& meter, replay_options const& options)
     : profile_{profile},
-      top_{&stack.top()},
+      top_{&top},
       meter_{&meter},
-      footprint_{stack.footprint()},
+      footprint_{footprint},
       options_{options},
       slots_(profile.slots),
       occupied_(profile.slots, 0)
@@ -44,7 +45,7 @@ replayer::replayer(trace_profile const& profile, spec::resource_stack& stack,
   auto const points = std::max<std::size_t>(options.timeline_points, 1);
   bucket_events_    = std::max<std::uint64_t>(1, (profile.events + points - 1) / points);
   result_.trace     = profile.path;
-  result_.resource  = stack.spec();
+  result_.resource  = name;
   countdown_        = bucket_events_;
   result_.timeline.reserve(points + 1);
   meter.reset_peak();
@@ -177,7 +178,14 @@ replay_result replayer::run()
 replay_result replay(trace_profile const& profile, spec::resource_stack& stack,
                      metered_runtime& meter, replay_options const& options)
 {
-  replayer r{profile, stack, meter, options};
+  return replay(profile, stack.top(), stack.spec(), stack.footprint(), meter, options);
+}
+
+replay_result replay(trace_profile const& profile, mr::device_memory_resource& top,
+                     std::string const& name, spec::footprint_source const* footprint,
+                     metered_runtime& meter, replay_options const& options)
+{
+  replayer r{profile, top, name, footprint, meter, options};
   return r.run();
 }
 

@@ -17,7 +17,8 @@ namespace gpumem::trace {
 
 class replayer {
  public:
-  replayer(trace_profile const& profile, spec::resource_stack& stack, metered_runtime& meter,
+  replayer(trace_profile const& profile, mr::device_memory_resource& top, std::string const& name,
+           spec::footprint_source const* footprint, metered_runtime& meter,
            replay_options const& options);
   replay_result run();
 

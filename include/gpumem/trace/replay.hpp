@@ -119,4 +119,10 @@ struct replay_options {
 [[nodiscard]] replay_result replay(trace_profile const& profile, spec::resource_stack& stack,
                                    metered_runtime& meter, replay_options const& options = {});
 
+/// The same over any resource (named `name` in the result) whose upstream memory goes through
+/// `meter`, or whose footprint `footprint` reports (may be null).
+[[nodiscard]] replay_result replay(trace_profile const& profile, mr::device_memory_resource& top,
+                                   std::string const& name, spec::footprint_source const* footprint,
+                                   metered_runtime& meter, replay_options const& options = {});
+
 }  // namespace gpumem::trace
