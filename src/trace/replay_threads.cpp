@@ -9,71 +9,75 @@
 
 namespace gpumem::trace {
 
+/// What the threads of a threaded replay share: the current chunk and the hand-over counters.
+/// A chunk is replaced only after every worker has finished scanning it (`finished`).
+struct replayer::threaded_state {
+  explicit threaded_state(std::size_t chunk_events) : chunk(chunk_events) {}
+  std::vector<compact_event> chunk;
+  std::size_t n{};                         ///< events in chunk (written before `generation`)
+  std::atomic<std::size_t> turn{0};        ///< index of the next event to apply
+  std::atomic<std::size_t> generation{0};  ///< bumped when a chunk (or the stop) is published
+  std::atomic<std::size_t> finished{0};    ///< workers done with the current chunk
+  std::atomic<bool> stop{false};
+};
+
+bool replayer::run_thread_chunk(threaded_state& st, std::uint16_t me)
+{
+  for (std::size_t i = 0; i < st.n; ++i) {
+    if (st.chunk[i].thread != me) { continue; }
+    while (st.turn.load(std::memory_order_acquire) != i) {
+      if (st.stop.load(std::memory_order_acquire)) { return false; }
+      std::this_thread::yield();
+    }
+    try {
+      apply(st.chunk[i]);
+    } catch (stop_replay const&) {
+      st.stop.store(true, std::memory_order_release);
+      st.turn.store(st.n, std::memory_order_release);
+      return false;
+    }
+    st.turn.store(i + 1, std::memory_order_release);
+  }
+  return true;
+}
+
+void replayer::thread_main(threaded_state& st, std::uint16_t me)
+{
+  for (std::size_t seen = 0;;) {
+    std::size_t g = 0;
+    while ((g = st.generation.load(std::memory_order_acquire)) == seen) {
+      std::this_thread::yield();
+    }
+    seen          = g;
+    bool const ok = !st.stop.load(std::memory_order_acquire) && run_thread_chunk(st, me);
+    st.finished.fetch_add(1, std::memory_order_acq_rel);
+    if (!ok) { return; }
+  }
+}
+
 void replayer::run_threads()
 {
-  auto const& ids = profile_.threads;
-  std::vector<compact_event> chunk(options_.chunk_events);
-  std::atomic<std::size_t> turn{0};
-  std::atomic<std::size_t> generation{0};
-  std::atomic<bool> stop{false};
-  std::size_t n = 0;
-
-  std::atomic<std::size_t> finished{0};  // workers done scanning the current chunk
-
-  // One chunk for thread `me`: false when the replay stopped.
-  auto run_chunk = [&](std::uint16_t me) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (chunk[i].thread != me) { continue; }
-      while (turn.load(std::memory_order_acquire) != i) {
-        if (stop.load(std::memory_order_acquire)) { return false; }
-        std::this_thread::yield();
-      }
-      try {
-        apply(chunk[i]);
-      } catch (stop_replay const&) {
-        stop.store(true, std::memory_order_release);
-        turn.store(n, std::memory_order_release);
-        return false;
-      }
-      turn.store(i + 1, std::memory_order_release);
-    }
-    return true;
-  };
-  auto work = [&](std::uint16_t me) {
-    for (std::size_t seen = 0;;) {
-      std::size_t g = 0;
-      while ((g = generation.load(std::memory_order_acquire)) == seen) {
-        std::this_thread::yield();
-      }
-      seen          = g;
-      bool const ok = !stop.load(std::memory_order_acquire) && run_chunk(me);
-      finished.fetch_add(1, std::memory_order_acq_rel);
-      if (!ok) { return; }
-    }
-  };
-
+  threaded_state st{options_.chunk_events};
   std::vector<std::thread> workers;
-  for (std::size_t t = 0; t < ids.size(); ++t) {
-    workers.emplace_back(work, static_cast<std::uint16_t>(t));
+  for (std::size_t t = 0; t < profile_.threads.size(); ++t) {
+    workers.emplace_back([this, &st, t] { thread_main(st, static_cast<std::uint16_t>(t)); });
   }
   auto& trace = *profile_.compact;
   trace.rewind();
   std::uint64_t done = 0;
-  while (!stop.load() && (n = trace.read(chunk)) != 0) {
-    auto const t0 = std::chrono::steady_clock::now();
-    turn.store(0, std::memory_order_release);
-    finished.store(0, std::memory_order_release);
-    generation.fetch_add(1, std::memory_order_acq_rel);
-    while (turn.load(std::memory_order_acquire) < n ||
-           finished.load(std::memory_order_acquire) < workers.size()) {
+  while (!st.stop.load() && (st.n = trace.read(st.chunk)) != 0) {
+    st.turn.store(0, std::memory_order_release);
+    st.finished.store(0, std::memory_order_release);
+    st.generation.fetch_add(1, std::memory_order_acq_rel);
+    while (st.turn.load(std::memory_order_acquire) < st.n ||
+           st.finished.load(std::memory_order_acquire) < workers.size()) {
       std::this_thread::yield();
     }
-    result_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    done += n;
+    done += st.n;
     if (options_.progress.report) { options_.progress.report(done, profile_.events); }
   }
-  stop.store(true, std::memory_order_release);
-  generation.fetch_add(1, std::memory_order_acq_rel);
+  st.stop.store(true, std::memory_order_release);
+  st.generation.fetch_add(1, std::memory_order_acq_rel);
   for (auto& w : workers) { w.join(); }
 }
 

@@ -24,9 +24,12 @@ class replayer {
 
  private:
   struct stop_replay {};
+  struct threaded_state;
 
   void run_serial();
   void run_threads();
+  void thread_main(threaded_state& st, std::uint16_t me);
+  bool run_thread_chunk(threaded_state& st, std::uint16_t me);
   void apply(compact_event const& e);
   void allocate(compact_event const& e, cudaStream_t s);
   void free(compact_event const& e, cudaStream_t s);
@@ -58,8 +61,9 @@ class replayer {
   std::size_t bucket_held_{};
   std::size_t held_{};  ///< held bytes at the last sample
   /// Stacks with a footprint_source are timed call by call, so that asking them for their
-  /// footprint (a CUDA call for pools) is not charged to them; others by the chunk.
-  bool time_calls_{footprint_ != nullptr};
+  /// footprint (a CUDA call for pools) is not charged to them; so are threaded replays (the
+  /// hand-over between threads is not the resource's time); others by the chunk.
+  bool time_calls_{footprint_ != nullptr || options_.threads};
   double call_seconds_{};
   replay_result result_;
 };
