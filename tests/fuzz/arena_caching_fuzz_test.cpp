@@ -32,6 +32,8 @@ class walk {
   explicit walk(std::uint64_t seed) : rng_{seed}
   {
     for (int i = 0; i < 3; ++i) { streams_.push_back(rt_.create_stream()); }
+    streams_.push_back(cudaStream_t{});       // legacy default: a per-thread arena
+    streams_.push_back(cudaStreamPerThread);  // per-thread default: another one
   }
   virtual ~walk() = default;
 
