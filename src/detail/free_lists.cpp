@@ -1,4 +1,6 @@
-// Bodies of the suballocators' free lists: coalescing_free_list and fixed_size_free_list.
+// Bodies of the suballocators' free lists (coalescing, fixed-size) and of the allocation table's
+// map.
+#include <gpumem/detail/allocation_table.hpp>
 #include <gpumem/detail/coalescing_free_list.hpp>
 #include <gpumem/detail/fixed_size_free_list.hpp>
 #include <gpumem/detail/format.hpp>
@@ -20,8 +22,7 @@ free_block coalescing_free_list::take(std::size_t size)
   auto const chunk             = at->second.chunk;
   free_bytes_ -= size;
   if (block_size == size) {
-    by_size_.erase(fit);
-    by_addr_.erase(at);
+    keep_spares(by_addr_.extract(at), by_size_.extract(fit));
     return {ptr, size, chunk};
   }
   // Cut from the high end: the remainder keeps its address, only its size key changes.
@@ -56,9 +57,28 @@ void coalescing_free_list::insert(free_block block)
     rekey_size(old.first, old.second, node.mapped().size, block.ptr);
     by_addr_.insert(std::move(node));
   } else {
+    emplace(block);
+  }
+}
+
+void coalescing_free_list::keep_spares(addr_node a, size_node s) noexcept
+{
+  if (spare_addr_.empty()) { spare_addr_ = std::move(a); }
+  if (spare_size_.empty()) { spare_size_ = std::move(s); }
+}
+
+void coalescing_free_list::emplace(free_block block)
+{
+  if (spare_addr_.empty() || spare_size_.empty()) {
     by_addr_.emplace(block.ptr, info{block.size, block.chunk});
     by_size_.emplace(block.size, block.ptr);
+    return;
   }
+  spare_addr_.key()    = block.ptr;
+  spare_addr_.mapped() = info{block.size, block.chunk};
+  spare_size_.value()  = size_key{block.size, block.ptr};
+  by_addr_.insert(std::move(spare_addr_));
+  by_size_.insert(std::move(spare_size_));
 }
 
 void coalescing_free_list::merge(coalescing_free_list& other)
@@ -89,8 +109,8 @@ void coalescing_free_list::rekey_size(std::size_t old_size, char* old_ptr, std::
 
 void coalescing_free_list::erase(std::map<char*, info>::iterator it)
 {
-  by_size_.erase(size_key{it->second.size, it->first});
-  by_addr_.erase(it);
+  auto s = by_size_.extract(size_key{it->second.size, it->first});
+  keep_spares(by_addr_.extract(it), std::move(s));
 }
 
 void coalescing_free_list::check_invariants() const
@@ -165,6 +185,56 @@ void fixed_size_free_list::check_invariants() const
   GPUMEM_EXPECTS(dup == ptrs.end(), logic_error,
                  format("fixed_size_free_list: block ", ptr_str(dup == ptrs.end() ? nullptr : *dup),
                         " is free twice"));
+}
+
+}  // namespace gpumem::detail
+
+// -- block_map (allocation_table's shard map) ---------------------------------------------------
+
+namespace gpumem::detail {
+
+void block_map::insert(free_block b)
+{
+  if ((count_ + 1) * 4 > slots_.size() * 3) { grow(); }
+  auto const mask = slots_.size() - 1;
+  auto i          = home(b.ptr);
+  while (slots_[i].ptr != nullptr) { i = (i + 1) & mask; }
+  slots_[i] = b;
+  ++count_;
+}
+
+std::optional<free_block> block_map::erase(char* key)
+{
+  if (slots_.empty()) { return std::nullopt; }
+  auto const mask = slots_.size() - 1;
+  auto i          = home(key);
+  while (slots_[i].ptr != key) {
+    if (slots_[i].ptr == nullptr) { return std::nullopt; }
+    i = (i + 1) & mask;
+  }
+  auto const found = slots_[i];
+  // Backward shift: move later members of the probe run into the hole when their home allows.
+  for (auto j = (i + 1) & mask; slots_[j].ptr != nullptr; j = (j + 1) & mask) {
+    auto const h       = home(slots_[j].ptr);
+    bool const movable = i <= j ? (h <= i || h > j) : (h <= i && h > j);
+    if (movable) {
+      slots_[i] = slots_[j];
+      i         = j;
+    }
+  }
+  slots_[i] = free_block{};
+  --count_;
+  return found;
+}
+
+void block_map::grow()
+{
+  std::vector<free_block> old(std::max<std::size_t>(64, slots_.size() * 2));
+  old.swap(slots_);
+  count_ = 0;
+  for (auto const& b : old) {
+    if (b.ptr != nullptr) { insert(b); }
+  }
 }
 
 }  // namespace gpumem::detail

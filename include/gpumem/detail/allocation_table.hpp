@@ -15,9 +15,43 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
+#include <vector>
 
 namespace gpumem::detail {
+
+/// Open-addressing map char* -> (size, chunk): linear probing, backward-shift deletion, no node
+/// allocation per insert. Load factor <= 3/4. Not thread-safe (a shard's mutex guards it).
+class block_map {
+ public:
+  void insert(free_block b);
+  std::optional<free_block> erase(char* key);
+  template <class F>
+  void for_each(F&& f) const
+  {
+    for (auto const& s : slots_) {
+      if (s.ptr != nullptr) { f(s); }
+    }
+  }
+  void clear() noexcept
+  {
+    slots_.clear();
+    count_ = 0;
+  }
+
+ private:
+  [[nodiscard]] std::size_t home(char const* key) const noexcept
+  {
+    auto v = reinterpret_cast<std::uintptr_t>(key) >> 8;
+    v ^= v >> 29;
+    v *= 0xBF58476D1CE4E5B9ULL;
+    v ^= v >> 32;
+    return v & (slots_.size() - 1);
+  }
+  void grow();
+
+  std::vector<free_block> slots_;  // ptr == nullptr: empty; size is a power of two (or 0)
+  std::size_t count_{};            // == number of non-empty slots
+};
 
 class allocation_table {
  public:
@@ -25,7 +59,7 @@ class allocation_table {
   {
     auto& s = shard_of(block.ptr);
     std::lock_guard lock{s.mutex};
-    s.blocks.emplace(block.ptr, record{block.size, block.chunk});
+    s.blocks.insert(block);
   }
 
   /// Removes and returns the block at `ptr`, or nothing when `ptr` is not handed out.
@@ -33,11 +67,7 @@ class allocation_table {
   {
     auto& s = shard_of(ptr);
     std::lock_guard lock{s.mutex};
-    auto it = s.blocks.find(static_cast<char*>(ptr));
-    if (it == s.blocks.end()) { return std::nullopt; }
-    free_block const b{it->first, it->second.size, it->second.chunk};
-    s.blocks.erase(it);
-    return b;
+    return s.blocks.erase(static_cast<char*>(ptr));
   }
 
   /// Calls f(free_block) for every handed-out block (locks one shard at a time).
@@ -46,7 +76,7 @@ class allocation_table {
   {
     for (auto const& s : shards_) {
       std::lock_guard lock{s.mutex};
-      for (auto const& [ptr, r] : s.blocks) { f(free_block{ptr, r.size, r.chunk}); }
+      s.blocks.for_each(f);
     }
   }
 
@@ -59,13 +89,9 @@ class allocation_table {
   }
 
  private:
-  struct record {
-    std::size_t size;
-    std::uint32_t chunk;
-  };
   struct alignas(64) shard {
     mutable std::mutex mutex;
-    std::unordered_map<char*, record> blocks;
+    block_map blocks;
   };
   static constexpr std::size_t shard_bits = 6;
 

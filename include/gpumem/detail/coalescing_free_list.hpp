@@ -24,6 +24,17 @@ namespace gpumem::detail {
 
 class coalescing_free_list {
  public:
+  coalescing_free_list() = default;
+  /// Copies the blocks (not the spare nodes).
+  coalescing_free_list(coalescing_free_list const& other)
+      : by_addr_{other.by_addr_}, by_size_{other.by_size_}, free_bytes_{other.free_bytes_}
+  {
+  }
+  coalescing_free_list(coalescing_free_list&&) noexcept            = default;
+  coalescing_free_list& operator=(coalescing_free_list const&)     = delete;
+  coalescing_free_list& operator=(coalescing_free_list&&) noexcept = default;
+  ~coalescing_free_list()                                          = default;
+
   /// Removes and returns a block of exactly `size` bytes cut from the best-fitting free block, or
   /// an invalid block when none is large enough.
   free_block take(std::size_t size);
@@ -49,14 +60,21 @@ class coalescing_free_list {
     std::size_t size;
     std::uint32_t chunk;
   };
-  using size_key = std::pair<std::size_t, char*>;
+  using size_key  = std::pair<std::size_t, char*>;
+  using addr_node = std::map<char*, info>::node_type;
+  using size_node = std::set<size_key>::node_type;
 
   void rekey_size(std::size_t old_size, char* old_ptr, std::size_t new_size, char* new_ptr);
   void erase(std::map<char*, info>::iterator it);
+  /// Keeps one unused node of each index so that the next insert allocates nothing.
+  void keep_spares(addr_node a, size_node s) noexcept;
+  void emplace(free_block block);
 
   std::map<char*, info> by_addr_;
   std::set<size_key> by_size_;
   std::size_t free_bytes_{};  // == sum of block sizes
+  addr_node spare_addr_;      // unused nodes (not blocks)
+  size_node spare_size_;
 };
 
 }  // namespace gpumem::detail
