@@ -101,16 +101,20 @@ struct tracking_maker : simple_adaptor_maker<tracking_maker> {
   }
 };
 
-/// Prefetch is meant for managed memory: stacked over managed_memory_resource.
+/// Prefetch is meant for managed memory: stacked over a pool of managed memory.
 struct prefetch_maker {
-  static constexpr char const* name = "prefetch";
+  static constexpr char const* name   = "prefetch";
+  static constexpr bool system_backed = true;  // unified memory may oversubscribe: never ask
+                                               // a GPU for more than it has (it can hang)
   static constexpr bool thread_safe = true;
   static std::shared_ptr<mr::device_memory_resource> make(backend& b)
   {
-    auto stack = std::make_shared<resource_stack>();
-    auto& base = stack->push<mr::managed_memory_resource>(b.runtime());
-    auto& top =
-        stack->push<mr::prefetch_resource_adaptor<mr::managed_memory_resource>>(&base, b.runtime());
+    using managed_pool = mr::pool_memory_resource<mr::managed_memory_resource>;
+    auto stack         = std::make_shared<resource_stack>();
+    auto& managed      = stack->push<mr::managed_memory_resource>(b.runtime());
+    auto& pool =
+        stack->push<managed_pool>(&managed, std::size_t{32} << 20, std::nullopt, b.runtime());
+    auto& top = stack->push<mr::prefetch_resource_adaptor<managed_pool>>(&pool, b.runtime());
     return keep(stack, top);
   }
 };
