@@ -81,6 +81,9 @@ TEST_F(arena_test, PerThreadArenasForDefaultStreamsAndPerStreamArenasOtherwise)
   mr_.deallocate(d, 1000, s2_);
   mr_.deallocate(e, 1000);  // another thread's arena: found on the slow path
   EXPECT_EQ(mr_.bad_deallocations(), 0U);
+  // A later thread (its id may be the exited one's) never inherits an exited thread's arena.
+  std::thread{[&] { mr_.deallocate(mr_.allocate(1000), 1000); }}.join();
+  EXPECT_EQ(mr_.arenas().arena_count(), 6U);
 }
 
 TEST_F(arena_test, ReusesAtOnceOnTheSameStreamWithoutRuntimeCalls)

@@ -13,6 +13,14 @@ namespace gpumem::detail::arena {
 namespace {
 
 std::atomic<std::uint64_t> next_set_id{1};
+std::atomic<std::uint64_t> next_thread_serial{1};
+
+/// This thread's serial number (never reused, unlike std::thread::id).
+std::uint64_t thread_serial()
+{
+  thread_local std::uint64_t const serial = next_thread_serial++;
+  return serial;
+}
 
 /// The calling thread's recently used arenas: (set id, stream) -> arena. Ids are never reused,
 /// so entries of destroyed sets never match.
@@ -83,8 +91,8 @@ arena& arena_set::find_or_create(cuda_stream_view stream)
   std::lock_guard lock{registry_mutex_};
   bool const per_thread = stream.is_per_thread_default();
   bool const by_thread  = per_thread || stream.is_default();
-  auto& slot            = by_thread ? thread_arenas_[{std::this_thread::get_id(), per_thread}]
-                                    : stream_arenas_[stream.value()];
+  auto& slot =
+      by_thread ? thread_arenas_[{thread_serial(), per_thread}] : stream_arenas_[stream.value()];
   if (slot) { return *slot; }
   arenas_.reserve(arenas_.size() + 1);
   events_.reserve(events_.size() + 1);

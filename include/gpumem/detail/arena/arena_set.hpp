@@ -27,7 +27,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -78,7 +77,9 @@ class arena_set {
   global_arena global_;
   bool dump_log_on_failure_;
   mutable std::mutex registry_mutex_;
-  std::map<std::pair<std::thread::id, bool>, std::unique_ptr<arena>> thread_arenas_;
+  // Keyed by a per-thread serial number that is never reused (thread ids are): a new thread
+  // never inherits the arena of an exited one, whose per-thread stream may still be busy.
+  std::map<std::pair<std::uint64_t, bool>, std::unique_ptr<arena>> thread_arenas_;
   std::unordered_map<cudaStream_t, std::unique_ptr<arena>> stream_arenas_;
   std::vector<arena*> arenas_;       // every arena, creation order
   std::vector<cudaEvent_t> events_;  // one release event per arena, owned here
