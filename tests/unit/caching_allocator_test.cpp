@@ -271,5 +271,19 @@ TEST(caching_memory_resource_test, FreeStreamBecomesTheReuseStreamAndBadFreesAre
                gpumem::logic_error);
 }
 
+TEST(caching_memory_resource_test, UnboundedPowerOfTwoBinsCacheEverySize)
+{
+  detail::host_runtime rt{simulated()};
+  mr::cuda_memory_resource up{rt};
+  mr::caching_memory_resource mr{&up, {2, 1, invalid_bin, detail::caching::invalid_size}, rt};
+  void* p = mr.allocate(3 * MiB);
+  EXPECT_EQ(mr.cached_bytes().live, 4 * MiB);  // rounded to the next power of two
+  mr.deallocate(p, 3 * MiB);
+  EXPECT_EQ(mr.cached_bytes().free, 4 * MiB);  // cached, not passed through
+  EXPECT_EQ(mr.allocate(4 * MiB - 5), p);
+  mr.deallocate(p, 4 * MiB - 5);
+  mr.check_invariants();
+}
+
 }  // namespace
 }  // namespace gpumem::test

@@ -246,7 +246,8 @@ void arena_set::throw_out_of_memory(std::size_t bytes, cuda_stream_view stream) 
   }
   auto const free    = global_.free_bytes();
   auto const largest = global_.largest_free();
-  auto const frag    = free == 0 ? 0.0 : 1.0 - static_cast<double>(largest) / free;
+  auto const frag =
+      free == 0 ? 0.0 : 1.0 - static_cast<double>(largest) / static_cast<double>(free);
   GPUMEM_FAIL(out_of_memory,
               format("arena_memory_resource: cannot allocate ", bytes_str(bytes), " on stream ",
                      static_cast<void*>(stream.value()), ": global arena has ", bytes_str(free),
