@@ -57,7 +57,12 @@ free_status arena::deallocate(void* ptr, std::size_t bytes, bool may_release)
   if (status == free_status::double_free || status == free_status::not_found) { return status; }
   if (it->second.empty()) {
     if (may_release && empty_count_ > 0) {
-      release(it, true);
+      try {
+        release(it, true);
+      } catch (...) {  // the event could not be recorded: keep the superblock, empty
+        ++empty_count_;
+        throw;
+      }
     } else {
       ++empty_count_;
     }
@@ -68,9 +73,9 @@ free_status arena::deallocate(void* ptr, std::size_t bytes, bool may_release)
 void arena::release(superblock_map::iterator it, bool event_on_stream)
 {
   lent_range const range{it->second.base(), it->second.size()};
+  global_->release(range, party(), event_on_stream);  // if it throws, the superblock stays here
   held_bytes_ -= range.size;
   superblocks_.erase(it);
-  global_->release(range, party(), event_on_stream);
 }
 
 void arena::release_empty_locked()

@@ -70,11 +70,11 @@ void global_arena::note_release(stream_party const& releaser)
 lent_range global_arena::acquire(std::size_t need, std::size_t want, stream_party const& taker)
 {
   std::lock_guard lock{mutex_};
+  order_after_releases(taker);  // first: if it throws, nothing has changed
   std::size_t got{};
   auto const addr = take_first_fit(need, std::max(need, want), got);
   if (addr == 0) { return {}; }
   lent_bytes_ += got;
-  order_after_releases(taker);
   return {addr, got};
 }
 
@@ -90,12 +90,12 @@ void* global_arena::allocate_large(std::size_t bytes, stream_party const& taker)
 {
   std::lock_guard lock{mutex_};
   std::size_t got{};
-  large_.reserve(large_.size() + 1);  // the only allocation that may throw, before any change
+  large_.reserve(large_.size() + 1);  // what may throw comes before any change
+  order_after_releases(taker);
   auto const addr = take_first_fit(bytes, bytes, got);
   if (addr == 0) { return nullptr; }
   large_.emplace(addr, got);
   large_bytes_ += got;
-  order_after_releases(taker);
   return reinterpret_cast<void*>(addr);
 }
 
