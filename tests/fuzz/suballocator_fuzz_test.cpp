@@ -35,7 +35,7 @@ struct freed_range {
 int steps()
 {
   char const* env = std::getenv("GPUMEM_FUZZ_STEPS");
-  return env != nullptr ? std::atoi(env) : 3000;
+  return env != nullptr ? std::atoi(env) : 2000;
 }
 
 template <class Resource>
@@ -168,7 +168,7 @@ TEST_P(suballocator_fuzz, Binning)
   walker{rt_, bins, std::size_t{64} << 10, GetParam()}.run(steps());
 }
 
-INSTANTIATE_TEST_SUITE_P(seeds, suballocator_fuzz, ::testing::Values(1, 2, 3, 20261122));
+INSTANTIATE_TEST_SUITE_P(seeds, suballocator_fuzz, ::testing::Values(1, 2, 20261122));
 
 }  // namespace
 }  // namespace gpumem::test
