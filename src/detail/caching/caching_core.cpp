@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <utility>
 
 namespace gpumem::detail::caching {
 namespace {
@@ -208,21 +209,26 @@ void caching_core::release(int device, block const& b) noexcept
 void caching_core::release_cached(int device)
 {
   auto& d = state(device);
-  std::vector<block> victims;
+  std::vector<std::vector<block>> victims(layout_.bin_count());  // allocated before the lock
+  std::size_t bytes{};
   {
     std::lock_guard lock{d.mutex};
-    for (auto& bin : d.bins) {
-      victims.insert(victims.end(), bin.begin(), bin.end());
-      bin.clear();
+    d.bins.swap(victims);  // noexcept: the cache is empty at once
+    bytes = std::exchange(d.totals.free, 0);
+  }
+  std::size_t count{};
+  for (auto const& bin : victims) { count += bin.size(); }
+  if (debug_ && count > 0) {
+    try {
+      *debug_out_ << format("Device ", device, " freeing ", count, " cached blocks (", bytes,
+                            " B)\n");
+    } catch (...) {  // NOLINT(bugprone-empty-catch): debug output never changes the outcome
     }
-    if (debug_ && !victims.empty()) {
-      *debug_out_ << format("Device ", device, " freeing ", victims.size(), " cached blocks (",
-                            d.totals.free, " B)\n");
-    }
-    d.totals.free = 0;
   }
   device_guard guard{*runtime_, device, switch_devices_};
-  for (auto const& b : victims) { release(device, b); }
+  for (auto const& bin : victims) {
+    for (auto const& b : bin) { release(device, b); }
+  }
 }
 
 void caching_core::set_max_cached_bytes(std::size_t bytes)
@@ -286,15 +292,18 @@ void caching_core::check_invariants() const
 }
 
 void caching_core::debug_line(int device, char const* what, block const& b,
-                              device_state const& d) const
+                              device_state const& d) const noexcept
 {
   if (!debug_) { return; }
   std::size_t cached{};
   for (auto const& bin : d.bins) { cached += bin.size(); }
-  *debug_out_ << format("Device ", device, " ", what, " at ", ptr_str(b.ptr), " (", b.bytes,
-                        " B) on stream ", static_cast<void*>(b.stream), "; ", cached,
-                        " cached blocks (", d.totals.free, " B), ", d.live.size(), " live blocks (",
-                        d.totals.live, " B)\n");
+  try {
+    *debug_out_ << format("Device ", device, " ", what, " at ", ptr_str(b.ptr), " (", b.bytes,
+                          " B) on stream ", static_cast<void*>(b.stream), "; ", cached,
+                          " cached blocks (", d.totals.free, " B), ", d.live.size(),
+                          " live blocks (", d.totals.live, " B)\n");
+  } catch (...) {  // NOLINT(bugprone-empty-catch): debug output never changes the outcome
+  }
 }
 
 }  // namespace gpumem::detail::caching

@@ -109,7 +109,8 @@ class caching_core {
   bool try_cache(device_state& d, block& b);
   void release(int device, block const& b) noexcept;
   void release_cached(int device);
-  void debug_line(int device, char const* what, block const& b, device_state const& d) const;
+  void debug_line(int device, char const* what, block const& b,
+                  device_state const& d) const noexcept;
 
   bin_layout layout_;
   std::atomic<std::size_t> max_cached_bytes_;
