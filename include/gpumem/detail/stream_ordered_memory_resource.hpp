@@ -108,7 +108,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
   }
 
  private:
-  struct stream_state {
+  struct alignas(64) stream_state {  // own cache lines: no false sharing between streams
     stream_state(stream_identity id, FreeList const& proto) : list{proto}, identity{id} {}
     std::mutex mutex;
     FreeList list;
