@@ -54,7 +54,10 @@ TEST(adaptors_stress, StatisticsCountsStayExact)
   detail::host_runtime rt{};
   mr::cuda_memory_resource base{rt};
   mr::statistics_resource_adaptor<mr::cuda_memory_resource> stats{&base};
-  hammer(stats, [&] { (void)stats.get_bytes_counter(); });
+  hammer(stats, [&] {
+    (void)stats.get_bytes_counter();
+    stats.check_invariants();
+  });
   EXPECT_EQ(stats.get_bytes_counter().value, 0);
   EXPECT_EQ(stats.get_allocations_counter().value, 0);
   EXPECT_EQ(stats.get_allocations_counter().total, threads * iterations);
@@ -66,7 +69,10 @@ TEST(adaptors_stress, TrackingMapStaysExact)
   detail::host_runtime rt{};
   mr::cuda_memory_resource base{rt};
   mr::tracking_resource_adaptor<mr::cuda_memory_resource> tracking{&base, true};
-  hammer(tracking, [&] { (void)tracking.get_outstanding_allocations_str(); });
+  hammer(tracking, [&] {
+    (void)tracking.get_outstanding_allocations_str();
+    tracking.check_invariants();
+  });
   EXPECT_EQ(tracking.get_allocated_bytes(), 0u);
   EXPECT_TRUE(tracking.get_outstanding_allocations().empty());
   EXPECT_EQ(rt.live_allocations(), 0u);
@@ -103,7 +109,7 @@ TEST(adaptors_stress, DeepStackOverAThreadSafeAdaptor)
   mr::aligned_resource_adaptor<mr::device_memory_resource> aligned{&safe, 4096, 8192};
   mr::limiting_resource_adaptor<mr::device_memory_resource> limiting{&aligned, 1 << 30};
   mr::statistics_resource_adaptor<mr::device_memory_resource> stats{&limiting};
-  hammer(stats, [&] { (void)limiting.get_allocated_bytes(); });
+  hammer(stats, [&] { limiting.check_invariants(); });
   EXPECT_EQ(limiting.get_allocated_bytes(), 0u);
   EXPECT_EQ(stats.get_bytes_counter().value, 0);
   EXPECT_EQ(rt.used_bytes(), 0u);

@@ -61,6 +61,7 @@ TEST_F(limiting_test, UpstreamFailureGivesTheChargeBack)
   rt.fail_next_allocations(3);
   for (int i = 0; i < 3; ++i) { EXPECT_THROW((void)mr.allocate(5000), gpumem::out_of_memory); }
   EXPECT_EQ(mr.get_allocated_bytes(), 1024u);
+  EXPECT_NO_THROW(mr.check_invariants());
   mr.deallocate(a, 1000);
   EXPECT_EQ(mr.get_allocated_bytes(), 0u);
 }

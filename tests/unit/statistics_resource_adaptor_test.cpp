@@ -114,6 +114,7 @@ TEST_F(stats_test, UpstreamFailureLeavesEveryCounterExact)
   EXPECT_THROW((void)mr.allocate(SIZE_MAX / 2), std::bad_alloc);
   expect_counter(mr.get_bytes_counter(), 512, 512, 512);
   expect_counter(mr.get_allocations_counter(), 1, 1, 1);
+  EXPECT_NO_THROW(mr.check_invariants());
   mr.deallocate(b, 512);
   mr.pop_counters();
   expect_counter(mr.get_bytes_counter(), 256, 768, 768);

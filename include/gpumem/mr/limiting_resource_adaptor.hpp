@@ -68,6 +68,15 @@ class limiting_resource_adaptor
   /// The most bytes this adaptor lets be allocated at once (not what the device can hold).
   [[nodiscard]] std::size_t get_allocation_limit() const { return allocation_limit_; }
 
+  /// Throws logic_error when allocated bytes exceed the limit.
+  void check_invariants() const
+  {
+    auto const allocated = get_allocated_bytes();
+    GPUMEM_EXPECTS(allocated <= allocation_limit_, logic_error,
+                   detail::format("limiting_resource_adaptor: ", allocated,
+                                  " bytes allocated exceed the limit of ", allocation_limit_));
+  }
+
  private:
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {

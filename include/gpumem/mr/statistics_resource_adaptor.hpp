@@ -113,6 +113,18 @@ class statistics_resource_adaptor
     return before;
   }
 
+  /// Throws logic_error unless the stack holds the bottom pair and every peak >= its value.
+  void check_invariants() const
+  {
+    read_lock_t lock{state_->mutex};
+    GPUMEM_EXPECTS(!state_->counters.empty(), logic_error,
+                   "statistics_resource_adaptor: the counter stack is empty");
+    for (auto const& [bytes, count] : state_->counters) {
+      GPUMEM_EXPECTS(bytes.peak >= bytes.value && count.peak >= count.value, logic_error,
+                     "statistics_resource_adaptor: a counter's value exceeds its peak");
+    }
+  }
+
   /// Ends the innermost scope, folds it into the enclosing one and returns it.
   /// Throws std::out_of_range when no scope was pushed.
   std::pair<counter, counter> pop_counters()

@@ -108,6 +108,18 @@ class tracking_resource_adaptor
     os << get_outstanding_allocations_str() << std::flush;
   }
 
+  /// Throws logic_error unless allocated bytes == the sum of the outstanding sizes.
+  void check_invariants() const
+  {
+    read_lock_t lock{state_->mutex};
+    std::size_t sum = 0;
+    for (auto const& [ptr, info] : state_->allocations) { sum += info.allocation_size; }
+    GPUMEM_EXPECTS(
+        sum == state_->allocated_bytes.load(), logic_error,
+        detail::format("tracking_resource_adaptor: allocated bytes ",
+                       state_->allocated_bytes.load(), " != sum of outstanding sizes ", sum));
+  }
+
  private:
   struct state {
     std::shared_mutex mutex;
