@@ -28,7 +28,9 @@ free_block coalescing_free_list::take(std::size_t size)
   // Cut from the high end: the remainder keeps its address, only its size key changes.
   auto const rest = block_size - size;
   at->second.size = rest;
-  rekey_size(block_size, ptr, rest, ptr);
+  auto node       = by_size_.extract(fit);  // re-keyed in place: no search, no allocation
+  node.value()    = size_key{rest, ptr};
+  by_size_.insert(std::move(node));
   return {ptr + rest, size, chunk};
 }
 
