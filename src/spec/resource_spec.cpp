@@ -79,7 +79,7 @@ std::size_t unit_of(std::string_view unit)
   if (u == "g" || u == "gib") { return k * k * k; }
   if (u == "t" || u == "tib") { return k * k * k * k; }
   if (u == "kb") { return 1000; }
-  if (u == "mb") { return 1000 * 1000; }
+  if (u == "mb") { return std::size_t{1000} * 1000; }
   if (u == "gb") { return std::size_t{1000} * 1000 * 1000; }
   if (u == "tb") { return std::size_t{1000} * 1000 * 1000 * 1000; }
   return 0;

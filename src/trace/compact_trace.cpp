@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <stdexcept>
 #include <string>
 
@@ -12,7 +13,7 @@ namespace {
 [[noreturn]] void io_failure(char const* what)
 {
   throw std::runtime_error{std::string{"gpumem trace cache: cannot "} + what +
-                           " the temporary file: " + std::strerror(errno) +
+                           " the temporary file: " + std::generic_category().message(errno) +
                            " (set TMPDIR to a folder with free space)"};
 }
 

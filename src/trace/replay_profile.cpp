@@ -73,19 +73,19 @@ class profiler {
   void allocate(event const& e, compact_event& c)
   {
     ++p_.allocations;
-    live_block stale;
+    block stale;
     std::uint32_t slot = 0;
     if (map_.erase(e.pointer, stale)) {  // same slot: the replayer frees the stale block first
       ++p_.double_allocates;
       live_ -= stale.size;
-      slot = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(stale.ptr));
+      slot = stale.slot;
     } else if (!free_slots_.empty()) {
       slot = free_slots_.back();
       free_slots_.pop_back();
     } else {
       slot = next_slot_++;
     }
-    map_.insert(e.pointer, {reinterpret_cast<void*>(std::uintptr_t{slot}), e.size, nullptr});
+    map_.insert(e.pointer, {e.size, slot});
     live_ += e.size;
     c = {e.size, slot, c.line, c.stream, c.thread, compact_event::allocate};
   }
@@ -93,21 +93,24 @@ class profiler {
   void free(event const& e, compact_event& c)
   {
     ++p_.frees;
-    live_block b;
+    block b;
     if (!map_.erase(e.pointer, b)) {
       ++p_.unknown_frees;
       return;
     }
     if (b.size != e.size) { ++p_.size_mismatches; }
     live_ -= b.size;
-    auto const slot = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(b.ptr));
-    free_slots_.push_back(slot);
-    c = {b.size, slot, c.line, c.stream, c.thread, compact_event::free};
+    free_slots_.push_back(b.slot);
+    c = {b.size, b.slot, c.line, c.stream, c.thread, compact_event::free};
   }
 
   trace_profile& p_;
   std::uint64_t line_{};  ///< line of the event being profiled
-  pointer_map map_;       ///< traced pointer -> {slot (as ptr), size}
+  struct block {
+    std::uint64_t size;
+    std::uint32_t slot;
+  };
+  pointer_map<block> map_;  ///< traced pointer -> its size and slot
   std::vector<std::uint32_t> free_slots_;
   std::uint32_t next_slot_{};
   std::size_t live_{};

@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <string_view>
 
 namespace gpumem::trace {
@@ -160,10 +161,11 @@ trace_reader::trace_reader(std::string path, trace_reader_options options)
 {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
-    throw trace_error{path_, 0,
-                      detail::format("cannot open the trace: ", std::strerror(errno),
-                                     " (give a CSV written by logging_resource_adaptor or by "
-                                     "`gpumem convert`)")};
+    throw trace_error{
+        path_, 0,
+        detail::format("cannot open the trace: ", std::generic_category().message(errno),
+                       " (give a CSV written by logging_resource_adaptor or by "
+                       "`gpumem convert`)")};
   }
   struct stat st {};
   if (::fstat(fd_, &st) == 0) { file_bytes_ = static_cast<std::size_t>(st.st_size); }
@@ -190,7 +192,8 @@ bool trace_reader::refill()
     auto const n = ::read(fd_, buffer_.data() + limit_, buffer_.size() - limit_);
     if (n < 0 && errno == EINTR) { continue; }
     if (n < 0) {
-      throw trace_error{path_, line_ + 1, detail::format("read failed: ", std::strerror(errno))};
+      throw trace_error{path_, line_ + 1,
+                        detail::format("read failed: ", std::generic_category().message(errno))};
     }
     if (n == 0) { eof_ = true; }
     limit_ += static_cast<std::size_t>(n);

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
+#include <system_error>
 
 namespace gpumem::trace {
 
@@ -12,7 +13,9 @@ trace_writer::trace_writer(std::string path) : path_{std::move(path)}
 {
   file_ = std::fopen(path_.c_str(), "w");
   if (file_ == nullptr) {
-    throw trace_error{path_, 0, detail::format("cannot create the trace: ", std::strerror(errno))};
+    throw trace_error{
+        path_, 0,
+        detail::format("cannot create the trace: ", std::generic_category().message(errno))};
   }
   std::fprintf(file_, "%s\n", csv_header);
 }
@@ -28,14 +31,16 @@ void trace_writer::write(event const& e)
       std::fprintf(file_, "%" PRIu64 ",%" PRIu64 ",%s,0x%" PRIx64 ",%" PRIu64 ",%" PRIu64 "\n",
                    e.thread, e.time, to_string(e.act), e.pointer, e.size, e.stream);
   if (n < 0) {
-    throw trace_error{path_, 0, detail::format("write failed: ", std::strerror(errno))};
+    throw trace_error{path_, 0,
+                      detail::format("write failed: ", std::generic_category().message(errno))};
   }
 }
 
 void trace_writer::flush()
 {
   if (std::fflush(file_) != 0) {
-    throw trace_error{path_, 0, detail::format("write failed: ", std::strerror(errno))};
+    throw trace_error{path_, 0,
+                      detail::format("write failed: ", std::generic_category().message(errno))};
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <filesystem>
 #include <iostream>
 #include <vector>
@@ -44,7 +45,8 @@ int run_convert(std::string const& snapshot, std::string const& csv, std::string
   pid_t const pid = ::fork();
   if (pid == 0) {
     ::execvp(argv[0], argv.data());
-    std::cerr << "gpumem convert: cannot run " << python << " (" << std::strerror(errno)
+    std::cerr << "gpumem convert: cannot run " << python << " ("
+              << std::generic_category().message(errno)
               << "); install Python 3 or pass --python PATH\n";
     ::_exit(127);
   }

@@ -1,6 +1,6 @@
-// gpumem/trace/pointer_map.hpp — the replayer's map from a traced pointer to the block that
-// replays it: open addressing, linear probing, backward-shift deletion (no tombstones), so that
-// lookups stay a cache line or two at tens of millions of events. Not API.
+// gpumem/trace/pointer_map.hpp — a map from a traced pointer to what the replay keeps for it: open
+// addressing, linear probing, backward-shift deletion (no tombstones), so that lookups stay a cache
+// line or two at tens of millions of events. Not API.
 //
 // Invariants: size() == number of occupied slots; size() * 2 <= capacity (grows at half full);
 // every key sits at or after its home slot with no empty slot in between.
@@ -21,6 +21,8 @@ struct live_block {
   cudaStream_t stream{};
 };
 
+/// `Value`: what a traced pointer maps to (default: the replayed block).
+template <class Value = live_block>
 class pointer_map {
  public:
   static constexpr std::uint64_t empty_key = UINT64_MAX;
@@ -29,7 +31,7 @@ class pointer_map {
 
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
 
-  [[nodiscard]] live_block* find(std::uint64_t key) noexcept
+  [[nodiscard]] Value* find(std::uint64_t key) noexcept
   {
     for (std::size_t i = home(key);; i = (i + 1) & mask_) {
       if (slots_[i].key == key) { return &slots_[i].value; }
@@ -38,7 +40,7 @@ class pointer_map {
   }
 
   /// Inserts; the key must not be present (and must not be empty_key).
-  void insert(std::uint64_t key, live_block const& value)
+  void insert(std::uint64_t key, Value const& value)
   {
     if ((count_ + 1) * 2 > slots_.size()) { grow(); }
     std::size_t i = home(key);
@@ -48,7 +50,7 @@ class pointer_map {
   }
 
   /// Removes `key` into `out`; false when absent.
-  bool erase(std::uint64_t key, live_block& out) noexcept
+  bool erase(std::uint64_t key, Value& out) noexcept
   {
     std::size_t i = home(key);
     for (; slots_[i].key != key; i = (i + 1) & mask_) {
@@ -73,7 +75,7 @@ class pointer_map {
  private:
   struct slot {
     std::uint64_t key;
-    live_block value;
+    Value value;
   };
 
   [[nodiscard]] std::size_t home(std::uint64_t key) const noexcept
