@@ -40,6 +40,7 @@ int run_convert(std::string const& snapshot, std::string const& csv, std::string
   auto const script = converter_path();
   std::vector<std::string> args{python, script, snapshot, "-o", csv, "--device", device};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) { argv.push_back(a.data()); }
   argv.push_back(nullptr);
   pid_t const pid = ::fork();

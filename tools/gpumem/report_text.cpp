@@ -20,7 +20,7 @@ std::string percent(double v)
   return fixed(v * 100.0, 1) + "%";
 }
 
-std::string pad(std::string s, std::size_t width, bool right = false)
+std::string pad(std::string const& s, std::size_t width, bool right = false)
 {
   if (s.size() >= width) { return s + " "; }
   std::string fill(width - s.size(), ' ');
