@@ -60,11 +60,18 @@ void write_row(std::ostream& out, resource_run const& r, trace::trace_profile co
     out << "could not be built: " << r.error << "\n";
     return;
   }
-  auto const& res = r.result;
-  auto const& at  = res.at_peak;
+  auto const& res         = r.result;
+  auto const& at          = res.at_peak;
+  bool const reached_peak = !res.failure || res.failure->event > p.peak_live_event;
   out << pad(human_bytes(res.peak_held_bytes), 12, true)
-      << pad(fixed(res.footprint_ratio(p), 3), 10, true)
-      << pad(percent(at.internal_fragmentation()), 9, true)
+      << pad(fixed(res.footprint_ratio(p), 3), 10, true);
+  if (!reached_peak) {
+    out << pad("-", 9, true) << pad("-", 9, true) << pad("-", 12, true)
+        << pad(fixed(res.ns_per_operation(), 1), 9, true) << " OUT OF MEMORY at line "
+        << res.failure->line << " (before the peak)\n";
+    return;
+  }
+  out << pad(percent(at.internal_fragmentation()), 9, true)
       << pad(at.layout_known ? percent(at.external_fragmentation()) : "n/a", 9, true)
       << pad(at.layout_known ? human_bytes(at.largest_free_bytes) : "n/a", 12, true)
       << pad(fixed(res.ns_per_operation(), 1), 9, true);
