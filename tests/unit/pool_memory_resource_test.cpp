@@ -2,6 +2,7 @@
 // growth, maximum size, out-of-memory diagnosis, bad input, and the stream-ordering rules.
 #include "suballocator_test_helpers.hpp"
 
+#include <gpumem/mr/fixed_size_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
 
 #include <future>
@@ -186,3 +187,16 @@ TEST_F(pool_test, HitPathMakesNoRuntimeCall)
 
 }  // namespace
 }  // namespace gpumem::test
+
+// Properties of the upstream are forwarded (seed: forward_property): a pool of managed memory is
+// host-accessible too; one of device memory is not.
+#include <gpumem/mr/managed_memory_resource.hpp>
+static_assert(cuda::mr::async_resource_with<
+              gpumem::mr::pool_memory_resource<gpumem::mr::managed_memory_resource>,
+              cuda::mr::device_accessible, cuda::mr::host_accessible>);
+static_assert(cuda::mr::async_resource_with<
+              gpumem::mr::fixed_size_memory_resource<gpumem::mr::managed_memory_resource>,
+              cuda::mr::device_accessible, cuda::mr::host_accessible>);
+static_assert(
+    !cuda::has_property<gpumem::mr::pool_memory_resource<gpumem::mr::cuda_memory_resource>,
+                        cuda::mr::host_accessible>);

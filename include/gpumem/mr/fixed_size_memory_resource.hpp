@@ -12,6 +12,8 @@
 //
 // Errors: logic_error for a null upstream, a zero block size or block count, or a pool size that
 // overflows; out_of_memory as above or when upstream is exhausted (with the pool's state).
+// Properties: the upstream's stateless properties are forwarded (e.g. host_accessible over
+// managed memory), as cuda::forward_property does.
 // Thread safety: allocate/deallocate are thread-safe.
 #pragma once
 
@@ -25,7 +27,8 @@ namespace gpumem::mr {
 template <class Upstream>
 class fixed_size_memory_resource
     : public detail::stream_ordered_memory_resource<fixed_size_memory_resource<Upstream>,
-                                                    detail::fixed_size_free_list> {
+                                                    detail::fixed_size_free_list>,
+      public cuda::forward_property<fixed_size_memory_resource<Upstream>, Upstream> {
   using base = detail::stream_ordered_memory_resource<fixed_size_memory_resource<Upstream>,
                                                       detail::fixed_size_free_list>;
   friend base;

@@ -32,7 +32,8 @@ namespace gpumem::mr {
 template <class Upstream>
 class pool_memory_resource
     : public detail::stream_ordered_memory_resource<pool_memory_resource<Upstream>,
-                                                    detail::coalescing_free_list> {
+                                                    detail::coalescing_free_list>,
+      public cuda::forward_property<pool_memory_resource<Upstream>, Upstream> {
   using base = detail::stream_ordered_memory_resource<pool_memory_resource<Upstream>,
                                                       detail::coalescing_free_list>;
   friend base;
