@@ -43,22 +43,28 @@ sim_device& dev()
 
 enum class kind { cuda, pool, fixed_size, binning };
 
-/// The resource of each kind, built once (thread-safe static init) and kept for the run.
-mr::device_memory_resource& resource(kind k)
+enum class workload { pair, random_small, threads };
+
+/// The resources of one workload, built once and kept for the run; each workload has its own, so
+/// one workload's leftover free lists do not shape the next one's.
+struct resources {
+  mr::pool_memory_resource<upstream_t> pool{&dev().cuda, 256 * MiB, std::nullopt, dev().rt};
+  mr::fixed_size_memory_resource<upstream_t> fixed{&dev().cuda, MiB, 128, dev().rt};
+  mr::binning_memory_resource<upstream_t> bins{&dev().cuda, std::int8_t{8}, std::int8_t{22},
+                                               dev().rt};
+};
+
+mr::device_memory_resource& resource(kind k, workload w)
 {
-  static auto* pool =
-      new mr::pool_memory_resource<upstream_t>{&dev().cuda, 256 * MiB, std::nullopt, dev().rt};
-  static auto* fixed =
-      new mr::fixed_size_memory_resource<upstream_t>{&dev().cuda, MiB, 128, dev().rt};
-  static auto* bins = new mr::binning_memory_resource<upstream_t>{&dev().cuda, std::int8_t{8},
-                                                                  std::int8_t{22}, dev().rt};
+  static auto* sets = new resources[3];  // thread-safe static init; never destroyed
+  auto& set         = sets[static_cast<int>(w)];
   switch (k) {
     case kind::pool:
-      return *pool;
+      return set.pool;
     case kind::fixed_size:
-      return *fixed;
+      return set.fixed;
     case kind::binning:
-      return *bins;
+      return set.bins;
     default:
       return dev().cuda;
   }
@@ -77,7 +83,7 @@ std::vector<std::size_t> log_uniform_sizes(std::size_t count, std::size_t lo, st
 // -- pair: allocate + free one size in a loop on one stream -----------------------------------
 void pair(benchmark::State& state, kind k)
 {
-  auto& mr             = resource(k);
+  auto& mr             = resource(k, workload::pair);
   auto const bytes     = static_cast<std::size_t>(state.range(0));
   cudaStream_t const s = dev().streams[static_cast<std::size_t>(state.thread_index())];
   mr.deallocate(mr.allocate(bytes, s), bytes, s);  // warm
@@ -91,7 +97,7 @@ void pair(benchmark::State& state, kind k)
 // -- random_small: 200k ops, <= 1000 live, random interleaving --------------------------------
 void random_small(benchmark::State& state, kind k)
 {
-  auto& mr         = resource(k);
+  auto& mr         = resource(k, workload::random_small);
   auto const hi    = k == kind::fixed_size ? MiB : 4 * MiB;  // fixed_size holds <= its block size
   auto const sizes = log_uniform_sizes(200'000, 256, hi, 7);
   std::mt19937_64 rng{11};
@@ -118,7 +124,7 @@ void random_small(benchmark::State& state, kind k)
 // -- threads: T threads, own stream each, <= 64 live each; aggregate items (ops) per second -----
 void threads(benchmark::State& state, kind k)
 {
-  auto& mr             = resource(k);
+  auto& mr             = resource(k, workload::threads);
   auto const sizes     = log_uniform_sizes(4096, 256, 64 * KiB, 100 + state.thread_index());
   cudaStream_t const s = dev().streams[static_cast<std::size_t>(state.thread_index())];
   std::vector<std::pair<void*, std::size_t>> ring(64, {nullptr, 0});
