@@ -26,7 +26,7 @@ def needs(module):
 
 
 def run_worker(*args, timeout=900):
-    proc = subprocess.run([sys.executable, WORKER, *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", WORKER, *args], capture_output=True, text=True,
                           timeout=timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, (
