@@ -10,6 +10,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/setup.sh" || exit 1
+set +e  # setup.sh turns on -e; this script tallies failures itself
 jobs=$(nproc)
 logs="$root/build-test-logs"
 mkdir -p "$logs"
@@ -41,7 +42,7 @@ stage() {
     return
   fi
   (cd "$dir" && ctest --output-on-failure --timeout 600 -j"$jobs" "$@") >"$logs/$name.ctest.log" 2>&1
-  tail -4 "$logs/$name.ctest.log" >&2
+  grep -E 'tests passed|Total Test time' "$logs/$name.ctest.log" >&2
   grep -A100 'The following tests FAILED' "$logs/$name.ctest.log" >&2 || true
   tally "$logs/$name.ctest.log"
 }
@@ -72,12 +73,12 @@ if [ -f "$root/pyproject.toml" ] && [ -x "$root/scripts/test_python.sh" ]; then
     stage_failed+=(python); fi
   tail -3 "$logs/python.log" >&2
   line=$(grep -E '[0-9]+ (passed|failed)' "$logs/python.log" | tail -1)
-  p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+'); f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+')
-  s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+')
+  count() { grep -oE "[0-9]+ $1" <<<"$line" | grep -oE '[0-9]+' || true; }
+  p=$(count passed); f=$(count failed); s=$(count skipped)
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
   [ -n "$line" ] || failed=$((failed + 1))
 fi
 
-((${#stage_failed[@]})) && echo "failed stages: ${stage_failed[*]}" >&2
+if ((${#stage_failed[@]})); then echo "failed stages: ${stage_failed[*]}" >&2; fi
 echo "gpumem tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
