@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace gpumem::detail {
@@ -25,6 +26,15 @@ class block_map {
  public:
   void insert(free_block b);
   std::optional<free_block> erase(char* key);
+  /// The entry at `key`, or nullptr; valid until the next insert or erase.
+  [[nodiscard]] free_block const* find(char const* key) const noexcept;
+  [[nodiscard]] free_block* find(char const* key) noexcept
+  {
+    return const_cast<free_block*>(std::as_const(*this).find(key));
+  }
+  /// Makes room for `n` entries, so that inserts up to that count allocate nothing (may throw).
+  void reserve(std::size_t n);
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
   template <class F>
   void for_each(F&& f) const
   {
@@ -47,7 +57,7 @@ class block_map {
     v ^= v >> 32;
     return v & (slots_.size() - 1);
   }
-  void grow();
+  void grow(std::size_t slots);
 
   std::vector<free_block> slots_;  // ptr == nullptr: empty; size is a power of two (or 0)
   std::size_t count_{};            // == number of non-empty slots
