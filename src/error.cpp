@@ -24,6 +24,14 @@ void throw_cuda_error(char const* file, int line, char const* call, cudaError_t 
   throw cuda_error{status, msg};
 }
 
+void throw_cuda_failure(cudaError_t status, std::string const& context)
+{
+  (void)cudaGetLastError();
+  throw cuda_error{status, site_message(__FILE__, __LINE__,
+                                        format(context, ": ", cudaGetErrorName(status), " (",
+                                               cudaGetErrorString(status), ")"))};
+}
+
 std::string bytes_str(std::size_t bytes)
 {
   static constexpr char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

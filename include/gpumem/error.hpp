@@ -57,6 +57,8 @@ namespace detail {
 [[nodiscard]] std::string cuda_message(char const* file, int line, char const* call, cudaError_t s);
 /// Throws the exception that matches `status` (out_of_memory for cudaErrorMemoryAllocation).
 [[noreturn]] void throw_cuda_error(char const* file, int line, char const* call, cudaError_t status);
+/// Clears the CUDA error state and throws cuda_error "<context>: <name> (<description>)".
+[[noreturn]] void throw_cuda_failure(cudaError_t status, std::string const& context);
 }  // namespace detail
 
 }  // namespace gpumem

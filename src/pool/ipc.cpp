@@ -17,11 +17,7 @@ namespace {
 
 [[noreturn]] void throw_cuda(cudaError_t status, std::string const& msg)
 {
-  (void)cudaGetLastError();
-  throw cuda_error{status,
-                   detail::site_message(__FILE__, __LINE__,
-                                        detail::format(msg, ": ", cudaGetErrorName(status), " (",
-                                                       cudaGetErrorString(status), ")"))};
+  detail::throw_cuda_failure(status, msg);
 }
 
 void check(cudaError_t status, char const* what)

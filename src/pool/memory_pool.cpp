@@ -22,11 +22,7 @@ void require_pool(cudaMemPool_t pool, char const* what)
 
 [[noreturn]] void throw_cuda(cudaError_t status, std::string const& msg)
 {
-  (void)cudaGetLastError();
-  throw cuda_error{status,
-                   detail::site_message(__FILE__, __LINE__,
-                                        detail::format(msg, ": ", cudaGetErrorName(status), " (",
-                                                       cudaGetErrorString(status), ")"))};
+  detail::throw_cuda_failure(status, msg);
 }
 
 cudaMemLocation to_cuda(pool_location loc)

@@ -34,19 +34,7 @@ std::uintptr_t global_arena::take_first_fit(std::size_t need, std::size_t want, 
 void global_arena::give_back(std::uintptr_t addr, std::size_t bytes)
 {
   free_bytes_ += bytes;
-  auto next = free_.lower_bound(addr);
-  if (next != free_.end() && addr + bytes == next->first) {
-    bytes += next->second;
-    next = free_.erase(next);
-  }
-  if (next != free_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == addr) {
-      prev->second += bytes;
-      return;
-    }
-  }
-  free_.emplace_hint(next, addr, bytes);
+  insert_coalescing(free_, addr, bytes);
 }
 
 void global_arena::order_after_releases(stream_party const& taker)

@@ -52,19 +52,7 @@ free_status superblock::deallocate(std::uintptr_t addr, std::size_t bytes)
 void superblock::insert_free(std::uintptr_t addr, std::size_t bytes)
 {
   free_bytes_ += bytes;
-  auto next = free_.lower_bound(addr);
-  if (next != free_.end() && addr + bytes == next->first) {
-    bytes += next->second;
-    next = free_.erase(next);
-  }
-  if (next != free_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == addr) {
-      prev->second += bytes;
-      return;
-    }
-  }
-  free_.emplace_hint(next, addr, bytes);
+  insert_coalescing(free_, addr, bytes);
 }
 
 bool superblock::is_free(std::uintptr_t addr) const

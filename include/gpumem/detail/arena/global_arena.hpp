@@ -13,6 +13,8 @@
 //   free_ ranges lie inside the arena, are disjoint and never adjacent (coalesced)
 #pragma once
 
+#include <gpumem/detail/arena/address_ranges.hpp>
+
 #include <gpumem/detail/arena/superblock.hpp>
 #include <gpumem/detail/runtime.hpp>
 
@@ -77,7 +79,7 @@ class global_arena {
   runtime* runtime_;
   std::uintptr_t base_;
   std::size_t size_;
-  std::map<std::uintptr_t, std::size_t> free_;             // address -> bytes
+  address_ranges free_;             // address -> bytes
   std::unordered_map<std::uintptr_t, std::size_t> large_;  // live large allocations
   std::vector<stream_party> pending_;                      // releases not known complete
   std::size_t free_bytes_{};

@@ -10,6 +10,8 @@
 //   live_ blocks lie inside the range and overlap no free block
 #pragma once
 
+#include <gpumem/detail/arena/address_ranges.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
@@ -60,7 +62,7 @@ class superblock {
 
   std::uintptr_t base_;
   std::size_t size_;
-  std::map<std::uintptr_t, std::size_t> free_;            // address -> bytes, address order
+  address_ranges free_;            // address -> bytes, address order
   std::unordered_map<std::uintptr_t, std::size_t> live_;  // address -> bytes
   std::size_t free_bytes_{};
   std::size_t live_bytes_{};
