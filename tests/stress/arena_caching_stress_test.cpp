@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <support/mailbox.hpp>
+
 namespace gpumem::test {
 namespace {
 
@@ -31,27 +33,7 @@ struct block {
   unsigned char tag;
 };
 
-/// Blocks handed from one thread to another (freed by the receiver, on its own stream).
-class mailbox {
- public:
-  void put(block b)
-  {
-    std::lock_guard lock{mutex_};
-    blocks_.push_back(b);
-  }
-  bool take(block& b)
-  {
-    std::lock_guard lock{mutex_};
-    if (blocks_.empty()) { return false; }
-    b = blocks_.front();
-    blocks_.pop_front();
-    return true;
-  }
-
- private:
-  std::mutex mutex_;
-  std::deque<block> blocks_;
-};
+using block_mailbox = mailbox<block>;
 
 void fill(block const& b)
 {
@@ -78,7 +60,7 @@ void hammer(mr::device_memory_resource& mr, detail::host_runtime& rt,
 {
   std::vector<cudaStream_t> own;
   for (int t = 0; t < threads; ++t) { own.push_back(rt.create_stream()); }
-  mailbox box;
+  block_mailbox box;
   std::atomic<int> bad{0};
   std::atomic<bool> done{false};
   std::thread checker{[&] {

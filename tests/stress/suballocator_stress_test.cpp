@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include <support/mailbox.hpp>
+
 namespace gpumem::test {
 namespace {
 
@@ -27,27 +29,7 @@ struct block {
   unsigned char tag;
 };
 
-/// Blocks one thread hands to another to free.
-class mailbox {
- public:
-  void put(block b)
-  {
-    std::lock_guard lock{mutex_};
-    blocks_.push_back(b);
-  }
-  bool take(block& b)
-  {
-    std::lock_guard lock{mutex_};
-    if (blocks_.empty()) { return false; }
-    b = blocks_.back();
-    blocks_.pop_back();
-    return true;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<block> blocks_;
-};
+using block_mailbox = mailbox<block>;
 
 constexpr int thread_count   = 8;
 constexpr int ops_per_thread = 3000;
@@ -67,7 +49,7 @@ bool intact(block const& b)
 template <class Resource>
 void hammer(detail::host_runtime& rt, Resource& res, std::size_t max_bytes)
 {
-  mailbox box;
+  block_mailbox box;
   std::atomic<int> corrupt{0};
   std::vector<cudaStream_t> own;
   for (int t = 0; t < thread_count; ++t) { own.push_back(rt.create_stream()); }
