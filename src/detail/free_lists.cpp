@@ -124,10 +124,9 @@ void coalescing_free_list::erase(free_block b) noexcept
 
 void coalescing_free_list::emplace(free_block block)
 {
-  // Everything that may allocate comes first, so that a failure leaves the list unchanged. The
-  // hash indexes are kept at most 3/8 full: short probe runs.
-  by_start_.reserve(2 * (by_start_.size() + 1));
-  by_end_.reserve(2 * (by_end_.size() + 1));
+  // Everything that may allocate comes first, so that a failure leaves the list unchanged.
+  by_start_.reserve(by_start_.size() + 1);
+  by_end_.reserve(by_end_.size() + 1);
   if (spare_size_.empty()) {
     auto const c = class_of(block.size);
     by_size_[c].emplace(block.size, block.ptr);
@@ -280,7 +279,7 @@ namespace gpumem::detail {
 
 void block_map::insert(free_block b)
 {
-  if ((count_ + 1) * 4 > slots_.size() * 3) { grow(std::max<std::size_t>(64, slots_.size() * 2)); }
+  if ((count_ + 1) * 2 > slots_.size()) { grow(std::max<std::size_t>(64, slots_.size() * 2)); }
   auto const mask = slots_.size() - 1;
   auto i          = home(b.ptr);
   while (slots_[i].ptr != nullptr) { i = (i + 1) & mask; }
@@ -325,7 +324,7 @@ free_block const* block_map::find(char const* key) const noexcept
 void block_map::reserve(std::size_t n)
 {
   auto slots = std::max<std::size_t>(64, slots_.size());
-  while (n * 4 > slots * 3) { slots *= 2; }
+  while (n * 2 > slots) { slots *= 2; }
   if (slots != slots_.size()) { grow(slots); }
 }
 

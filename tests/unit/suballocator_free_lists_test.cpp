@@ -68,6 +68,83 @@ TEST(coalescing_free_list, RandomWalkKeepsInvariants)
   EXPECT_EQ(list.stats().free_bytes, std::size_t{1} << 20);
 }
 
+/// The coalescing list's specification, written plainly: blocks by address, best fit by a scan.
+class reference_free_list {
+ public:
+  free_block take(std::size_t size)
+  {
+    auto best = blocks_.end();
+    for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
+      if (it->second.size >= size &&
+          (best == blocks_.end() || it->second.size < best->second.size)) {
+        best = it;  // ascending addresses: the first of the smallest size wins
+      }
+    }
+    if (best == blocks_.end()) { return {}; }
+    auto b = best->second;
+    if (b.size == size) {
+      blocks_.erase(best);
+      return b;
+    }
+    best->second.size -= size;  // cut from the high end
+    return {b.ptr + b.size - size, size, b.chunk};
+  }
+  void insert(free_block b)
+  {
+    auto next = blocks_.lower_bound(b.ptr);
+    if (next != blocks_.end() && next->first == b.end() && next->second.chunk == b.chunk) {
+      b.size += next->second.size;
+      next = blocks_.erase(next);
+    }
+    if (next != blocks_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->second.end() == b.ptr && prev->second.chunk == b.chunk) {
+        prev->second.size += b.size;
+        return;
+      }
+    }
+    blocks_.emplace(b.ptr, b);
+  }
+  [[nodiscard]] std::size_t blocks() const { return blocks_.size(); }
+
+ private:
+  std::map<char*, free_block> blocks_;
+};
+
+TEST(coalescing_free_list, HandsOutExactlyWhatTheReferenceDoes)
+{
+  std::mt19937_64 rng{11};
+  coalescing_free_list list;
+  reference_free_list ref;
+  for (std::uint32_t c = 0; c < 3; ++c) {  // three adjacent chunks: no coalescing across them
+    free_block const chunk{at(std::size_t{c} << 22), std::size_t{1} << 22, c};
+    list.insert_chunk(chunk);
+    ref.insert(chunk);
+  }
+  std::vector<free_block> out;
+  for (int i = 0; i < 4000; ++i) {
+    if (out.empty() || rng() % 5 < 3) {
+      // Sizes over many classes: 256 B .. 1 MiB, log-uniform, some exact repeats.
+      auto const size = std::size_t{256} << (rng() % 13) >> (rng() % 3);
+      auto const want = std::max<std::size_t>(256, size / 256 * 256) + 256 * (rng() % 3);
+      auto const got  = list.take(want);
+      auto const exp  = ref.take(want);
+      ASSERT_EQ(got.ptr, exp.ptr) << i;
+      ASSERT_EQ(got.size, exp.size) << i;
+      ASSERT_EQ(got.chunk, exp.chunk) << i;
+      if (got.valid()) { out.push_back(got); }
+    } else {
+      auto const k = rng() % out.size();
+      list.insert(out[k]);
+      ref.insert(out[k]);
+      out.erase(out.begin() + static_cast<long>(k));
+    }
+    ASSERT_EQ(list.stats().blocks, ref.blocks()) << i;
+    if (i % 97 == 0) { ASSERT_NO_THROW(list.check_invariants()) << i; }
+  }
+  list.check_invariants();
+}
+
 TEST(fixed_size_free_list, CutsChunksAndDetectsDuplicates)
 {
   fixed_size_free_list list{1024};

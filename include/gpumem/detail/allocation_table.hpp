@@ -21,7 +21,8 @@
 namespace gpumem::detail {
 
 /// Open-addressing map char* -> (size, chunk): linear probing, backward-shift deletion, no node
-/// allocation per insert. Load factor <= 3/4. Not thread-safe (a shard's mutex guards it).
+/// allocation per insert. Load factor <= 1/2 (short probe runs). Not thread-safe (a shard's mutex
+/// guards it).
 class block_map {
  public:
   void insert(free_block b);
