@@ -60,7 +60,8 @@ free_block coalescing_free_list::take(std::size_t size)
     fit = by_size_[c].begin();
   }
   auto const [block_size, ptr] = *fit;
-  auto const chunk             = by_start_.find(ptr)->chunk;
+  auto* const start            = by_start_.find(ptr);
+  auto const chunk             = start->chunk;
   free_bytes_ -= size;
   auto node = remove_size(fit);
   if (block_size == size) {
@@ -71,8 +72,10 @@ free_block coalescing_free_list::take(std::size_t size)
   }
   // Cut from the high end: the remainder keeps its address, only its size and end change.
   auto const rest = block_size - size;
-  resize(ptr, block_size, rest);
-  node.value() = size_key{rest, ptr};  // re-keyed in place: no allocation
+  start->size     = rest;
+  by_end_.erase(ptr + block_size);
+  by_end_.insert({ptr + rest, rest, chunk});  // no growth: one entry out, one in
+  node.value() = size_key{rest, ptr};         // re-keyed in place: no allocation
   add_size(std::move(node));
   return {ptr + rest, size, chunk};
 }
