@@ -21,15 +21,17 @@ inline void require_cuda_backend_for_pools(backend& b)
   }
 }
 
-/// cuda_async_memory_resource with the seed's defaults (initial pool = half the free memory,
-/// release threshold = total memory).
+/// cuda_async_memory_resource with a 64 MiB initial pool and the default release threshold
+/// (total memory). Not the default initial size (half the free memory): the suite's processes
+/// run in parallel under ctest -j and would each reserve half the GPU. The defaults are checked
+/// in tests/gpu/memory_pool_gpu_test.cu.
 struct cuda_async_maker {
   static constexpr char const* name = "cuda_async";
   static constexpr bool thread_safe = true;
   static std::shared_ptr<mr::device_memory_resource> make(backend& b)
   {
     require_cuda_backend_for_pools(b);
-    return std::make_shared<mr::cuda_async_memory_resource>();
+    return std::make_shared<mr::cuda_async_memory_resource>(std::size_t{64} << 20);
   }
 };
 
