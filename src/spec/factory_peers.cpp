@@ -7,9 +7,7 @@
 
 #include <cub/util_allocator.cuh>
 
-#ifdef GPUMEM_HAVE_CUDA_ASYNC
 #include <gpumem/mr/cuda_async_memory_resource.hpp>
-#endif
 
 #include <cstdint>
 #include <limits>
@@ -107,7 +105,6 @@ class cub_caching_peer final : public mr::device_memory_resource, public footpri
   cub::CachingDeviceAllocator cub_;
 };
 
-#ifdef GPUMEM_HAVE_CUDA_ASYNC
 class cuda_async_layer final : public mr::device_memory_resource, public footprint_source {
  public:
   cuda_async_layer(std::optional<std::size_t> initial, std::optional<std::size_t> threshold)
@@ -139,7 +136,6 @@ std::optional<std::size_t> optional_size(layer_args const& a, char const* key)
   if (a.text(key) == "none") { return std::nullopt; }
   return a.bytes(key);
 }
-#endif
 
 unsigned bin_param(layer_args const& args, char const* key)
 {
@@ -168,7 +164,6 @@ std::unique_ptr<mr::device_memory_resource> make_cub_caching(layer_args const& a
                                             max_cached);
 }
 
-#ifdef GPUMEM_HAVE_CUDA_ASYNC
 std::unique_ptr<mr::device_memory_resource> make_cuda_async(layer_args const& args,
                                                             mr::device_memory_resource*,
                                                             build_context const&)
@@ -176,6 +171,5 @@ std::unique_ptr<mr::device_memory_resource> make_cuda_async(layer_args const& ar
   return std::make_unique<cuda_async_layer>(optional_size(args, "initial"),
                                             optional_size(args, "release_threshold"));
 }
-#endif
 
 }  // namespace gpumem::spec::detail_peers

@@ -1,6 +1,5 @@
 // THE factory table: every resource buildable from a spec, listed once (STYLE rule 10).
-// Resources whose headers are not in this tree are left out (__has_include), so the table always
-// compiles; `gpumem replay --list-resources` shows what this build has.
+// `gpumem replay --list-resources` shows the table.
 #include "peers.hpp"
 
 #include <gpumem/spec/resource_factory.hpp>
@@ -10,7 +9,7 @@
 #include <gpumem/mr/sam_headroom_memory_resource.hpp>
 #include <gpumem/mr/system_memory_resource.hpp>
 
-#include "factory_optional.inc"
+#include "factory_entries.inc"
 
 namespace gpumem::spec {
 namespace {
@@ -30,7 +29,6 @@ std::vector<factory_entry> leaves()
                  return std::make_unique<mr::cuda_memory_resource>(*c.runtime);
                },
                "cuda"});
-#ifdef GPUMEM_HAVE_CUDA_ASYNC
   t.push_back({"cuda_async",
                resource_kind::leaf,
                "CUDA stream-ordered allocator over a pool it owns (cudaMallocFromPoolAsync)",
@@ -38,7 +36,6 @@ std::vector<factory_entry> leaves()
                 {"release_threshold", "none", "bytes kept at a synchronization, or none for all"}},
                true,
                detail_peers::make_cuda_async});
-#endif
   t.push_back({"managed",
                resource_kind::leaf,
                "unified memory from cudaMallocManaged",

@@ -3,9 +3,6 @@
 
 #include <gpumem/spec/resource_factory.hpp>
 
-#if __has_include(<gpumem/mr/cuda_async_memory_resource.hpp>)
-#define GPUMEM_HAVE_CUDA_ASYNC 1
-#endif
 
 namespace gpumem::spec::detail_peers {
 
@@ -18,11 +15,9 @@ std::unique_ptr<mr::device_memory_resource> make_cub_caching(layer_args const&,
                                                              mr::device_memory_resource*,
                                                              build_context const&);
 
-#ifdef GPUMEM_HAVE_CUDA_ASYNC
 /// gpumem::mr::cuda_async_memory_resource, reporting its pool's reserved bytes as footprint.
 std::unique_ptr<mr::device_memory_resource> make_cuda_async(layer_args const&,
                                                             mr::device_memory_resource*,
                                                             build_context const&);
-#endif
 
 }  // namespace gpumem::spec::detail_peers
