@@ -24,7 +24,10 @@ bool cuda_stream_view::is_default() const noexcept
 #endif
 }
 
-void cuda_stream_view::synchronize() const { detail::cuda_runtime().stream_synchronize(stream_); }
+void cuda_stream_view::synchronize() const
+{
+  detail::cuda_runtime().stream_synchronize(stream_);
+}
 
 void cuda_stream_view::synchronize_no_throw() const noexcept
 {

@@ -35,8 +35,8 @@ void throw_cuda_failure(cudaError_t status, std::string const& context)
 std::string bytes_str(std::size_t bytes)
 {
   static constexpr char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double value = static_cast<double>(bytes);
-  int unit     = 0;
+  double value                         = static_cast<double>(bytes);
+  int unit                             = 0;
   while (value >= 1024.0 && unit < 6) {
     value /= 1024.0;
     ++unit;

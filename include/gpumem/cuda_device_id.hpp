@@ -13,7 +13,7 @@ struct cuda_device_id {
   constexpr explicit cuda_device_id(value_type id) noexcept : id_{id} {}
 
   [[nodiscard]] constexpr value_type value() const noexcept { return id_; }
-  friend constexpr bool operator==(cuda_device_id, cuda_device_id) noexcept = default;
+  friend constexpr bool operator==(cuda_device_id, cuda_device_id) noexcept  = default;
   friend constexpr auto operator<=>(cuda_device_id, cuda_device_id) noexcept = default;
 
  private:

@@ -17,13 +17,17 @@ class cuda_stream_view {
  public:
   constexpr cuda_stream_view() noexcept = default;
   constexpr cuda_stream_view(cudaStream_t stream) noexcept : stream_{stream} {}  // NOLINT
-  constexpr cuda_stream_view(::cuda::stream_ref stream) noexcept : stream_{stream.get()} {}  // NOLINT
-  cuda_stream_view(int) = delete;
+  constexpr cuda_stream_view(::cuda::stream_ref stream) noexcept
+      : stream_{stream.get()} {}  // NOLINT
+  cuda_stream_view(int)            = delete;
   cuda_stream_view(std::nullptr_t) = delete;
 
   [[nodiscard]] constexpr cudaStream_t value() const noexcept { return stream_; }
   constexpr operator cudaStream_t() const noexcept { return stream_; }  // NOLINT
-  constexpr operator ::cuda::stream_ref() const noexcept { return ::cuda::stream_ref{stream_}; }  // NOLINT
+  constexpr operator ::cuda::stream_ref() const noexcept
+  {
+    return ::cuda::stream_ref{stream_};
+  }  // NOLINT
 
   /// True for cudaStreamPerThread (and for the default stream in per-thread compilation mode).
   [[nodiscard]] bool is_per_thread_default() const noexcept;

@@ -3,7 +3,8 @@
 // Hierarchy (what a caller catches):
 //   std::bad_alloc
 //     gpumem::bad_alloc            an allocation could not be satisfied
-//       gpumem::out_of_memory      ... because memory is exhausted (says asked / free / fragmentation)
+//       gpumem::out_of_memory      ... because memory is exhausted (says asked / free /
+//       fragmentation)
 //   std::logic_error
 //     gpumem::logic_error          misuse: bad arguments, bad alignment, null upstream, double free
 //   std::runtime_error
@@ -43,7 +44,9 @@ class logic_error : public std::logic_error {
 /// A CUDA runtime call failed.
 class cuda_error : public std::runtime_error {
  public:
-  cuda_error(cudaError_t status, std::string const& msg) : std::runtime_error{msg}, status_{status} {}
+  cuda_error(cudaError_t status, std::string const& msg) : std::runtime_error{msg}, status_{status}
+  {
+  }
   [[nodiscard]] cudaError_t status() const noexcept { return status_; }
 
  private:
@@ -56,7 +59,8 @@ namespace detail {
 /// Builds the message of a failed CUDA call: site, call text, error name and string.
 [[nodiscard]] std::string cuda_message(char const* file, int line, char const* call, cudaError_t s);
 /// Throws the exception that matches `status` (out_of_memory for cudaErrorMemoryAllocation).
-[[noreturn]] void throw_cuda_error(char const* file, int line, char const* call, cudaError_t status);
+[[noreturn]] void throw_cuda_error(char const* file, int line, char const* call,
+                                   cudaError_t status);
 /// Clears the CUDA error state and throws cuda_error "<context>: <name> (<description>)".
 [[noreturn]] void throw_cuda_failure(cudaError_t status, std::string const& context);
 }  // namespace detail
@@ -65,30 +69,33 @@ namespace detail {
 
 /// Throws `exception_type` with the call site when `cond` is false. The message may be any
 /// expression convertible to std::string (build it with detail::format or std::to_string).
-#define GPUMEM_EXPECTS(cond, exception_type, msg)                                          \
-  do {                                                                                     \
-    if (!(cond)) [[unlikely]] {                                                            \
-      throw exception_type{::gpumem::detail::site_message(__FILE__, __LINE__, (msg))};     \
-    }                                                                                      \
+#define GPUMEM_EXPECTS(cond, exception_type, msg)                                      \
+  do {                                                                                 \
+    if (!(cond)) [[unlikely]] {                                                        \
+      throw exception_type{::gpumem::detail::site_message(__FILE__, __LINE__, (msg))}; \
+    }                                                                                  \
   } while (0)
 
 /// Throws `exception_type` with the call site, unconditionally.
-#define GPUMEM_FAIL(exception_type, msg) \
-  throw exception_type { ::gpumem::detail::site_message(__FILE__, __LINE__, (msg)) }
+#define GPUMEM_FAIL(exception_type, msg)                      \
+  throw exception_type                                        \
+  {                                                           \
+    ::gpumem::detail::site_message(__FILE__, __LINE__, (msg)) \
+  }
 
 /// Calls a CUDA runtime function and throws cuda_error (or out_of_memory) if it fails.
-#define GPUMEM_CUDA_TRY(call)                                                       \
-  do {                                                                              \
-    cudaError_t const gpumem_status_ = (call);                                      \
-    if (gpumem_status_ != cudaSuccess) [[unlikely]] {                               \
-      (void)cudaGetLastError();                                                     \
+#define GPUMEM_CUDA_TRY(call)                                                        \
+  do {                                                                               \
+    cudaError_t const gpumem_status_ = (call);                                       \
+    if (gpumem_status_ != cudaSuccess) [[unlikely]] {                                \
+      (void)cudaGetLastError();                                                      \
       ::gpumem::detail::throw_cuda_error(__FILE__, __LINE__, #call, gpumem_status_); \
-    }                                                                               \
+    }                                                                                \
   } while (0)
 
 /// Calls a CUDA runtime function where throwing is not allowed (destructors, deallocate);
 /// a failure is cleared and ignored.
-#define GPUMEM_CUDA_TRY_NOEXCEPT(call)                        \
-  do {                                                        \
-    if ((call) != cudaSuccess) { (void)cudaGetLastError(); }  \
+#define GPUMEM_CUDA_TRY_NOEXCEPT(call)                       \
+  do {                                                       \
+    if ((call) != cudaSuccess) { (void)cudaGetLastError(); } \
   } while (0)

@@ -16,9 +16,9 @@ using device_async_resource_ref = cuda::mr::async_resource_ref<cuda::mr::device_
 using host_resource_ref         = cuda::mr::resource_ref<cuda::mr::host_accessible>;
 using host_async_resource_ref   = cuda::mr::async_resource_ref<cuda::mr::host_accessible>;
 using host_device_resource_ref =
-  cuda::mr::resource_ref<cuda::mr::host_accessible, cuda::mr::device_accessible>;
+    cuda::mr::resource_ref<cuda::mr::host_accessible, cuda::mr::device_accessible>;
 using host_device_async_resource_ref =
-  cuda::mr::async_resource_ref<cuda::mr::host_accessible, cuda::mr::device_accessible>;
+    cuda::mr::async_resource_ref<cuda::mr::host_accessible, cuda::mr::device_accessible>;
 
 /// A device_async_resource_ref to `*res`. Throws gpumem::logic_error when `res` is null.
 template <class Resource>

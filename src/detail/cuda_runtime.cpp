@@ -10,9 +10,9 @@ namespace {
 cudaMemLocation to_cuda(mem_location where)
 {
   cudaMemLocation loc{};
-  loc.type = where.device == mem_location::host ? cudaMemLocationTypeHost
-                                                 : cudaMemLocationTypeDevice;
-  loc.id   = where.device == mem_location::host ? 0 : where.device;
+  loc.type =
+      where.device == mem_location::host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+  loc.id = where.device == mem_location::host ? 0 : where.device;
   return loc;
 }
 
@@ -24,7 +24,9 @@ class cuda_runtime_impl final : public runtime {
   {
     void* ptr{};
     switch (kind) {
-      case memory_kind::device: GPUMEM_CUDA_TRY(cudaMalloc(&ptr, bytes)); break;
+      case memory_kind::device:
+        GPUMEM_CUDA_TRY(cudaMalloc(&ptr, bytes));
+        break;
       case memory_kind::managed:
         GPUMEM_CUDA_TRY(cudaMallocManaged(&ptr, bytes, cudaMemAttachGlobal));
         break;
@@ -139,9 +141,12 @@ class cuda_runtime_impl final : public runtime {
 char const* to_string(memory_kind kind) noexcept
 {
   switch (kind) {
-    case memory_kind::device: return "device";
-    case memory_kind::managed: return "managed";
-    case memory_kind::pinned_host: return "pinned host";
+    case memory_kind::device:
+      return "device";
+    case memory_kind::managed:
+      return "managed";
+    case memory_kind::pinned_host:
+      return "pinned host";
   }
   return "unknown";
 }

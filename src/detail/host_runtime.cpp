@@ -40,10 +40,7 @@ struct event_rec {
 /// A simulated address space: best fit over free ranges, coalescing on free. O(log n).
 class address_space {
  public:
-  explicit address_space(std::size_t capacity)
-  {
-    insert_free(base, capacity);
-  }
+  explicit address_space(std::size_t capacity) { insert_free(base, capacity); }
 
   /// Returns 0 when no range fits.
   std::uintptr_t take(std::size_t bytes)
@@ -172,8 +169,7 @@ struct host_runtime::state {
   }
 };
 
-host_runtime::host_runtime(host_runtime_options options)
-  : state_{std::make_unique<state>(options)}
+host_runtime::host_runtime(host_runtime_options options) : state_{std::make_unique<state>(options)}
 {
   GPUMEM_EXPECTS(options.granularity_bytes > 0 && is_pow2(options.granularity_bytes), logic_error,
                  format("host_runtime: granularity_bytes must be a power of two, got ",
@@ -258,7 +254,10 @@ host_runtime_calls host_runtime::calls() const
   return state_->calls;
 }
 
-host_runtime_options const& host_runtime::options() const noexcept { return state_->options; }
+host_runtime_options const& host_runtime::options() const noexcept
+{
+  return state_->options;
+}
 
 void host_runtime::check_invariants() const
 {
@@ -281,18 +280,17 @@ void* host_runtime::allocate(memory_kind kind, std::size_t bytes)
   auto& st = *state_;
   ++st.calls.allocate;
   auto const granule = std::max(st.options.granularity_bytes, CUDA_ALLOCATION_ALIGNMENT);
-  bool const fits = bytes <= st.options.capacity_bytes - st.used &&
-                    can_align_up(bytes, granule) &&
+  bool const fits = bytes <= st.options.capacity_bytes - st.used && can_align_up(bytes, granule) &&
                     align_up(bytes, granule) <= st.options.capacity_bytes - st.used;
   auto const footprint = fits ? align_up(bytes, granule) : 0;
-  void* ptr = nullptr;
+  void* ptr            = nullptr;
   if (fits && st.failures_to_inject == 0) { ptr = st.take_memory(footprint); }
   if (st.failures_to_inject > 0) { --st.failures_to_inject; }
   if (ptr == nullptr) {
     GPUMEM_FAIL(out_of_memory,
-                format("host_runtime: cannot allocate ", bytes_str(bytes), " of ",
-                       to_string(kind), " memory: ", bytes_str(st.options.capacity_bytes - st.used),
-                       " free of ", bytes_str(st.options.capacity_bytes)));
+                format("host_runtime: cannot allocate ", bytes_str(bytes), " of ", to_string(kind),
+                       " memory: ", bytes_str(st.options.capacity_bytes - st.used), " free of ",
+                       bytes_str(st.options.capacity_bytes)));
   }
   st.live.emplace(ptr, footprint);
   st.used += footprint;
@@ -335,7 +333,10 @@ void host_runtime::prefetch(void const*, std::size_t, mem_location, cudaStream_t
 
 void host_runtime::advise_preferred_location(void const*, std::size_t, mem_location) {}
 
-int host_runtime::current_device() { return tls_current_device; }
+int host_runtime::current_device()
+{
+  return tls_current_device;
+}
 
 void host_runtime::set_device(int device)
 {
@@ -345,15 +346,20 @@ void host_runtime::set_device(int device)
   tls_current_device = device;
 }
 
-int host_runtime::device_count() noexcept { return state_->options.device_count; }
+int host_runtime::device_count() noexcept
+{
+  return state_->options.device_count;
+}
 
 int host_runtime::device_attribute(cudaDeviceAttr attr, int)
 {
   switch (attr) {
     case cudaDevAttrPageableMemoryAccess:
     case cudaDevAttrConcurrentManagedAccess:
-    case cudaDevAttrMemoryPoolsSupported: return 1;
-    default: return 0;
+    case cudaDevAttrMemoryPoolsSupported:
+      return 1;
+    default:
+      return 0;
   }
 }
 

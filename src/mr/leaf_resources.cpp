@@ -17,7 +17,7 @@ void throw_leaf_oom(char const* who, runtime& rt, std::size_t bytes, char const*
   std::string free_text = "free memory unknown";
   try {
     auto const info = rt.memory_info();
-    free_text = format(bytes_str(info.free_bytes), " free of ", bytes_str(info.total_bytes));
+    free_text       = format(bytes_str(info.free_bytes), " free of ", bytes_str(info.total_bytes));
   } catch (std::exception const&) {  // NOLINT(bugprone-empty-catch): keep the first failure
   }
   GPUMEM_FAIL(out_of_memory, format(who, ": cannot allocate ", bytes_str(bytes), ": ", free_text,
@@ -57,7 +57,7 @@ void* system_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view)
                            "larger than the 256 TiB virtual address space");
   }
   try {
-    return ::operator new(bytes, std::align_val_t{CUDA_ALLOCATION_ALIGNMENT});
+    return ::operator new (bytes, std::align_val_t{CUDA_ALLOCATION_ALIGNMENT});
   } catch (std::bad_alloc const&) {
     detail::throw_leaf_oom("system_memory_resource", *runtime_, bytes, "operator new failed");
   }
@@ -67,9 +67,9 @@ void system_memory_resource::do_deallocate(void* ptr, std::size_t, cuda_stream_v
 {
   try {
     runtime_->stream_synchronize(stream);  // the GPU may still be using the memory
-  } catch (std::exception const&) {  // NOLINT(bugprone-empty-catch): deallocate never throws
+  } catch (std::exception const&) {        // NOLINT(bugprone-empty-catch): deallocate never throws
   }
-  ::operator delete(ptr, std::align_val_t{CUDA_ALLOCATION_ALIGNMENT});
+  ::operator delete (ptr, std::align_val_t{CUDA_ALLOCATION_ALIGNMENT});
 }
 
 bool system_memory_resource::do_is_equal(device_memory_resource const& other) const noexcept
@@ -81,7 +81,7 @@ bool system_memory_resource::do_is_equal(device_memory_resource const& other) co
 
 sam_headroom_memory_resource::sam_headroom_memory_resource(std::size_t headroom,
                                                            detail::runtime& rt)
-  : system_{rt}, headroom_{headroom}
+    : system_{rt}, headroom_{headroom}
 {
 }
 
@@ -131,8 +131,8 @@ void* pinned_allocate(detail::runtime& rt, char const* who, std::size_t bytes,
     } catch (out_of_memory const& e) {
       detail::throw_leaf_oom(who, rt, n, e.what());
     } catch (cuda_error const& e) {
-      GPUMEM_FAIL(bad_alloc, detail::format(who, ": cannot allocate ", detail::bytes_str(n),
-                                            ": ", e.what()));
+      GPUMEM_FAIL(bad_alloc,
+                  detail::format(who, ": cannot allocate ", detail::bytes_str(n), ": ", e.what()));
     }
   };
   return detail::aligned_host_allocate(bytes, alignment, take);
@@ -140,8 +140,8 @@ void* pinned_allocate(detail::runtime& rt, char const* who, std::size_t bytes,
 
 void pinned_deallocate(detail::runtime& rt, void* ptr, std::size_t alignment) noexcept
 {
-  detail::aligned_host_deallocate(
-    ptr, alignment, [&](void* p) { rt.free(detail::memory_kind::pinned_host, p); });
+  detail::aligned_host_deallocate(ptr, alignment,
+                                  [&](void* p) { rt.free(detail::memory_kind::pinned_host, p); });
 }
 
 }  // namespace

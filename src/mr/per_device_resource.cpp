@@ -56,8 +56,8 @@ device_memory_resource* set_per_device_resource(cuda_device_id device_id,
 {
   auto& r = the_registry();
   std::lock_guard lock{r.mutex};
-  auto* const next = new_mr == nullptr ? initial_resource() : new_mr;
-  auto* const old  = std::exchange(resource_slot(r, device_id.value()), next);
+  auto* const next               = new_mr == nullptr ? initial_resource() : new_mr;
+  auto* const old                = std::exchange(resource_slot(r, device_id.value()), next);
   ref_slot(r, device_id.value()) = device_async_resource_ref{*next};
   return old;
 }
@@ -92,7 +92,8 @@ device_async_resource_ref get_current_device_resource_ref()
   return get_per_device_resource_ref(get_current_cuda_device());
 }
 
-device_async_resource_ref set_current_device_resource_ref(device_async_resource_ref new_resource_ref)
+device_async_resource_ref set_current_device_resource_ref(
+    device_async_resource_ref new_resource_ref)
 {
   return set_per_device_resource_ref(get_current_cuda_device(), new_resource_ref);
 }

@@ -3,7 +3,6 @@
 
 #include <gpumem/spec/resource_factory.hpp>
 
-
 namespace gpumem::spec::detail_peers {
 
 /// cudaMallocAsync / cudaFreeAsync on the device's default pool, release threshold at maximum.

@@ -18,12 +18,8 @@ TYPED_TEST_P(conformance, AllocatesManySizesAlignedAndDisjoint)
 {
   live_set live{this->be().host_accessible()};
   unsigned char tag = 1;
-  for (auto n : sizes) {
-    live.add(this->mr().allocate(n), n, tag++);
-  }
-  for (auto const& [p, info] : std::map{live.all()}) {
-    this->mr().deallocate(p, live.remove(p));
-  }
+  for (auto n : sizes) { live.add(this->mr().allocate(n), n, tag++); }
+  for (auto const& [p, info] : std::map{live.all()}) { this->mr().deallocate(p, live.remove(p)); }
 }
 
 TYPED_TEST_P(conformance, ZeroBytesIsNullAndFreeingNullIsANoOp)
@@ -132,16 +128,16 @@ TYPED_TEST_P(conformance, FreedMemoryReachesAnotherStreamOnlyInOrder)
 TYPED_TEST_P(conformance, RandomOperationsKeepAllocationsDisjoint)
 {
   std::mt19937_64 rng{42};
-  auto s1 = this->be().create_stream();
+  auto s1                = this->be().create_stream();
   cudaStream_t streams[] = {cudaStream_t{}, s1};
   live_set live{this->be().host_accessible()};
   std::map<void*, cudaStream_t> stream_of;
   for (int op = 0; op < 1500; ++op) {
     if (live.size() < 48 && (live.empty() || rng() % 3 != 0)) {
-      auto const n = std::size_t{1} << (rng() % 21);
-      auto const s = streams[rng() % 2];
+      auto const n     = std::size_t{1} << (rng() % 21);
+      auto const s     = streams[rng() % 2];
       auto const bytes = n + rng() % n;  // freed with this same size (the contract)
-      void* p      = this->mr().allocate(bytes, s);
+      void* p          = this->mr().allocate(bytes, s);
       live.add(p, bytes, static_cast<unsigned char>(op));
       stream_of[p] = s;
     } else {

@@ -16,8 +16,9 @@ namespace gpumem::test {
 inline void require_cuda_backend_for_pools(backend& b)
 {
   if (std::strcmp(b.name(), "cuda") != 0) {
-    throw unsupported{"CUDA memory pools (cudaMallocAsync) exist only on a GPU; the host "
-                      "stand-in does not model them"};
+    throw unsupported{
+        "CUDA memory pools (cudaMallocAsync) exist only on a GPU; the host "
+        "stand-in does not model them"};
   }
 }
 
@@ -43,8 +44,8 @@ struct cuda_async_view_maker {
   {
     require_cuda_backend_for_pools(b);
     struct pool_and_view {
-      memory_pool pool{pool_properties{.location = pool_location::device(
-                                         get_current_cuda_device().value())}};
+      memory_pool pool{
+          pool_properties{.location = pool_location::device(get_current_cuda_device().value())}};
       mr::cuda_async_view_memory_resource view{pool.handle()};
     };
     auto both = std::make_shared<pool_and_view>();

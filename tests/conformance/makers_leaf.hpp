@@ -21,7 +21,7 @@ struct cuda_maker {
 };
 
 struct managed_maker {
-  static constexpr char const* name = "managed";
+  static constexpr char const* name   = "managed";
   static constexpr bool system_backed = true;  // unified memory may oversubscribe: never ask
                                                // a GPU for more than it has (it can hang)
   static constexpr bool thread_safe = true;
@@ -32,9 +32,9 @@ struct managed_maker {
 };
 
 struct system_maker {
-  static constexpr char const* name = "system";
+  static constexpr char const* name   = "system";
   static constexpr bool system_backed = true;  // may exceed device memory
-  static constexpr bool thread_safe = true;
+  static constexpr bool thread_safe   = true;
   static std::shared_ptr<mr::device_memory_resource> make(backend& b)
   {
     try {
@@ -46,9 +46,9 @@ struct system_maker {
 };
 
 struct sam_headroom_maker {
-  static constexpr char const* name = "sam_headroom";
+  static constexpr char const* name   = "sam_headroom";
   static constexpr bool system_backed = true;
-  static constexpr bool thread_safe = true;
+  static constexpr bool thread_safe   = true;
   static std::shared_ptr<mr::device_memory_resource> make(backend& b)
   {
     try {
@@ -68,13 +68,13 @@ struct callback_maker {
     auto stack     = std::make_shared<resource_stack>();
     auto& upstream = stack->push<mr::cuda_memory_resource>(b.runtime());
     auto& top      = stack->push<mr::callback_memory_resource>(
-      [](std::size_t n, cuda_stream_view s, void* up) {
-        return static_cast<mr::device_memory_resource*>(up)->allocate(n, s);
-      },
-      [](void* p, std::size_t n, cuda_stream_view s, void* up) {
-        static_cast<mr::device_memory_resource*>(up)->deallocate(p, n, s);
-      },
-      &upstream, &upstream);
+        [](std::size_t n, cuda_stream_view s, void* up) {
+          return static_cast<mr::device_memory_resource*>(up)->allocate(n, s);
+        },
+        [](void* p, std::size_t n, cuda_stream_view s, void* up) {
+          static_cast<mr::device_memory_resource*>(up)->deallocate(p, n, s);
+        },
+        &upstream, &upstream);
     return keep(stack, top);
   }
 };

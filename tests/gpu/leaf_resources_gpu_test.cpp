@@ -48,7 +48,7 @@ TEST(gpu_leaf, managed_and_pinned_memory_are_host_and_device_accessible)
   GPUMEM_SKIP_WITHOUT_GPU();
   mr::managed_memory_resource managed;
   auto* m = static_cast<int*>(managed.allocate(4096));
-  m[0] = 42;  // host write to unified memory
+  m[0]    = 42;  // host write to unified memory
   detail::cuda_runtime().prefetch(m, 4096, {0}, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(m[0], 42);

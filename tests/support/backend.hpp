@@ -18,19 +18,22 @@ namespace gpumem::test {
 
 /// Empty when a CUDA device is usable; otherwise why not (for skip messages).
 [[nodiscard]] std::string why_no_gpu();
-[[nodiscard]] inline bool gpu_available() { return why_no_gpu().empty(); }
+[[nodiscard]] inline bool gpu_available()
+{
+  return why_no_gpu().empty();
+}
 
-#define GPUMEM_SKIP_WITHOUT_GPU()                                                    \
-  do {                                                                               \
-    if (!::gpumem::test::gpu_available()) {                                          \
-      GTEST_SKIP() << "GPU test skipped: " << ::gpumem::test::why_no_gpu();          \
-    }                                                                                \
+#define GPUMEM_SKIP_WITHOUT_GPU()                                           \
+  do {                                                                      \
+    if (!::gpumem::test::gpu_available()) {                                 \
+      GTEST_SKIP() << "GPU test skipped: " << ::gpumem::test::why_no_gpu(); \
+    }                                                                       \
   } while (0)
 
 class backend {
  public:
-  virtual ~backend() = default;
-  [[nodiscard]] virtual char const* name() const = 0;
+  virtual ~backend()                               = default;
+  [[nodiscard]] virtual char const* name() const   = 0;
   [[nodiscard]] virtual detail::runtime& runtime() = 0;
   /// True when allocations can be read and written from the host (host backend, backed memory).
   [[nodiscard]] virtual bool host_accessible() const = 0;
@@ -43,7 +46,7 @@ class backend {
   /// Enqueues work on `other` now and reports whether it was ordered after the work held on
   /// `held` (or that work had already finished). False means a stream-ordering violation.
   [[nodiscard]] virtual bool ordered_after_held(cudaStream_t held, cudaStream_t other) = 0;
-  virtual void synchronize() = 0;
+  virtual void synchronize()                                                           = 0;
 };
 
 [[nodiscard]] std::unique_ptr<backend> make_host_backend(detail::host_runtime_options opts = {});

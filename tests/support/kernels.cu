@@ -13,7 +13,10 @@ __global__ void spin_then_set(int* flag, long long cycles)
   *flag = 1;
 }
 
-__global__ void read_flag(int const* flag, int* out) { *out = *flag; }
+__global__ void read_flag(int const* flag, int* out)
+{
+  *out = *flag;
+}
 
 __global__ void fill(unsigned char* ptr, std::size_t bytes, unsigned char value)
 {

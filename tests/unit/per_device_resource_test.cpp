@@ -15,7 +15,10 @@ namespace {
 
 // CCCL's resource_ref equality compares the static type it was built from; the registry builds
 // refs from device_memory_resource&, so compare with refs of that type.
-device_async_resource_ref base_ref(device_memory_resource& mr) { return device_async_resource_ref{mr}; }
+device_async_resource_ref base_ref(device_memory_resource& mr)
+{
+  return device_async_resource_ref{mr};
+}
 
 TEST(per_device_resource, initial_resource_is_a_cuda_memory_resource)
 {
@@ -58,9 +61,11 @@ TEST(per_device_resource, ref_family_sets_and_resets)
   auto const previous    = set_current_device_resource_ref(device_async_resource_ref{mine});
   EXPECT_TRUE(previous == initial_ref);
   EXPECT_TRUE(get_current_device_resource_ref() == device_async_resource_ref{mine});
-  void* p = get_current_device_resource_ref().allocate_async(1024, 256, cuda::stream_ref{cudaStream_t{}});
+  void* p =
+      get_current_device_resource_ref().allocate_async(1024, 256, cuda::stream_ref{cudaStream_t{}});
   EXPECT_EQ(rt.live_allocations(), 1u);
-  get_current_device_resource_ref().deallocate_async(p, 1024, 256, cuda::stream_ref{cudaStream_t{}});
+  get_current_device_resource_ref().deallocate_async(p, 1024, 256,
+                                                     cuda::stream_ref{cudaStream_t{}});
   EXPECT_TRUE(reset_current_device_resource_ref() == device_async_resource_ref{mine});
   EXPECT_TRUE(get_current_device_resource_ref() == initial_ref);
   set_per_device_resource_ref(cuda_device_id{0}, device_async_resource_ref{mine});
@@ -79,7 +84,7 @@ TEST(per_device_resource, concurrent_get_and_set_leave_a_valid_state)
     threads.emplace_back([&, t] {
       for (int i = 0; i < 2000; ++i) {
         set_per_device_resource(cuda_device_id{1}, mrs[(t + i) % 8].get());
-        auto* got = get_per_device_resource(cuda_device_id{1});
+        auto* got  = get_per_device_resource(cuda_device_id{1});
         bool known = got == initial;
         for (auto& m : mrs) { known = known || got == m.get(); }
         if (!known) { ++bad; }

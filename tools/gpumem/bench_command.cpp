@@ -110,7 +110,8 @@ void put(bench_table& t, std::string const& row, std::string const& res, double 
   t.values[row][res] = v;
 }
 
-void put_error(bench_table& t, std::string const& row, std::string const& res, std::string const& why)
+void put_error(bench_table& t, std::string const& row, std::string const& res,
+               std::string const& why)
 {
   if (std::find(t.rows.begin(), t.rows.end(), row) == t.rows.end()) { t.rows.push_back(row); }
   t.cells[row][res] = "n/a";

@@ -16,10 +16,10 @@ template <class Alloc>
 void* aligned_host_allocate(std::size_t bytes, std::size_t alignment, Alloc&& alloc)
 {
   if (alignment <= CUDA_ALLOCATION_ALIGNMENT) { return alloc(bytes); }
-  auto const padded = bytes + alignment + sizeof(void*);
-  auto* raw         = static_cast<char*>(alloc(padded));
-  auto const addr   = reinterpret_cast<std::uintptr_t>(raw) + sizeof(void*);
-  auto* aligned     = reinterpret_cast<char*>(align_up(addr, alignment));
+  auto const padded                     = bytes + alignment + sizeof(void*);
+  auto* raw                             = static_cast<char*>(alloc(padded));
+  auto const addr                       = reinterpret_cast<std::uintptr_t>(raw) + sizeof(void*);
+  auto* aligned                         = reinterpret_cast<char*>(align_up(addr, alignment));
   reinterpret_cast<void**>(aligned)[-1] = raw;
   return aligned;
 }

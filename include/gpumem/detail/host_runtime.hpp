@@ -32,8 +32,8 @@ namespace gpumem::detail {
 
 struct host_runtime_options {
   std::size_t capacity_bytes{std::size_t{80} << 30};  ///< modelled device memory (80 GiB)
-  bool backed{true};           ///< true: real host memory; false: simulated addresses only
-  bool auto_complete{false};   ///< true: every stream completes its work immediately
+  bool backed{true};                   ///< true: real host memory; false: simulated addresses only
+  bool auto_complete{false};           ///< true: every stream completes its work immediately
   std::size_t granularity_bytes{256};  ///< each allocation's footprint is rounded up to this
   int device_count{1};
 };
@@ -82,8 +82,7 @@ class host_runtime final : public runtime {
   [[nodiscard]] mem_info memory_info() override;
   void prefetch(void const* ptr, std::size_t bytes, mem_location where,
                 cudaStream_t stream) override;
-  void advise_preferred_location(void const* ptr, std::size_t bytes,
-                                 mem_location where) override;
+  void advise_preferred_location(void const* ptr, std::size_t bytes, mem_location where) override;
   [[nodiscard]] int current_device() override;
   void set_device(int device) override;
   [[nodiscard]] int device_count() noexcept override;

@@ -54,33 +54,33 @@ class runtime {
   [[nodiscard]] virtual void* allocate(memory_kind kind, std::size_t bytes) = 0;
   virtual void free(memory_kind kind, void* ptr) noexcept                   = 0;
   /// Free and total device memory of the current device.
-  [[nodiscard]] virtual mem_info memory_info()                              = 0;
+  [[nodiscard]] virtual mem_info memory_info() = 0;
   /// Migrates unified memory to `where` on `stream` (no-op where the runtime cannot).
   virtual void prefetch(void const* ptr, std::size_t bytes, mem_location where,
-                        cudaStream_t stream)                                = 0;
+                        cudaStream_t stream) = 0;
   /// Sets the preferred location of unified or system memory.
   virtual void advise_preferred_location(void const* ptr, std::size_t bytes,
-                                         mem_location where)                = 0;
+                                         mem_location where) = 0;
 
   // -- devices -----------------------------------------------------------------------------
-  [[nodiscard]] virtual int current_device()                                = 0;
-  virtual void set_device(int device)                                       = 0;
-  [[nodiscard]] virtual int device_count() noexcept                         = 0;
+  [[nodiscard]] virtual int current_device()                                  = 0;
+  virtual void set_device(int device)                                         = 0;
+  [[nodiscard]] virtual int device_count() noexcept                           = 0;
   [[nodiscard]] virtual int device_attribute(cudaDeviceAttr attr, int device) = 0;
 
   // -- events and streams -------------------------------------------------------------------
   /// A new event with timing disabled.
-  [[nodiscard]] virtual cudaEvent_t event_create()                          = 0;
-  virtual void event_destroy(cudaEvent_t event) noexcept                    = 0;
+  [[nodiscard]] virtual cudaEvent_t event_create()       = 0;
+  virtual void event_destroy(cudaEvent_t event) noexcept = 0;
   /// Captures all work enqueued on `stream` so far.
-  virtual void event_record(cudaEvent_t event, cudaStream_t stream)         = 0;
+  virtual void event_record(cudaEvent_t event, cudaStream_t stream) = 0;
   /// True when all work the event captured has completed.
-  [[nodiscard]] virtual bool event_query(cudaEvent_t event)                 = 0;
-  virtual void event_synchronize(cudaEvent_t event)                         = 0;
+  [[nodiscard]] virtual bool event_query(cudaEvent_t event) = 0;
+  virtual void event_synchronize(cudaEvent_t event)         = 0;
   /// Work enqueued on `stream` after this call waits for `event`.
-  virtual void stream_wait_event(cudaStream_t stream, cudaEvent_t event)    = 0;
-  virtual void stream_synchronize(cudaStream_t stream)                      = 0;
-  virtual void device_synchronize()                                         = 0;
+  virtual void stream_wait_event(cudaStream_t stream, cudaEvent_t event) = 0;
+  virtual void stream_synchronize(cudaStream_t stream)                   = 0;
+  virtual void device_synchronize()                                      = 0;
 };
 
 /// The process-wide CUDA runtime (stateless; never destroyed).

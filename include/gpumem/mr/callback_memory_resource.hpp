@@ -18,10 +18,10 @@ class callback_memory_resource final : public device_memory_resource {
                            deallocate_callback_t deallocate_callback,
                            void* allocate_callback_arg   = nullptr,
                            void* deallocate_callback_arg = nullptr) noexcept
-    : allocate_callback_{std::move(allocate_callback)},
-      deallocate_callback_{std::move(deallocate_callback)},
-      allocate_callback_arg_{allocate_callback_arg},
-      deallocate_callback_arg_{deallocate_callback_arg}
+      : allocate_callback_{std::move(allocate_callback)},
+        deallocate_callback_{std::move(deallocate_callback)},
+        allocate_callback_arg_{allocate_callback_arg},
+        deallocate_callback_arg_{deallocate_callback_arg}
   {
   }
 

@@ -1,6 +1,6 @@
 // gpumem/mr/cuda_memory_resource.hpp — device memory straight from cudaMalloc / cudaFree.
-// Stateless apart from its runtime; every call reaches the runtime (and synchronizes like cudaFree).
-// Two cuda_memory_resources over the same runtime are equal.
+// Stateless apart from its runtime; every call reaches the runtime (and synchronizes like
+// cudaFree). Two cuda_memory_resources over the same runtime are equal.
 #pragma once
 
 #include <gpumem/detail/runtime_leaf_resource.hpp>
@@ -8,10 +8,10 @@
 namespace gpumem::mr {
 
 class cuda_memory_resource final
-  : public detail::runtime_leaf_resource<detail::memory_kind::device> {
+    : public detail::runtime_leaf_resource<detail::memory_kind::device> {
  public:
   explicit cuda_memory_resource(detail::runtime& rt = detail::cuda_runtime()) noexcept
-    : runtime_leaf_resource{rt}
+      : runtime_leaf_resource{rt}
   {
   }
 

@@ -36,7 +36,8 @@ class device_memory_resource {
     return bytes == 0 ? nullptr : do_allocate(bytes, stream);
   }
 
-  void deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream = cuda_stream_view{}) noexcept
+  void deallocate(void* ptr, std::size_t bytes,
+                  cuda_stream_view stream = cuda_stream_view{}) noexcept
   {
     if (ptr != nullptr) { do_deallocate(ptr, bytes, stream); }
   }
@@ -95,15 +96,14 @@ class device_memory_resource {
  private:
   static void check_alignment(std::size_t bytes, std::size_t alignment)
   {
-    GPUMEM_EXPECTS(is_supported_alignment(alignment) && alignment <= CUDA_ALLOCATION_ALIGNMENT,
-                   logic_error,
-                   detail::format("alignment must be a power of two no larger than 256, got ",
-                                  alignment));
+    GPUMEM_EXPECTS(
+        is_supported_alignment(alignment) && alignment <= CUDA_ALLOCATION_ALIGNMENT, logic_error,
+        detail::format("alignment must be a power of two no larger than 256, got ", alignment));
     GPUMEM_EXPECTS(can_align_up(bytes, alignment), out_of_memory,
                    detail::format("cannot allocate ", bytes, " bytes: size overflows alignment"));
   }
 
-  virtual void* do_allocate(std::size_t bytes, cuda_stream_view stream)                   = 0;
+  virtual void* do_allocate(std::size_t bytes, cuda_stream_view stream)                      = 0;
   virtual void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept = 0;
   [[nodiscard]] virtual bool do_is_equal(device_memory_resource const& other) const noexcept
   {

@@ -48,7 +48,7 @@ class host_memory_resource {
   friend void get_property(host_memory_resource const&, cuda::mr::host_accessible) noexcept {}
 
  private:
-  virtual void* do_allocate(std::size_t bytes, std::size_t alignment)                   = 0;
+  virtual void* do_allocate(std::size_t bytes, std::size_t alignment)                      = 0;
   virtual void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment) noexcept = 0;
   [[nodiscard]] virtual bool do_is_equal(host_memory_resource const& other) const noexcept
   {

@@ -11,6 +11,7 @@ inline constexpr bool is_resource_adaptor = false;
 
 template <class Resource>
 inline constexpr bool is_resource_adaptor<
-  Resource, std::void_t<decltype(std::declval<Resource const&>().get_upstream_resource())>> = true;
+    Resource, std::void_t<decltype(std::declval<Resource const&>().get_upstream_resource())>> =
+    true;
 
 }  // namespace gpumem::mr

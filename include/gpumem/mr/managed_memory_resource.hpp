@@ -8,10 +8,10 @@
 namespace gpumem::mr {
 
 class managed_memory_resource final
-  : public detail::runtime_leaf_resource<detail::memory_kind::managed> {
+    : public detail::runtime_leaf_resource<detail::memory_kind::managed> {
  public:
   explicit managed_memory_resource(detail::runtime& rt = detail::cuda_runtime()) noexcept
-    : runtime_leaf_resource{rt}
+      : runtime_leaf_resource{rt}
   {
   }
 

@@ -12,15 +12,15 @@ class new_delete_resource final : public host_memory_resource {
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override
   {
-    GPUMEM_EXPECTS(is_supported_alignment(alignment), logic_error,
-                   detail::format("new_delete_resource: alignment must be a power of two, got ",
-                                  alignment));
-    return ::operator new(bytes, std::align_val_t{alignment});
+    GPUMEM_EXPECTS(
+        is_supported_alignment(alignment), logic_error,
+        detail::format("new_delete_resource: alignment must be a power of two, got ", alignment));
+    return ::operator new (bytes, std::align_val_t{alignment});
   }
 
   void do_deallocate(void* ptr, std::size_t, std::size_t alignment) noexcept override
   {
-    ::operator delete(ptr, std::align_val_t{alignment});
+    ::operator delete (ptr, std::align_val_t{alignment});
   }
 
   [[nodiscard]] bool do_is_equal(host_memory_resource const& other) const noexcept override

@@ -31,7 +31,8 @@ device_async_resource_ref get_per_device_resource_ref(cuda_device_id device_id);
 device_async_resource_ref set_per_device_resource_ref(cuda_device_id device_id,
                                                       device_async_resource_ref new_resource_ref);
 device_async_resource_ref get_current_device_resource_ref();
-device_async_resource_ref set_current_device_resource_ref(device_async_resource_ref new_resource_ref);
+device_async_resource_ref set_current_device_resource_ref(
+    device_async_resource_ref new_resource_ref);
 /// Restores the initial resource of `device_id`; returns the previous ref.
 device_async_resource_ref reset_per_device_resource_ref(cuda_device_id device_id);
 device_async_resource_ref reset_current_device_resource_ref();

@@ -18,10 +18,7 @@ class pinned_host_memory_resource {
   static void deallocate(void* ptr, std::size_t bytes,
                          std::size_t alignment = RMM_DEFAULT_HOST_ALIGNMENT) noexcept;
 
-  static void* allocate_async(std::size_t bytes, cuda::stream_ref)
-  {
-    return allocate(bytes);
-  }
+  static void* allocate_async(std::size_t bytes, cuda::stream_ref) { return allocate(bytes); }
   static void* allocate_async(std::size_t bytes, std::size_t alignment, cuda::stream_ref)
   {
     return allocate(bytes, alignment);
@@ -47,7 +44,7 @@ class pinned_host_memory_resource {
   }
 };
 
-static_assert(cuda::mr::async_resource_with<pinned_host_memory_resource,
-                                            cuda::mr::device_accessible, cuda::mr::host_accessible>);
+static_assert(cuda::mr::async_resource_with<
+              pinned_host_memory_resource, cuda::mr::device_accessible, cuda::mr::host_accessible>);
 
 }  // namespace gpumem::mr

@@ -13,7 +13,7 @@ namespace gpumem::mr {
 class pinned_memory_resource final : public host_memory_resource {
  public:
   explicit pinned_memory_resource(detail::runtime& rt = detail::cuda_runtime()) noexcept
-    : runtime_{&rt}
+      : runtime_{&rt}
   {
   }
 

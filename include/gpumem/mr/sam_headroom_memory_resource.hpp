@@ -30,7 +30,8 @@ class sam_headroom_memory_resource final : public device_memory_resource {
   std::size_t headroom_;
 };
 
-static_assert(cuda::mr::async_resource_with<sam_headroom_memory_resource,
-                                            cuda::mr::device_accessible, cuda::mr::host_accessible>);
+static_assert(
+    cuda::mr::async_resource_with<sam_headroom_memory_resource, cuda::mr::device_accessible,
+                                  cuda::mr::host_accessible>);
 
 }  // namespace gpumem::mr

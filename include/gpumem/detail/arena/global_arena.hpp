@@ -79,7 +79,7 @@ class global_arena {
   runtime* runtime_;
   std::uintptr_t base_;
   std::size_t size_;
-  address_ranges free_;             // address -> bytes
+  address_ranges free_;                                    // address -> bytes
   std::unordered_map<std::uintptr_t, std::size_t> large_;  // live large allocations
   std::vector<stream_party> pending_;                      // releases not known complete
   std::size_t free_bytes_{};

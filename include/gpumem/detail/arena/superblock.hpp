@@ -62,7 +62,7 @@ class superblock {
 
   std::uintptr_t base_;
   std::size_t size_;
-  address_ranges free_;            // address -> bytes, address order
+  address_ranges free_;                                   // address -> bytes, address order
   std::unordered_map<std::uintptr_t, std::size_t> live_;  // address -> bytes
   std::size_t free_bytes_{};
   std::size_t live_bytes_{};
