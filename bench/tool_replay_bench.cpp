@@ -58,30 +58,27 @@ std::string const& synthetic_trace()
   return path;
 }
 
+/// One replay of `profile` over a fresh simulated device and the stack `spec`.
+void replay_once(trace::trace_profile const& profile, char const* spec)
+{
+  detail::host_runtime rt{{.backed = false, .auto_complete = true}};
+  trace::metered_runtime meter{rt};
+  auto stack  = spec::build(spec, meter, true);
+  auto result = trace::replay(profile, stack, meter);
+  benchmark::DoNotOptimize(result.peak_held_bytes);
+}
+
 void replay_end_to_end(benchmark::State& state, char const* spec)
 {
   auto const& path = synthetic_trace();
-  for (auto _ : state) {
-    auto const profile = trace::profile_trace(path);
-    detail::host_runtime rt{{.backed = false, .auto_complete = true}};
-    trace::metered_runtime meter{rt};
-    auto stack  = spec::build(spec, meter, true);
-    auto result = trace::replay(profile, stack, meter);
-    benchmark::DoNotOptimize(result.peak_held_bytes);
-  }
+  for (auto _ : state) { replay_once(trace::profile_trace(path), spec); }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace_events));
 }
 
 void replay_only(benchmark::State& state, char const* spec)
 {
   auto const profile = trace::profile_trace(synthetic_trace());
-  for (auto _ : state) {
-    detail::host_runtime rt{{.backed = false, .auto_complete = true}};
-    trace::metered_runtime meter{rt};
-    auto stack  = spec::build(spec, meter, true);
-    auto result = trace::replay(profile, stack, meter);
-    benchmark::DoNotOptimize(result.peak_held_bytes);
-  }
+  for (auto _ : state) { replay_once(profile, spec); }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace_events));
 }
 
