@@ -15,14 +15,30 @@
 
 namespace gpumem::test {
 
-using all_configs = ::testing::Types<  //
-    GPUMEM_BOTH(cuda_maker), GPUMEM_BOTH(managed_maker), GPUMEM_BOTH(system_maker),
-    GPUMEM_BOTH(sam_headroom_maker), GPUMEM_BOTH(cuda_async_maker),
-    GPUMEM_BOTH(cuda_async_view_maker), GPUMEM_BOTH(pool_maker), GPUMEM_BOTH(fixed_size_maker),
-    GPUMEM_BOTH(binning_maker), GPUMEM_BOTH(arena_maker), GPUMEM_BOTH(caching_maker),
-    GPUMEM_BOTH(callback_maker), GPUMEM_BOTH(aligned_maker), GPUMEM_BOTH(failure_callback_maker),
-    GPUMEM_BOTH(limiting_maker), GPUMEM_BOTH(logging_maker), GPUMEM_BOTH(prefetch_maker),
-    GPUMEM_BOTH(statistics_maker), GPUMEM_BOTH(thread_safe_maker), GPUMEM_BOTH(tracking_maker),
-    GPUMEM_BOTH(owning_wrapper_maker), GPUMEM_BOTH(adaptor_stack_maker)>;
+// clang-format off
+using all_configs = ::testing::Types<
+  GPUMEM_BOTH(cuda_maker),
+  GPUMEM_BOTH(managed_maker),
+  GPUMEM_BOTH(system_maker),
+  GPUMEM_BOTH(sam_headroom_maker),
+  GPUMEM_BOTH(cuda_async_maker),
+  GPUMEM_BOTH(cuda_async_view_maker),
+  GPUMEM_BOTH(pool_maker),
+  GPUMEM_BOTH(fixed_size_maker),
+  GPUMEM_BOTH(binning_maker),
+  GPUMEM_BOTH(arena_maker),
+  GPUMEM_BOTH(caching_maker),
+  GPUMEM_BOTH(callback_maker),
+  GPUMEM_BOTH(aligned_maker),
+  GPUMEM_BOTH(failure_callback_maker),
+  GPUMEM_BOTH(limiting_maker),
+  GPUMEM_BOTH(logging_maker),
+  GPUMEM_BOTH(prefetch_maker),
+  GPUMEM_BOTH(statistics_maker),
+  GPUMEM_BOTH(thread_safe_maker),
+  GPUMEM_BOTH(tracking_maker),
+  GPUMEM_BOTH(owning_wrapper_maker),
+  GPUMEM_BOTH(adaptor_stack_maker)>;
+// clang-format on
 
 }  // namespace gpumem::test
