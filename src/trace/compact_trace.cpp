@@ -40,6 +40,19 @@ void compact_trace::spill()
   buffer_.clear();
 }
 
+void compact_trace::append(std::span<compact_event const> events)
+{
+  if (events.size() < capacity - buffer_.size()) {
+    buffer_.insert(buffer_.end(), events.begin(), events.end());
+    return;
+  }
+  spill();
+  if (std::fwrite(events.data(), sizeof(compact_event), events.size(), file_) != events.size()) {
+    io_failure("write");
+  }
+  count_ += events.size();
+}
+
 void compact_trace::finish()
 {
   spill();

@@ -1,10 +1,72 @@
 // replay(): drives a resource stack with a trace and measures it (see replay.hpp).
 #include "replayer.hpp"
+#include "trace_pipeline.hpp"
 
 #include <algorithm>
 #include <chrono>
 
 namespace gpumem::trace {
+namespace {
+
+/// The events of a profiled trace, read back from its compact file.
+class compact_source final : public event_source {
+ public:
+  compact_source(trace_profile const& profile, std::size_t chunk_events)
+      : profile_{profile}, buffer_(std::max<std::size_t>(chunk_events, 1))
+  {
+    profile.compact->rewind();
+  }
+  bool next(std::span<compact_event const>& out) override
+  {
+    auto const n = profile_.compact->read(buffer_);
+    done_ += n;
+    out = {buffer_.data(), n};
+    return n != 0;
+  }
+  [[nodiscard]] std::span<std::uint64_t const> stream_ids() const override
+  {
+    return profile_.streams;
+  }
+  void report(replay_progress const& progress) const override
+  {
+    if (progress.report) { progress.report(done_, profile_.events); }
+  }
+
+ private:
+  trace_profile const& profile_;
+  std::vector<compact_event> buffer_;
+  std::size_t done_{};
+};
+
+/// The events as the profiling pipeline hands them over.
+class pipeline_source final : public event_source {
+ public:
+  explicit pipeline_source(trace_pipeline& pipe) : pipe_{pipe} {}
+  bool next(std::span<compact_event const>& out) override
+  {
+    if (!pipe_.next(chunk_)) { return false; }
+    streams_.insert(streams_.end(), chunk_.new_streams.begin(), chunk_.new_streams.end());
+    out = chunk_.events;
+    return true;
+  }
+  [[nodiscard]] std::span<std::uint64_t const> stream_ids() const override { return streams_; }
+  void report(replay_progress const& progress) const override
+  {
+    if (progress.report) { progress.report(chunk_.bytes_read, chunk_.file_bytes); }
+  }
+  /// Reads the rest of the trace (after a replay stopped early), reporting progress.
+  void drain(replay_progress const& progress)
+  {
+    for (std::span<compact_event const> rest; next(rest);) { report(progress); }
+  }
+
+ private:
+  trace_pipeline& pipe_;
+  profiled_chunk chunk_;
+  std::vector<std::uint64_t> streams_;
+};
+
+}  // namespace
 
 double memory_state::internal_fragmentation() const
 {
@@ -31,34 +93,51 @@ double replay_result::footprint_ratio(trace_profile const& p) const
              : static_cast<double>(peak_held_bytes) / static_cast<double>(p.peak_live_bytes);
 }
 
-replayer::replayer(trace_profile const& profile, mr::device_memory_resource& top,
+replayer::replayer(std::string const& trace, mr::device_memory_resource& top,
                    std::string const& name, spec::footprint_source const* footprint,
                    metered_runtime& meter, replay_options const& options)
-    : profile_{profile},
-      top_{&top},
+    : top_{&top},
       meter_{&meter},
       footprint_{footprint},
       options_{options},
-      slots_(profile.slots),
-      occupied_(profile.slots, 0)
+      timeline_points_{std::max<std::size_t>(options.timeline_points, 1)}
 {
-  auto const points = std::max<std::size_t>(options.timeline_points, 1);
-  bucket_events_    = std::max<std::uint64_t>(1, (profile.events + points - 1) / points);
-  result_.trace     = profile.path;
-  result_.resource  = name;
-  countdown_        = bucket_events_;
-  result_.timeline.reserve(points + 1);
-  meter.reset_peak();
-  for (auto id : profile.streams) {
-    streams_.push_back(options.stream_of ? options.stream_of(id) : nullptr);
+  result_.trace    = trace;
+  result_.resource = name;
+  result_.timeline.reserve(2 * timeline_points_);
+}
+
+replayer::~replayer()
+{
+  meter_->observe(nullptr);
+  release_all();
+}
+
+void replayer::map_streams(std::span<std::uint64_t const> ids)
+{
+  for (auto i = streams_.size(); i < ids.size(); ++i) {
+    streams_.push_back(options_.stream_of ? options_.stream_of(ids[i]) : nullptr);
+  }
+}
+
+void replayer::deallocate(live_block const& b, cudaStream_t s) noexcept
+{
+  top_->deallocate(b.ptr, b.size, s);
+  if (recorder_.logging() && b.ptr != nullptr) {
+    recorder_.block_removed({reinterpret_cast<std::uintptr_t>(b.ptr), b.size});
   }
 }
 
 void replayer::allocate(compact_event const& e, cudaStream_t s)
 {
+  if (e.slot >= slots_.size()) {
+    auto const n = std::max<std::size_t>(e.slot + 1, 2 * slots_.size());
+    slots_.resize(n);
+    occupied_.resize(n, 0);
+  }
   auto& b = slots_[e.slot];
   if (occupied_[e.slot] != 0) {  // a double allocate in the trace: the stale block goes first
-    top_->deallocate(b.ptr, b.size, b.stream);
+    deallocate(b, b.stream);
     live_ -= b.size;
     --live_blocks_;
     occupied_[e.slot] = 0;
@@ -74,6 +153,9 @@ void replayer::allocate(compact_event const& e, cudaStream_t s)
   live_ += e.size;
   ++live_blocks_;
   ++result_.operations;
+  if (recorder_.logging() && b.ptr != nullptr) {
+    recorder_.block_added({reinterpret_cast<std::uintptr_t>(b.ptr), b.size});
+  }
 }
 
 void replayer::free(compact_event const& e, cudaStream_t s)
@@ -81,10 +163,10 @@ void replayer::free(compact_event const& e, cudaStream_t s)
   auto const& b = slots_[e.slot];
   if (time_calls_) {
     auto const t0 = std::chrono::steady_clock::now();
-    top_->deallocate(b.ptr, b.size, s);
+    deallocate(b, s);
     call_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } else {
-    top_->deallocate(b.ptr, b.size, s);
+    deallocate(b, s);
   }
   occupied_[e.slot] = 0;
   live_ -= b.size;
@@ -119,13 +201,41 @@ void replayer::sample(bool grew)
   bucket_live_            = std::max(bucket_live_, live_);
   bucket_held_            = std::max(bucket_held_, held);
   result_.peak_held_bytes = std::max(result_.peak_held_bytes, held);
-  if (event_ == profile_.peak_live_event) { result_.at_peak = state(); }
-  ++event_;
-  if (--countdown_ == 0 || event_ == profile_.events) {
-    result_.timeline.push_back({event_ - 1, bucket_live_, bucket_held_});
-    bucket_live_ = bucket_held_ = 0;
-    countdown_                  = bucket_events_;
+  if (live_ > peak_live_ || event_ == 0) {
+    peak_live_ = live_;
+    note_peak();
   }
+  ++event_;
+  if (--countdown_ == 0) { close_bucket(); }
+}
+
+void replayer::close_bucket()
+{
+  auto& t = result_.timeline;
+  t.push_back({event_ - 1, bucket_live_, bucket_held_});
+  bucket_live_ = bucket_held_ = 0;
+  if (t.size() >= 2 * timeline_points_) {  // twice too many: merge pairs, double the bucket
+    for (std::size_t i = 0; i < t.size() / 2; ++i) {
+      t[i] = {t[2 * i + 1].event, std::max(t[2 * i].live_bytes, t[2 * i + 1].live_bytes),
+              std::max(t[2 * i].held_bytes, t[2 * i + 1].held_bytes)};
+    }
+    t.resize(t.size() / 2);
+    bucket_events_ *= 2;
+  }
+  countdown_ = bucket_events_;
+}
+
+void replayer::note_peak()
+{
+  if (footprint_ != nullptr) {
+    result_.at_peak = unlaid_state(held_);
+    return;
+  }
+  recorder_.new_peak({held_, live_, live_blocks_}, slots_.size() + meter_->chunk_count(),
+                     [&](std::vector<address_range>& blocks, std::vector<address_range>& chunks) {
+                       live_ranges(blocks);
+                       chunks = meter_->chunks();
+                     });
 }
 
 void replayer::fail(compact_event const& e, char const* message)
@@ -142,37 +252,39 @@ void replayer::release_all() noexcept
   live_ = live_blocks_ = 0;
 }
 
-void replayer::run_serial()
-{
-  auto& trace = *profile_.compact;
-  trace.rewind();
-  std::vector<compact_event> chunk(options_.chunk_events);
-  std::uint64_t done = 0;
-  for (auto n = trace.read(chunk); n != 0; n = trace.read(chunk)) {
-    auto const t0 = std::chrono::steady_clock::now();
-    try {
-      for (std::size_t i = 0; i < n; ++i) { apply(chunk[i]); }
-    } catch (stop_replay const&) {
-    }
-    result_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    done += n;
-    if (options_.progress.report) { options_.progress.report(done, profile_.events); }
-    if (result_.failure) { break; }
-  }
-}
-
-replay_result replayer::run()
+void replayer::start()
 {
   held_ = held_now();
-  if (options_.threads && profile_.threads.size() > 1) {
-    run_threads();
-  } else {
-    run_serial();
-  }
+  meter_->reset_peak();
+  if (footprint_ == nullptr) { meter_->observe(&recorder_); }
+}
+
+replay_result replayer::finish()
+{
+  if (countdown_ != bucket_events_) { close_bucket(); }  // the last, partial bucket
+  if (footprint_ == nullptr) { result_.at_peak = recorder_.at_peak(); }
+  meter_->observe(nullptr);
   release_all();
   if (time_calls_) { result_.seconds = call_seconds_; }
   result_.peak_held_bytes = std::max(result_.peak_held_bytes, meter_->peak_held_bytes());
   return std::move(result_);
+}
+
+replay_result replayer::run(event_source& source)
+{
+  start();
+  for (std::span<compact_event const> chunk; source.next(chunk);) {
+    map_streams(source.stream_ids());
+    auto const t0 = std::chrono::steady_clock::now();
+    try {
+      for (auto const& e : chunk) { apply(e); }
+    } catch (stop_replay const&) {
+    }
+    result_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    source.report(options_.progress);
+    if (result_.failure) { break; }
+  }
+  return finish();
 }
 
 replay_result replay(trace_profile const& profile, spec::resource_stack& stack,
@@ -185,8 +297,33 @@ replay_result replay(trace_profile const& profile, mr::device_memory_resource& t
                      std::string const& name, spec::footprint_source const* footprint,
                      metered_runtime& meter, replay_options const& options)
 {
-  replayer r{profile, top, name, footprint, meter, options};
-  return r.run();
+  replayer r{profile.path, top, name, footprint, meter, options};
+  if (options.threads && profile.threads.size() > 1) { return r.run_threads(profile); }
+  compact_source source{profile, options.chunk_events};
+  return r.run(source);
+}
+
+profiled_replay profile_and_replay(std::string const& path, spec::resource_stack& stack,
+                                   metered_runtime& meter, replay_options const& options)
+{
+  return profile_and_replay(path, stack.top(), stack.spec(), stack.footprint(), meter, options);
+}
+
+profiled_replay profile_and_replay(std::string const& path, mr::device_memory_resource& top,
+                                   std::string const& name, spec::footprint_source const* footprint,
+                                   metered_runtime& meter, replay_options const& options)
+{
+  if (options.threads) {  // the threads are known only once the whole trace has been read
+    auto profile = profile_trace(path, options.progress);
+    auto result  = replay(profile, top, name, footprint, meter, options);
+    return {std::move(profile), std::move(result)};
+  }
+  trace_pipeline pipe{path, true};
+  pipeline_source source{pipe};
+  replayer r{path, top, name, footprint, meter, options};
+  auto result = r.run(source);
+  source.drain(options.progress);
+  return {pipe.take_profile(), std::move(result)};
 }
 
 }  // namespace gpumem::trace

@@ -1,4 +1,5 @@
 // The layout of a stack's memory at one moment: live blocks over the held chunks.
+#include "memory_layout.hpp"
 #include "replayer.hpp"
 
 #include <gpumem/align.hpp>
@@ -8,10 +9,9 @@
 namespace gpumem::trace {
 namespace {
 
-using range = std::pair<std::uintptr_t, std::size_t>;
-
 /// Walks one chunk: live blocks (address-ordered, inside it) leave slack and free gaps.
-void walk_chunk(range chunk, std::vector<range> const& blocks, std::size_t& next, memory_state& s)
+void walk_chunk(address_range chunk, std::vector<address_range> const& blocks, std::size_t& next,
+                memory_state& s)
 {
   auto const chunk_end  = chunk.first + chunk.second;
   std::uintptr_t cursor = chunk.first;
@@ -35,33 +35,51 @@ void walk_chunk(range chunk, std::vector<range> const& blocks, std::size_t& next
 
 }  // namespace
 
-memory_state replayer::state() const
+memory_state lay_out(std::vector<address_range> blocks, std::vector<address_range> const& chunks,
+                     std::size_t held, std::size_t live, std::size_t live_blocks)
 {
   memory_state s;
-  s.held_bytes  = held_now();
-  s.live_bytes  = live_;
-  s.live_blocks = live_blocks_;
-  if (footprint_ != nullptr) {
-    s.free_bytes = s.held_bytes > live_ ? s.held_bytes - live_ : 0;
-    return s;
-  }
   s.layout_known = true;
-  std::vector<range> blocks;
-  blocks.reserve(live_blocks_);
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
-    if (occupied_[i] != 0 && slots_[i].ptr != nullptr) {
-      blocks.emplace_back(reinterpret_cast<std::uintptr_t>(slots_[i].ptr), slots_[i].size);
-    }
-  }
+  s.held_bytes   = held;
+  s.live_bytes   = live;
+  s.live_blocks  = live_blocks;
   std::sort(blocks.begin(), blocks.end());
   std::size_t next = 0;
-  for (auto const& chunk : meter_->chunks()) {
+  for (auto const& chunk : chunks) {
     while (next < blocks.size() && blocks[next].first < chunk.first) { ++next; }
     walk_chunk(chunk, blocks, next, s);
   }
   auto const used = s.live_bytes + s.internal_bytes;
   s.free_bytes    = s.held_bytes > used ? s.held_bytes - used : 0;
   return s;
+}
+
+memory_state replayer::unlaid_state(std::size_t held) const
+{
+  memory_state s;
+  s.held_bytes  = held;
+  s.live_bytes  = live_;
+  s.live_blocks = live_blocks_;
+  s.free_bytes  = held > live_ ? held - live_ : 0;
+  return s;
+}
+
+memory_state replayer::state() const
+{
+  if (footprint_ != nullptr) { return unlaid_state(held_now()); }  // bypasses the meter
+  std::vector<address_range> blocks;
+  blocks.reserve(live_blocks_);
+  live_ranges(blocks);
+  return lay_out(std::move(blocks), meter_->chunks(), held_now(), live_, live_blocks_);
+}
+
+void replayer::live_ranges(std::vector<address_range>& out) const
+{
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (occupied_[i] != 0 && slots_[i].ptr != nullptr) {
+      out.emplace_back(reinterpret_cast<std::uintptr_t>(slots_[i].ptr), slots_[i].size);
+    }
+  }
 }
 
 }  // namespace gpumem::trace

@@ -55,14 +55,16 @@ void replayer::thread_main(threaded_state& st, std::uint16_t me)
   }
 }
 
-void replayer::run_threads()
+replay_result replayer::run_threads(trace_profile const& profile)
 {
-  threaded_state st{options_.chunk_events};
+  start();
+  map_streams(profile.streams);
+  threaded_state st{std::max<std::size_t>(options_.chunk_events, 1)};
   std::vector<std::thread> workers;
-  for (std::size_t t = 0; t < profile_.threads.size(); ++t) {
+  for (std::size_t t = 0; t < profile.threads.size(); ++t) {
     workers.emplace_back([this, &st, t] { thread_main(st, static_cast<std::uint16_t>(t)); });
   }
-  auto& trace = *profile_.compact;
+  auto& trace = *profile.compact;
   trace.rewind();
   std::uint64_t done = 0;
   while (!st.stop.load() && (st.n = trace.read(st.chunk)) != 0) {
@@ -74,11 +76,12 @@ void replayer::run_threads()
       std::this_thread::yield();
     }
     done += st.n;
-    if (options_.progress.report) { options_.progress.report(done, profile_.events); }
+    if (options_.progress.report) { options_.progress.report(done, profile.events); }
   }
   st.stop.store(true, std::memory_order_release);
   st.generation.fetch_add(1, std::memory_order_acq_rel);
   for (auto& w : workers) { w.join(); }
+  return finish();
 }
 
 }  // namespace gpumem::trace

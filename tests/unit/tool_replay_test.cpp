@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -205,6 +207,160 @@ TEST(Replay, ThreadsKeepTheTraceOrder)
   for (std::size_t i = 0; i < serial.timeline.size(); ++i) {
     EXPECT_EQ(threaded.timeline[i].live_bytes, serial.timeline[i].live_bytes) << i;
   }
+}
+
+/// A random trace: sizes 1 B .. 4 MiB, at most `max_live` blocks, frees in random order, two
+/// streams, a few anomalies (unknown frees, double allocates).
+std::string random_body(std::uint64_t seed, int events, std::size_t max_live)
+{
+  std::mt19937_64 rng{seed};
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
+  std::string body;
+  std::uint64_t next = 0x10000;
+  for (int i = 0; i < events; ++i) {
+    auto const stream = std::to_string(rng() % 2);
+    if (rng() % 97 == 0) {
+      body += "0," + std::to_string(i) + ",free,0x1," + std::to_string(8) + "," + stream + "\n";
+    } else if (!live.empty() && rng() % 89 == 0) {
+      auto const& [ptr, size] = live[rng() % live.size()];
+      body += "0," + std::to_string(i) + ",allocate," + std::to_string(ptr) + "," +
+              std::to_string(size) + "," + stream + "\n";
+    } else if (live.empty() || (live.size() < max_live && rng() % 2 == 0)) {
+      std::uint64_t const size = 1 + (rng() % 2 == 0 ? rng() % 4096 : rng() % (4 * MiB));
+      live.emplace_back(next, size);
+      body += "0," + std::to_string(i) + ",allocate," + std::to_string(next) + "," +
+              std::to_string(size) + "," + stream + "\n";
+      next += size + 4096;
+    } else {
+      auto const k = rng() % live.size();
+      body += "0," + std::to_string(i) + ",free," + std::to_string(live[k].first) + "," +
+              std::to_string(live[k].second) + "," + stream + "\n";
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  return body;
+}
+
+void expect_same_state(memory_state const& a, memory_state const& b, std::string const& where)
+{
+  EXPECT_EQ(a.layout_known, b.layout_known) << where;
+  EXPECT_EQ(a.held_bytes, b.held_bytes) << where;
+  EXPECT_EQ(a.live_bytes, b.live_bytes) << where;
+  EXPECT_EQ(a.live_blocks, b.live_blocks) << where;
+  EXPECT_EQ(a.internal_bytes, b.internal_bytes) << where;
+  EXPECT_EQ(a.free_bytes, b.free_bytes) << where;
+  EXPECT_EQ(a.largest_free_bytes, b.largest_free_bytes) << where;
+}
+
+// One pass (replay while profiling, peak found on the fly) and two passes (profile, then replay
+// knowing nothing more) give the same numbers, out-of-memory included; the peak state's live
+// bytes are the profile's peak.
+TEST(Replay, ProfileAndReplayMatchesTwoPasses)
+{
+  temp_trace t{random_body(7, 60000, 300)};
+  auto const two_pass = profile_trace(t.path);
+  EXPECT_GT(two_pass.double_allocates, 0U);
+  EXPECT_GT(two_pass.unknown_frees, 0U);
+  replay_options o;
+  o.timeline_points = 50;
+  o.stream_of       = [](std::uint64_t id) { return reinterpret_cast<cudaStream_t>(id); };
+  int failures      = 0;
+  for (std::string spec : {"pool", "arena", "cuda", "binning>pool", "fixed_size>pool",
+                           "pool:initial=8MiB,max=32MiB"}) {
+    simulated a, b;
+    auto one = [&] {
+      auto stack = spec::build(spec, a.meter, true);
+      return profile_and_replay(t.path, stack, a.meter, o);
+    }();
+    auto two = b.run(two_pass, spec, o);
+    auto& r  = one.result;
+    EXPECT_EQ(one.profile.events, two_pass.events) << spec;
+    EXPECT_EQ(one.profile.peak_live_bytes, two_pass.peak_live_bytes) << spec;
+    EXPECT_EQ(one.profile.peak_live_event, two_pass.peak_live_event) << spec;
+    EXPECT_EQ(one.profile.slots, two_pass.slots) << spec;
+    EXPECT_EQ(one.profile.streams, two_pass.streams) << spec;
+    EXPECT_EQ(r.peak_held_bytes, two.peak_held_bytes) << spec;
+    EXPECT_EQ(r.operations, two.operations) << spec;
+    expect_same_state(r.at_peak, two.at_peak, spec);
+    ASSERT_EQ(r.failure.has_value(), two.failure.has_value()) << spec;
+    if (r.failure) {
+      ++failures;
+      EXPECT_EQ(r.failure->event, two.failure->event) << spec;
+      EXPECT_EQ(r.failure->line, two.failure->line) << spec;
+      expect_same_state(r.failure->state, two.failure->state, spec);
+    } else {
+      EXPECT_EQ(r.at_peak.live_bytes, two_pass.peak_live_bytes) << spec;
+      EXPECT_EQ(r.at_peak.live_blocks, two_pass.peak_live_blocks) << spec;
+    }
+    ASSERT_EQ(r.timeline.size(), two.timeline.size()) << spec;
+    for (std::size_t i = 0; i < r.timeline.size(); ++i) {
+      EXPECT_EQ(r.timeline[i].event, two.timeline[i].event) << spec << " " << i;
+      EXPECT_EQ(r.timeline[i].live_bytes, two.timeline[i].live_bytes) << spec << " " << i;
+      EXPECT_EQ(r.timeline[i].held_bytes, two.timeline[i].held_bytes) << spec << " " << i;
+    }
+    EXPECT_EQ(a.meter.held_bytes(), 0U) << spec;
+  }
+  EXPECT_EQ(failures, 2);  // the capped pool runs out; fixed_size meets a block over 1 MiB
+}
+
+TEST(Replay, OnePassGoldenPoolNumbers)
+{
+  temp_trace t{golden_body};
+  simulated sim;
+  auto stack = spec::build("pool:initial=1MiB", sim.meter, true);
+  auto run   = profile_and_replay(t.path, stack, sim.meter);
+  EXPECT_EQ(run.profile.peak_live_event, 4U);
+  auto const& s = run.result.at_peak;
+  EXPECT_EQ(s.held_bytes, MiB);
+  EXPECT_EQ(s.live_bytes, 8000U);
+  EXPECT_EQ(s.internal_bytes, 192U);
+  EXPECT_EQ(s.free_bytes, 1040384U);
+  EXPECT_EQ(s.largest_free_bytes, 1038336U);
+  EXPECT_DOUBLE_EQ(run.result.footprint_ratio(run.profile), 131.072);
+}
+
+// Spans double so that a trace of any length gives between N and 2N points, each the maximum of
+// an equal span of events (the last one partial).
+TEST(Replay, TimelineSpansDoubleWithTheTrace)
+{
+  temp_trace t{random_body(3, 1000, 50)};
+  auto p = profile_trace(t.path);
+  simulated sim;
+  replay_options o;
+  o.timeline_points = 10;
+  auto r            = sim.run(p, "pool", o);
+  ASSERT_GE(r.timeline.size(), 10U);
+  ASSERT_LT(r.timeline.size(), 20U);
+  auto const span = r.timeline[0].event + 1;
+  for (std::size_t i = 0; i + 1 < r.timeline.size(); ++i) {
+    EXPECT_EQ(r.timeline[i].event, (i + 1) * span - 1) << i;
+  }
+  EXPECT_EQ(r.timeline.back().event, 999U);
+  std::size_t top = 0;
+  for (auto const& pt : r.timeline) { top = std::max(top, pt.live_bytes); }
+  EXPECT_EQ(top, p.peak_live_bytes);
+}
+
+// A malformed line far into the trace stops the one-pass replay with the line; the blocks replayed
+// so far are given back and the stack stays usable.
+TEST(Replay, OnePassStopsAtAMalformedLine)
+{
+  temp_trace t{random_body(5, 40000, 100) + "0,1,allocate,0xZZ,64,0\n"};
+  simulated sim;
+  {
+    auto stack = spec::build("pool", sim.meter, true);
+    try {
+      (void)profile_and_replay(t.path, stack, sim.meter);
+      ADD_FAILURE() << "no trace_error";
+    } catch (trace_error const& e) {
+      EXPECT_EQ(e.line(), 40002U);
+      EXPECT_NE(std::string{e.what()}.find("hex digits"), std::string::npos) << e.what();
+    }
+    void* p = stack.top().allocate(4096, cuda_stream_view{});
+    stack.top().deallocate(p, 4096, cuda_stream_view{});
+  }
+  EXPECT_EQ(sim.meter.held_bytes(), 0U);
 }
 
 }  // namespace

@@ -43,7 +43,9 @@ std::string device_name(bool simulated, std::size_t capacity)
   return std::string{prop.name} + " (device " + std::to_string(dev) + ")";
 }
 
-resource_run run_one(trace::trace_profile const& profile, std::string const& spec_text,
+/// Replays `path` over `spec_text`. Without a profile yet (`tr.profile.compact` empty), the trace
+/// is profiled in the same pass and the profile kept in `tr`; later resources replay that profile.
+resource_run run_one(trace_run& tr, std::string const& path, std::string const& spec_text,
                      replay_command_options const& options, bool simulated, progress_bar& bar)
 {
   resource_run run{spec_text, {}, {}};
@@ -61,9 +63,15 @@ resource_run run_one(trace::trace_profile const& profile, std::string const& spe
   trace::replay_options ro;
   ro.threads         = options.threads;
   ro.stream_of       = [&dev](std::uint64_t id) { return dev.stream_of(id); };
-  auto const label   = std::filesystem::path{profile.path}.filename().string() + " " + run.spec;
+  auto const label   = std::filesystem::path{path}.filename().string() + " " + run.spec;
   ro.progress.report = [&](std::size_t done, std::size_t total) { bar.update(label, done, total); };
-  run.result         = trace::replay(profile, stack, dev.meter(), ro);
+  if (tr.profile.compact) {
+    run.result = trace::replay(tr.profile, stack, dev.meter(), ro);
+  } else {
+    auto both  = trace::profile_and_replay(path, stack, dev.meter(), ro);
+    tr.profile = std::move(both.profile);
+    run.result = std::move(both.result);
+  }
   dev.synchronize();
   return run;
 }
@@ -98,10 +106,12 @@ replay_report run_replays(replay_command_options const& options)
   progress_bar bar{options.progress};
   for (auto const& path : traces) {
     trace_run tr;
-    tr.profile = trace::profile_trace(
-        path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});
     for (auto const& s : specs) {
-      tr.runs.push_back(run_one(tr.profile, s, options, report.simulated, bar));
+      tr.runs.push_back(run_one(tr, path, s, options, report.simulated, bar));
+    }
+    if (!tr.profile.compact) {  // no stack could be built: the trace is still described
+      tr.profile = trace::profile_trace(
+          path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});
     }
     report.traces.push_back(std::move(tr));
   }

@@ -41,6 +41,8 @@ class compact_trace {
     if (buffer_.size() == capacity) { spill(); }
     buffer_.push_back(e);
   }
+  /// Appends a run of events (written straight through when the buffer is empty).
+  void append(std::span<compact_event const> events);
   /// Ends writing; reading starts at the first event.
   void finish();
   /// Up to out.size() events; 0 at the end.

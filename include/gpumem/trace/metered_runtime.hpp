@@ -1,7 +1,8 @@
 // gpumem/trace/metered_runtime.hpp — a runtime that forwards to another and meters the memory taken
 // through it: bytes held now and at peak, and the address ranges held (the "chunks"), so that the
 // replayer can measure a stack's footprint and lay out its free space without knowing the
-// resources. Every other call forwards unchanged.
+// resources. Every other call forwards unchanged. An observer may be told of every chunk taken or
+// given back (the replayer records the layout at the peak from these, see src/trace).
 //
 // Invariant: held_bytes() == sum of the sizes in chunks() <= peak_held_bytes().
 // Thread safety: all members are thread-safe (one mutex; upstream calls are slow paths).
@@ -19,6 +20,17 @@
 
 namespace gpumem::trace {
 
+/// Told of each chunk a metered_runtime hands out or takes back, on the calling thread, under the
+/// meter's lock (so: quick, and never calling the meter).
+class chunk_observer {
+ public:
+  virtual void chunk_added(std::uintptr_t address, std::size_t bytes) noexcept   = 0;
+  virtual void chunk_removed(std::uintptr_t address, std::size_t bytes) noexcept = 0;
+
+ protected:
+  ~chunk_observer() = default;
+};
+
 class metered_runtime final : public detail::runtime {
  public:
   explicit metered_runtime(detail::runtime& inner) : inner_{&inner} {}
@@ -34,6 +46,9 @@ class metered_runtime final : public detail::runtime {
   void reset_peak();
   /// Held ranges, address-ordered: (address, bytes).
   [[nodiscard]] std::vector<std::pair<std::uintptr_t, std::size_t>> chunks() const;
+  [[nodiscard]] std::size_t chunk_count() const;
+  /// Sets the one observer (nullptr: none); it must outlive its registration.
+  void observe(chunk_observer* observer);
 
   [[nodiscard]] char const* name() const noexcept override { return inner_->name(); }
   [[nodiscard]] void* allocate(detail::memory_kind kind, std::size_t bytes) override;
@@ -72,6 +87,7 @@ class metered_runtime final : public detail::runtime {
   std::map<std::uintptr_t, std::size_t> chunks_;
   std::atomic<std::size_t> held_{};  ///< written under mutex_, read without it
   std::size_t peak_{};
+  chunk_observer* observer_{};
 };
 
 }  // namespace gpumem::trace

@@ -1,10 +1,12 @@
 // gpumem/trace/replay.hpp — replays an allocation trace over a resource stack and measures it.
 //
-// A trace is parsed once, streaming (bounded memory at any length): profile_trace() learns what
-// does not depend on the resource (event count, peak live bytes and where it happens, threads,
-// streams, anomalies) and keeps the events in a compact binary file (compact_trace.hpp); replay()
-// then drives a stack from that file and measures footprint, fragmentation at the peak, host time
-// and memory over time.
+// A trace is parsed once, streaming (bounded memory at any length), on a thread of its own: the
+// pass learns what does not depend on the resource (event count, peak live bytes and where it
+// happens, threads, streams, anomalies) and keeps the events in a compact binary file
+// (compact_trace.hpp). profile_and_replay() replays over a first stack while that pass is still
+// reading (the replay needs nothing known in advance); replay() drives further stacks from the
+// compact file; profile_trace() is the pass alone. A replay measures footprint, fragmentation at
+// the peak, host time and memory over time.
 //
 // Anomalies in a trace are counted, never fatal: a free of a pointer that is not live is skipped
 // (unknown_frees); an allocate of a pointer already live first frees the stale block
@@ -47,12 +49,12 @@ struct trace_profile {
   std::uint64_t size_mismatches{};    ///< free size != allocate size (allocate size used)
   std::uint64_t left_live{};          ///< blocks never freed (freed at the end)
   std::size_t peak_live_bytes{};
-  std::uint64_t peak_live_event{};         ///< 0-based index of the first event reaching the peak
-  std::size_t peak_live_blocks{};          ///< live blocks at that event
-  std::vector<std::uint64_t> threads;      ///< distinct Thread ids, in order of appearance
-  std::vector<std::uint64_t> streams;      ///< distinct Stream ids, in order of appearance
-  double parse_seconds{};                  ///< time profile_trace() took
-  std::uint32_t slots{};                   ///< most blocks live at once (slot numbers < slots)
+  std::uint64_t peak_live_event{};     ///< 0-based index of the first event reaching the peak
+  std::size_t peak_live_blocks{};      ///< live blocks at that event
+  std::vector<std::uint64_t> threads;  ///< distinct Thread ids, in order of appearance
+  std::vector<std::uint64_t> streams;  ///< distinct Stream ids, in order of appearance
+  double parse_seconds{};  ///< time the pass spent reading and profiling (waits excluded)
+  std::uint32_t slots{};   ///< most blocks live at once (slot numbers < slots)
   std::shared_ptr<compact_trace> compact;  ///< the events, resolved, for replay()
 };
 
@@ -105,7 +107,9 @@ struct replay_result {
 };
 
 struct replay_options {
-  std::size_t timeline_points{600};  ///< samples of memory over time (max of each span)
+  /// Samples of memory over time, each the max over a span of events: at least this many (when
+  /// the trace has that many events) and fewer than twice as many (spans double as the trace goes).
+  std::size_t timeline_points{600};
   std::size_t chunk_events{std::size_t{1} << 14};
   /// Replay each trace thread on its own host thread, in the trace's global order.
   bool threads{false};
@@ -124,5 +128,25 @@ struct replay_options {
 [[nodiscard]] replay_result replay(trace_profile const& profile, mr::device_memory_resource& top,
                                    std::string const& name, spec::footprint_source const* footprint,
                                    metered_runtime& meter, replay_options const& options = {});
+
+/// A profile and the replay made while profiling.
+struct profiled_replay {
+  trace_profile profile;
+  replay_result result;
+};
+
+/// Reads `path` once: profiles it on a thread of its own while the caller's thread replays it over
+/// `stack` (with `options.threads`, the trace is profiled first: the threads must be known). The
+/// profile can then drive replay() of other stacks. Throws trace_error on a malformed trace.
+[[nodiscard]] profiled_replay profile_and_replay(std::string const& path,
+                                                 spec::resource_stack& stack,
+                                                 metered_runtime& meter,
+                                                 replay_options const& options = {});
+[[nodiscard]] profiled_replay profile_and_replay(std::string const& path,
+                                                 mr::device_memory_resource& top,
+                                                 std::string const& name,
+                                                 spec::footprint_source const* footprint,
+                                                 metered_runtime& meter,
+                                                 replay_options const& options = {});
 
 }  // namespace gpumem::trace
