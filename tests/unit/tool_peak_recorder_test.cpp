@@ -3,6 +3,8 @@
 // Fuzzed against a model that keeps the blocks and chunks itself.
 #include "../../src/trace/peak_recorder.hpp"
 
+#include <support/memory_state_checks.hpp>
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -23,17 +25,6 @@ struct model {
                    blocks.size());
   }
 };
-
-void expect_same(memory_state const& a, memory_state const& b, std::string const& where)
-{
-  EXPECT_EQ(a.layout_known, b.layout_known) << where;
-  EXPECT_EQ(a.held_bytes, b.held_bytes) << where;
-  EXPECT_EQ(a.live_bytes, b.live_bytes) << where;
-  EXPECT_EQ(a.live_blocks, b.live_blocks) << where;
-  EXPECT_EQ(a.internal_bytes, b.internal_bytes) << where;
-  EXPECT_EQ(a.free_bytes, b.free_bytes) << where;
-  EXPECT_EQ(a.largest_free_bytes, b.largest_free_bytes) << where;
-}
 
 /// Random changes; a new peak with probability `peak_odds` per step. Chunks are 1 MiB at
 /// distinct MiB addresses; blocks sit inside chunks at 4 KiB steps.
@@ -93,7 +84,7 @@ void fuzz(std::uint64_t seed, double peak_odds, int steps)
     EXPECT_FALSE(got.layout_known);
     return;
   }
-  expect_same(got, expected, "seed " + std::to_string(seed));
+  test::expect_same_state(got, expected, "seed " + std::to_string(seed));
 }
 
 TEST(PeakRecorder, NoPeakIsADefaultState)

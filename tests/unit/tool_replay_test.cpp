@@ -3,6 +3,7 @@
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 #include <gpumem/trace/replay.hpp>
+#include <support/memory_state_checks.hpp>
 
 #include <gtest/gtest.h>
 
@@ -242,16 +243,7 @@ std::string random_body(std::uint64_t seed, int events, std::size_t max_live)
   return body;
 }
 
-void expect_same_state(memory_state const& a, memory_state const& b, std::string const& where)
-{
-  EXPECT_EQ(a.layout_known, b.layout_known) << where;
-  EXPECT_EQ(a.held_bytes, b.held_bytes) << where;
-  EXPECT_EQ(a.live_bytes, b.live_bytes) << where;
-  EXPECT_EQ(a.live_blocks, b.live_blocks) << where;
-  EXPECT_EQ(a.internal_bytes, b.internal_bytes) << where;
-  EXPECT_EQ(a.free_bytes, b.free_bytes) << where;
-  EXPECT_EQ(a.largest_free_bytes, b.largest_free_bytes) << where;
-}
+using test::expect_same_state;
 
 // One pass (replay while profiling, peak found on the fly) and two passes (profile, then replay
 // knowing nothing more) give the same numbers, out-of-memory included; the peak state's live
