@@ -32,115 +32,163 @@ std::size_t coalescing_free_list::next_nonempty(std::size_t c) const noexcept
   return classes;
 }
 
-void coalescing_free_list::add_size(size_node node)
+void coalescing_free_list::add_size(std::size_t size, char* ptr, record r) noexcept
 {
-  auto const c = class_of(node.value().first);
-  by_size_[c].insert(std::move(node));
+  auto const c = class_of(size);
+  by_size_[c].insert({size, ptr, r});  // room reserved: allocates nothing
   nonempty_[c / 64] |= std::uint64_t{1} << (c % 64);
   ++size_count_;
 }
 
-coalescing_free_list::size_node coalescing_free_list::remove_size(
-    size_set::const_iterator it) noexcept
+void coalescing_free_list::remove_size(std::size_t c, size_index::cursor& at) noexcept
 {
-  auto const c = class_of(it->first);
-  auto node    = by_size_[c].extract(it);
+  by_size_[c].erase(at);
   if (by_size_[c].empty()) { nonempty_[c / 64] &= ~(std::uint64_t{1} << (c % 64)); }
   --size_count_;
-  return node;
 }
 
 free_block coalescing_free_list::take(std::size_t size)
 {
   auto c   = class_of(size);
-  auto fit = by_size_[c].lower_bound(size_key{size, nullptr});
-  if (fit == by_size_[c].end()) {  // nothing in the request's class: the next class's smallest
+  auto fit = by_size_[c].lower_bound(size);
+  if (!fit.valid()) {  // nothing in the request's class: the next class's smallest
     c = next_nonempty(c + 1);
     if (c == classes) { return {}; }
-    fit = by_size_[c].begin();
+    fit = by_size_[c].lower_bound(0);
   }
-  auto const [block_size, ptr] = *fit;
-  auto* const start            = by_start_.find(ptr);
-  auto const chunk             = start->chunk;
+  auto const r = by_size_[c].at(fit).value;
+  auto& block  = records_[r];
+  if (block.size == size) {
+    remove_size(c, fit);
+    by_start_.erase(block.ptr);
+    by_end_.erase(block.end());
+    release(r);
+    free_bytes_ -= size;
+    return block;
+  }
+  // Cut from the high end: the remainder keeps its address and record; its end moves.
+  auto const rest = block.size - size;
+  auto const rc   = class_of(rest);
+  by_size_[rc].reserve();  // may throw: nothing has changed yet (the cursor holds indexes)
   free_bytes_ -= size;
-  auto node = remove_size(fit);
-  if (block_size == size) {
-    if (spare_size_.empty()) { spare_size_ = std::move(node); }
-    by_start_.erase(ptr);
-    by_end_.erase(ptr + size);
-    return {ptr, size, chunk};
+  by_end_.erase(block.end());
+  block.size = rest;
+  by_end_.insert_unchecked(block.end(), r);  // one entry out, one in: no growth
+  if (rc == c) {
+    by_size_[c].rekey(fit, rest, block.ptr);
+  } else {
+    remove_size(c, fit);
+    add_size(rest, block.ptr, r);
   }
-  // Cut from the high end: the remainder keeps its address, only its size and end change.
-  auto const rest = block_size - size;
-  start->size     = rest;
-  by_end_.erase(ptr + block_size);
-  by_end_.insert({ptr + rest, rest, chunk});  // no growth: one entry out, one in
-  node.value() = size_key{rest, ptr};         // re-keyed in place: no allocation
-  add_size(std::move(node));
-  return {ptr + rest, size, chunk};
+  return {block.end(), size, block.chunk};
 }
 
 void coalescing_free_list::insert(free_block block)
 {
-  free_block prev{};
-  free_block next{};
-  if (auto const* p = by_end_.find(block.ptr); p != nullptr && p->chunk == block.chunk) {
-    prev = {block.ptr - p->size, p->size, p->chunk};
+  auto prev = by_end_.find(block.ptr);
+  if (prev != address_map::none && records_[prev].chunk != block.chunk) {
+    prev = address_map::none;
   }
-  if (auto const* n = by_start_.find(block.end()); n != nullptr && n->chunk == block.chunk) {
-    next = *n;
+  auto next = by_start_.find(block.end());
+  if (next != address_map::none && records_[next].chunk != block.chunk) {
+    next = address_map::none;
   }
-  if (prev.valid()) {
-    auto const size = prev.size + block.size + next.size;
-    if (next.valid()) { erase(next); }
-    resize(prev.ptr, prev.size, size);
-    rekey_size(prev.size, prev.ptr, size, prev.ptr);
-  } else if (next.valid()) {
-    auto const size = block.size + next.size;
-    by_start_.erase(next.ptr);
-    by_start_.insert({block.ptr, size, block.chunk});  // no growth: one entry out, one in
-    by_end_.find(next.end())->size = size;
-    rekey_size(next.size, next.ptr, size, block.ptr);
+  auto const merged = block.size + (prev != address_map::none ? records_[prev].size : 0) +
+                      (next != address_map::none ? records_[next].size : 0);
+  reserve_one(class_of(merged));  // everything that may allocate comes first: a failure changes
+                                  // nothing
+  if (prev != address_map::none && next != address_map::none) {
+    absorb_next(prev, block, next);
+  } else if (prev != address_map::none) {
+    extend_prev(prev, block);
+  } else if (next != address_map::none) {
+    extend_next(block, next);
   } else {
     emplace(block);
   }
   free_bytes_ += block.size;
 }
 
-void coalescing_free_list::resize(char* ptr, std::size_t old_size, std::size_t new_size) noexcept
+// prev | block | next become one block under prev's record; next's record is released.
+void coalescing_free_list::absorb_next(record prev, free_block block, record next) noexcept
 {
-  auto* b          = by_start_.find(ptr);
-  b->size          = new_size;
-  auto const chunk = b->chunk;
-  by_end_.erase(ptr + old_size);
-  by_end_.insert({ptr + new_size, new_size, chunk});  // no growth: one entry out, one in
+  auto& p       = records_[prev];
+  auto const& n = records_[next];
+  auto const nc = class_of(n.size);
+  auto nkey     = by_size_[nc].find(n.size, n.ptr);
+  remove_size(nc, nkey);
+  by_start_.erase(n.ptr);
+  by_end_.erase(p.end());
+  by_end_.assign(n.end(), prev);
+  auto const old_size = p.size;
+  p.size += block.size + n.size;
+  release(next);
+  rekey_size(prev, old_size, p.ptr);
 }
 
-void coalescing_free_list::erase(free_block b) noexcept
+// prev | block become one block under prev's record (its end moves).
+void coalescing_free_list::extend_prev(record prev, free_block block) noexcept
 {
-  auto const c = class_of(b.size);
-  auto node    = remove_size(by_size_[c].find(size_key{b.size, b.ptr}));
-  if (spare_size_.empty()) { spare_size_ = std::move(node); }
-  by_start_.erase(b.ptr);
-  by_end_.erase(b.end());
+  auto& p = records_[prev];
+  by_end_.erase(p.end());
+  by_end_.insert_unchecked(block.end(), prev);  // one entry out, one in
+  auto const old_size = p.size;
+  p.size += block.size;
+  rekey_size(prev, old_size, p.ptr);
 }
 
-void coalescing_free_list::emplace(free_block block)
+// block | next become one block under next's record (its start moves).
+void coalescing_free_list::extend_next(free_block block, record next) noexcept
 {
-  // Everything that may allocate comes first, so that a failure leaves the list unchanged.
-  by_start_.reserve(by_start_.size() + 1);
-  by_end_.reserve(by_end_.size() + 1);
-  if (spare_size_.empty()) {
-    auto const c = class_of(block.size);
-    by_size_[c].emplace(block.size, block.ptr);
-    nonempty_[c / 64] |= std::uint64_t{1} << (c % 64);
-    ++size_count_;
-  } else {
-    spare_size_.value() = size_key{block.size, block.ptr};
-    add_size(std::move(spare_size_));
+  auto& n = records_[next];
+  by_start_.erase(n.ptr);
+  by_start_.insert_unchecked(block.ptr, next);  // one entry out, one in
+  auto const old_size = n.size;
+  auto* const old_ptr = n.ptr;
+  n.ptr               = block.ptr;
+  n.size += block.size;
+  rekey_size(next, old_size, old_ptr);
+}
+
+void coalescing_free_list::rekey_size(record r, std::size_t old_size, char* old_ptr) noexcept
+{
+  auto const oc = class_of(old_size);
+  auto const nc = class_of(records_[r].size);
+  auto at       = by_size_[oc].find(old_size, old_ptr);
+  if (oc == nc) {
+    by_size_[oc].rekey(at, records_[r].size, records_[r].ptr);  // room reserved in class nc
+    return;
   }
-  by_start_.insert(block);
-  by_end_.insert({block.end(), block.size, block.chunk});
+  remove_size(oc, at);
+  add_size(records_[r].size, records_[r].ptr, r);
+}
+
+void coalescing_free_list::reserve_one(std::size_t c)
+{
+  by_size_[c].reserve();
+  auto const blocks = size_count_ + 1;
+  if (free_records_.empty() && records_.size() == records_.capacity()) {
+    records_.reserve(std::max<std::size_t>(16, records_.capacity() * 2));
+    free_records_.reserve(records_.capacity());
+  }
+  by_start_.reserve(blocks);
+  by_end_.reserve(blocks);
+}
+
+void coalescing_free_list::emplace(free_block block) noexcept
+{
+  record r{};
+  if (free_records_.empty()) {
+    r = static_cast<record>(records_.size());
+    records_.push_back(block);  // capacity reserved
+  } else {
+    r = free_records_.back();
+    free_records_.pop_back();
+    records_[r] = block;
+  }
+  by_start_.insert_unchecked(block.ptr, r);
+  by_end_.insert_unchecked(block.end(), r);
+  add_size(block.size, block.ptr, r);
 }
 
 void coalescing_free_list::merge(coalescing_free_list& other)
@@ -154,7 +202,7 @@ free_stats coalescing_free_list::stats() const noexcept
   std::size_t largest{};
   for (auto c = classes; c > 0; --c) {
     if (!by_size_[c - 1].empty()) {
-      largest = by_size_[c - 1].rbegin()->first;
+      largest = by_size_[c - 1].largest().size;
       break;
     }
   }
@@ -165,52 +213,38 @@ void coalescing_free_list::clear() noexcept
 {
   by_start_.clear();
   by_end_.clear();
-  for (auto& s : by_size_) { s.clear(); }
+  for (auto& index : by_size_) { index.clear(); }
   nonempty_.fill(0);
   size_count_ = 0;
+  records_.clear();
+  free_records_.clear();
   free_bytes_ = 0;
-}
-
-void coalescing_free_list::rekey_size(std::size_t old_size, char* old_ptr, std::size_t new_size,
-                                      char* new_ptr)
-{
-  auto node    = remove_size(by_size_[class_of(old_size)].find(size_key{old_size, old_ptr}));
-  node.value() = size_key{new_size, new_ptr};
-  add_size(std::move(node));
 }
 
 void coalescing_free_list::check_invariants() const
 {
-  std::size_t in_classes{};
+  std::vector<free_block> blocks;
+  blocks.reserve(size_count_);
   for (std::size_t c = 0; c < classes; ++c) {
-    in_classes += by_size_[c].size();
+    by_size_[c].check_invariants();
     bool const bit = ((nonempty_[c / 64] >> (c % 64)) & 1) != 0;
     GPUMEM_EXPECTS(bit == !by_size_[c].empty(), logic_error,
                    format("coalescing_free_list: nonempty_ bit ", c, " is ", bit, " but class ", c,
                           " holds ", by_size_[c].size(), " blocks"));
+    by_size_[c].for_each([&](size_index::entry const& e) { blocks.push_back(check_entry(c, e)); });
   }
-  GPUMEM_EXPECTS(in_classes == size_count_, logic_error,
-                 format("coalescing_free_list: size_count_ ", size_count_,
-                        " != blocks in the size classes ", in_classes));
-  GPUMEM_EXPECTS(size_count_ == by_start_.size() && by_start_.size() == by_end_.size(), logic_error,
-                 format("coalescing_free_list: size_count_ ", size_count_, ", by_start_.size() ",
-                        by_start_.size(), ", by_end_.size() ", by_end_.size(), " differ"));
-  std::vector<free_block> blocks;
-  blocks.reserve(by_start_.size());
-  for_each([&](free_block b) { blocks.push_back(b); });
+  auto const live = records_.size() - free_records_.size();
+  GPUMEM_EXPECTS(blocks.size() == size_count_ && size_count_ == by_start_.size() &&
+                     by_start_.size() == by_end_.size() && by_end_.size() == live,
+                 logic_error,
+                 format("coalescing_free_list: size_count_ ", size_count_, ", blocks in classes ",
+                        blocks.size(), ", by_start_.size() ", by_start_.size(), ", by_end_.size() ",
+                        by_end_.size(), ", live records ", live, " differ"));
   std::sort(blocks.begin(), blocks.end(),
             [](free_block const& a, free_block const& b) { return a.ptr < b.ptr; });
   std::size_t sum{};
   free_block prev{};
   for (auto const& b : blocks) {
-    GPUMEM_EXPECTS(
-        by_size_[class_of(b.size)].contains(size_key{b.size, b.ptr}), logic_error,
-        format("coalescing_free_list: block ", ptr_str(b.ptr), " missing from by_size_"));
-    auto const* e = by_end_.find(b.end());
-    GPUMEM_EXPECTS(e != nullptr && e->size == b.size && e->chunk == b.chunk, logic_error,
-                   format("coalescing_free_list: block ", ptr_str(b.ptr), " (", b.size,
-                          " B) missing from by_end_"));
-    GPUMEM_EXPECTS(b.size > 0, logic_error, "coalescing_free_list: empty block");
     if (prev.valid()) {
       GPUMEM_EXPECTS(prev.end() <= b.ptr, logic_error,
                      format("coalescing_free_list: blocks overlap at ", ptr_str(b.ptr)));
@@ -224,6 +258,21 @@ void coalescing_free_list::check_invariants() const
   GPUMEM_EXPECTS(
       sum == free_bytes_, logic_error,
       format("coalescing_free_list: free_bytes_ ", free_bytes_, " != sum of block sizes ", sum));
+}
+
+free_block coalescing_free_list::check_entry(std::size_t c, size_index::entry const& e) const
+{
+  GPUMEM_EXPECTS(class_of(e.size) == c && e.value < records_.size(), logic_error,
+                 format("coalescing_free_list: size entry (", e.size, ", ", ptr_str(e.ptr),
+                        ") in class ", c, " names record ", e.value));
+  auto const& b = records_[e.value];
+  GPUMEM_EXPECTS(b.size == e.size && b.ptr == e.ptr && b.size > 0, logic_error,
+                 format("coalescing_free_list: size entry (", e.size, ", ", ptr_str(e.ptr),
+                        ") names record ", e.value, " = (", b.size, ", ", ptr_str(b.ptr), ")"));
+  GPUMEM_EXPECTS(by_start_.find(b.ptr) == e.value && by_end_.find(b.end()) == e.value, logic_error,
+                 format("coalescing_free_list: block ", ptr_str(b.ptr), " (", b.size,
+                        " B) missing from by_start_ or by_end_"));
+  return b;
 }
 
 // -- fixed_size_free_list -------------------------------------------------------------------------
