@@ -6,6 +6,15 @@
 
 #include <pybind11/stl.h>
 
+#include <gpumem/mr/aligned_resource_adaptor.hpp>
+#include <gpumem/mr/failure_callback_resource_adaptor.hpp>
+#include <gpumem/mr/limiting_resource_adaptor.hpp>
+#include <gpumem/mr/logging_resource_adaptor.hpp>
+#include <gpumem/mr/prefetch_resource_adaptor.hpp>
+#include <gpumem/mr/statistics_resource_adaptor.hpp>
+#include <gpumem/mr/thread_safe_resource_adaptor.hpp>
+#include <gpumem/mr/tracking_resource_adaptor.hpp>
+
 #include <iostream>
 
 namespace gpumem::python {
@@ -13,17 +22,11 @@ namespace {
 using mr::device_memory_resource;
 template <class R>
 using adaptor_class = py::class_<R, device_memory_resource, holder<R>>;
-[[maybe_unused]] device_async_resource_ref upstream_ref(py::handle upstream)
+device_async_resource_ref upstream_ref(py::handle upstream)
 {
   return device_async_resource_ref{to_resource(upstream)};
 }
-}  // namespace
-}  // namespace gpumem::python
 
-#if __has_include(<gpumem/mr/statistics_resource_adaptor.hpp>)
-#include <gpumem/mr/statistics_resource_adaptor.hpp>
-namespace gpumem::python {
-namespace {
 void bind_statistics(py::module_& m)
 {
   using R       = mr::statistics_resource_adaptor<device_memory_resource>;
@@ -73,15 +76,7 @@ and returns it. ``allocation_counts`` gives all six numbers as a dict.
         return d;
       });
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_STATISTICS 1
-#endif
 
-#if __has_include(<gpumem/mr/tracking_resource_adaptor.hpp>)
-#include <gpumem/mr/tracking_resource_adaptor.hpp>
-namespace gpumem::python {
-namespace {
 void bind_tracking(py::module_& m)
 {
   using R = mr::tracking_resource_adaptor<device_memory_resource>;
@@ -110,15 +105,7 @@ C++ stack): a leak report at any time. ``get_outstanding_allocations()`` is a di
           [](R const& r) { r.log_outstanding_allocations(std::clog); },
           "Writes the leak report to stderr when an allocation is outstanding.");
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_TRACKING 1
-#endif
 
-#if __has_include(<gpumem/mr/logging_resource_adaptor.hpp>)
-#include <gpumem/mr/logging_resource_adaptor.hpp>
-namespace gpumem::python {
-namespace {
 void bind_logging(py::module_& m)
 {
   using R = mr::logging_resource_adaptor<device_memory_resource>;
@@ -139,15 +126,7 @@ otherwise call ``flush()``.
       .def_static("get_default_filename", &R::get_default_filename,
                   "The value of GPUMEM_LOG_FILE (LogicError when unset).");
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_LOGGING 1
-#endif
 
-#if __has_include(<gpumem/mr/limiting_resource_adaptor.hpp>)
-#include <gpumem/mr/limiting_resource_adaptor.hpp>
-namespace gpumem::python {
-namespace {
 void bind_limiting(py::module_& m)
 {
   using R = mr::limiting_resource_adaptor<device_memory_resource>;
@@ -163,15 +142,7 @@ rounded up to ``alignment``); beyond it, allocate raises OutOfMemoryError naming
       .def("get_allocated_bytes", &R::get_allocated_bytes, "Bytes currently charged.")
       .def("get_allocation_limit", &R::get_allocation_limit);
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_LIMITING 1
-#endif
 
-#if __has_include(<gpumem/mr/aligned_resource_adaptor.hpp>)
-#include <gpumem/mr/aligned_resource_adaptor.hpp>
-namespace gpumem::python {
-namespace {
 void bind_aligned(py::module_& m)
 {
   using R = mr::aligned_resource_adaptor<device_memory_resource>;
@@ -187,15 +158,7 @@ may exceed 256) by over-allocating from ``upstream``.
       .def_property_readonly("alignment", &R::alignment)
       .def_property_readonly("alignment_threshold", &R::alignment_threshold);
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_ALIGNED 1
-#endif
 
-#if __has_include(<gpumem/mr/failure_callback_resource_adaptor.hpp>)
-#include <gpumem/mr/failure_callback_resource_adaptor.hpp>
-namespace gpumem::python {
-namespace {
 void bind_failure_callback(py::module_& m)
 {
   using R = mr::failure_callback_resource_adaptor<device_memory_resource>;
@@ -214,15 +177,7 @@ garbage, then return True).
            }),
            py::arg("upstream"), py::arg("callback"), py::keep_alive<1, 2>());
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_FAILURE_CALLBACK 1
-#endif
 
-#if __has_include(<gpumem/mr/prefetch_resource_adaptor.hpp>)
-#include <gpumem/mr/prefetch_resource_adaptor.hpp>
-namespace gpumem::python {
-namespace {
 void bind_prefetch(py::module_& m)
 {
   using R = mr::prefetch_resource_adaptor<device_memory_resource>;
@@ -236,15 +191,7 @@ first kernel does not fault it in page by page).
            py::arg("upstream"), py::kw_only(), py::arg("runtime") = py::none(),
            py::keep_alive<1, 2>(), py::keep_alive<1, 3>());
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_PREFETCH 1
-#endif
 
-#if __has_include(<gpumem/mr/thread_safe_resource_adaptor.hpp>)
-#include <gpumem/mr/thread_safe_resource_adaptor.hpp>
-namespace gpumem::python {
-namespace {
 void bind_thread_safe(py::module_& m)
 {
   using R = mr::thread_safe_resource_adaptor<device_memory_resource>;
@@ -256,38 +203,19 @@ void bind_thread_safe(py::module_& m)
 }
 }  // namespace
 }  // namespace gpumem::python
-#define GPUMEM_PY_THREAD_SAFE 1
-#endif
 
 namespace gpumem::python {
 
 void bind_adaptors(py::module_& m)
 {
-#ifdef GPUMEM_PY_STATISTICS
   bind_statistics(m);
-#endif
-#ifdef GPUMEM_PY_TRACKING
   bind_tracking(m);
-#endif
-#ifdef GPUMEM_PY_LOGGING
   bind_logging(m);
-#endif
-#ifdef GPUMEM_PY_LIMITING
   bind_limiting(m);
-#endif
-#ifdef GPUMEM_PY_ALIGNED
   bind_aligned(m);
-#endif
-#ifdef GPUMEM_PY_FAILURE_CALLBACK
   bind_failure_callback(m);
-#endif
-#ifdef GPUMEM_PY_PREFETCH
   bind_prefetch(m);
-#endif
-#ifdef GPUMEM_PY_THREAD_SAFE
   bind_thread_safe(m);
-#endif
-  (void)m;
 }
 
 }  // namespace gpumem::python

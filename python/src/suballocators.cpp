@@ -6,6 +6,12 @@
 
 #include <pybind11/stl.h>
 
+#include <gpumem/mr/arena_memory_resource.hpp>
+#include <gpumem/mr/binning_memory_resource.hpp>
+#include <gpumem/mr/caching_memory_resource.hpp>
+#include <gpumem/mr/fixed_size_memory_resource.hpp>
+#include <gpumem/mr/pool_memory_resource.hpp>
+
 namespace gpumem::python {
 namespace {
 
@@ -14,14 +20,14 @@ using mr::device_memory_resource;
 template <class R>
 using sub_class = py::class_<R, device_memory_resource, holder<R>>;
 
-[[maybe_unused]] device_async_resource_ref upstream_ref(py::handle upstream)
+device_async_resource_ref upstream_ref(py::handle upstream)
 {
   return device_async_resource_ref{to_resource(upstream)};
 }
 
 /// free_stats as a dict: free_bytes, blocks, largest_bytes.
 template <class Stats>
-[[maybe_unused]] py::dict free_stats_dict(Stats const& s)
+py::dict free_stats_dict(Stats const& s)
 {
   py::dict d;
   d["free_bytes"]    = s.free_bytes;
@@ -46,13 +52,6 @@ void def_stream_ordered(Class& c)
            "Raises LogicError naming the first broken invariant of the free lists.");
 }
 
-}  // namespace
-}  // namespace gpumem::python
-
-#if __has_include(<gpumem/mr/pool_memory_resource.hpp>)
-#include <gpumem/mr/pool_memory_resource.hpp>
-namespace gpumem::python {
-namespace {
 void bind_pool(py::module_& m)
 {
   using R = mr::pool_memory_resource<device_memory_resource>;
@@ -82,15 +81,7 @@ OutOfMemoryError naming the request, the pool size and maximum, and the largest 
                              "The size the pool may grow to (None: what upstream can give).");
   def_stream_ordered(c);
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_POOL 1
-#endif
 
-#if __has_include(<gpumem/mr/fixed_size_memory_resource.hpp>)
-#include <gpumem/mr/fixed_size_memory_resource.hpp>
-namespace gpumem::python {
-namespace {
 void bind_fixed_size(py::module_& m)
 {
   using R = mr::fixed_size_memory_resource<device_memory_resource>;
@@ -110,15 +101,7 @@ the block size raises; smaller requests take a whole block. Stream-ordered like 
       .def_property_readonly("block_size", &R::get_block_size);
   def_stream_ordered(c);
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_FIXED_SIZE 1
-#endif
 
-#if __has_include(<gpumem/mr/arena_memory_resource.hpp>)
-#include <gpumem/mr/arena_memory_resource.hpp>
-namespace gpumem::python {
-namespace {
 void bind_arena(py::module_& m)
 {
   using R = mr::arena_memory_resource<device_memory_resource>;
@@ -140,15 +123,7 @@ fails. ``defragment()`` synchronizes and returns empty superblocks to the global
       .def("defragment", &R::defragment, py::call_guard<py::gil_scoped_release>())
       .def("check_invariants", &R::check_invariants);
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_ARENA 1
-#endif
 
-#if __has_include(<gpumem/mr/binning_memory_resource.hpp>)
-#include <gpumem/mr/binning_memory_resource.hpp>
-namespace gpumem::python {
-namespace {
 void bind_binning(py::module_& m)
 {
   using R = mr::binning_memory_resource<device_memory_resource>;
@@ -184,15 +159,7 @@ larger requests go to ``upstream``. With no exponents there are no bins until ``
           "Serves requests up to `allocation_size` from `bin_resource` (or a new fixed-size bin).")
       .def("check_invariants", &R::check_invariants);
 }
-}  // namespace
-}  // namespace gpumem::python
-#define GPUMEM_PY_BINNING 1
-#endif
 
-#if __has_include(<gpumem/mr/caching_memory_resource.hpp>)
-#include <gpumem/mr/caching_memory_resource.hpp>
-namespace gpumem::python {
-namespace {
 void bind_caching(py::module_& m)
 {
   using R       = mr::caching_memory_resource;
@@ -220,29 +187,16 @@ A caching allocator with geometric bins (CUB's semantics): requests round up to
 }
 }  // namespace
 }  // namespace gpumem::python
-#define GPUMEM_PY_CACHING 1
-#endif
 
 namespace gpumem::python {
 
 void bind_suballocators(py::module_& m)
 {
-#ifdef GPUMEM_PY_POOL
   bind_pool(m);
-#endif
-#ifdef GPUMEM_PY_FIXED_SIZE
   bind_fixed_size(m);
-#endif
-#ifdef GPUMEM_PY_ARENA
   bind_arena(m);
-#endif
-#ifdef GPUMEM_PY_BINNING
   bind_binning(m);
-#endif
-#ifdef GPUMEM_PY_CACHING
   bind_caching(m);
-#endif
-  (void)m;
 }
 
 }  // namespace gpumem::python
