@@ -14,14 +14,6 @@ namespace gpumem::detail {
 
 // -- coalescing_free_list -------------------------------------------------------------------------
 
-std::size_t coalescing_free_list::class_of(std::size_t size) noexcept
-{
-  auto const v = size >> 8;  // in units of 256 bytes (the pool's alignment)
-  if (v < 32) { return v; }
-  auto const e = static_cast<std::size_t>(std::bit_width(v)) - 1;  // 5 <= e <= 55
-  return 32 + (e - 5) * 4 + ((v >> (e - 2)) & 3);                  // 4 classes per octave
-}
-
 std::size_t coalescing_free_list::next_nonempty(std::size_t c) const noexcept
 {
   for (auto w = c / 64; w < nonempty_.size(); ++w) {
@@ -384,6 +376,7 @@ void block_map::grow(std::size_t slots)
 {
   std::vector<free_block> old(slots);
   old.swap(slots_);
+  shift_ = 64U - static_cast<unsigned>(std::countr_zero(slots));
   count_ = 0;
   for (auto const& b : old) {
     if (b.ptr != nullptr) { insert(b); }

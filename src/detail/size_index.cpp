@@ -7,33 +7,10 @@
 
 namespace gpumem::detail {
 
-void size_index::put(node& n, std::uint32_t slot, std::size_t s, char* p, std::uint32_t v) noexcept
-{
-  for (auto i = n.count; i > slot; --i) {
-    n.sizes[i]  = n.sizes[i - 1];
-    n.ptrs[i]   = n.ptrs[i - 1];
-    n.values[i] = n.values[i - 1];
-  }
-  n.sizes[slot]  = s;
-  n.ptrs[slot]   = p;
-  n.values[slot] = v;
-  ++n.count;
-}
-
 void size_index::put_child(std::uint32_t n, std::uint32_t slot, entry e) noexcept
 {
   put(nodes_[n], slot, e.size, e.ptr, e.value);
   nodes_[e.value].parent = n;
-}
-
-void size_index::remove_slot(node& n, std::uint32_t slot) noexcept
-{
-  for (auto i = slot + 1; i < n.count; ++i) {
-    n.sizes[i - 1]  = n.sizes[i];
-    n.ptrs[i - 1]   = n.ptrs[i];
-    n.values[i - 1] = n.values[i];
-  }
-  --n.count;
 }
 
 std::uint32_t size_index::slot_in_parent(std::uint32_t c) const noexcept
@@ -59,36 +36,6 @@ std::uint32_t size_index::next_leaf(std::uint32_t leaf) const noexcept
   }
   while (!nodes_[n].leaf) { n = nodes_[n].values[0]; }
   return n;
-}
-
-void size_index::erase(cursor& c) noexcept
-{
-  remove_slot(nodes_[c.leaf_], c.slot_);
-  --count_;
-  fix_underflow(c.leaf_);
-  c.leaf_ = none;
-}
-
-void size_index::rekey(cursor& c, std::size_t size, char* ptr) noexcept
-{
-  auto& leaf       = nodes_[c.leaf_];
-  auto const slot  = c.slot_;
-  auto const value = leaf.values[slot];
-  // In place when the new key stays inside the leaf's order and range: above the previous entry
-  // (or, for the first entry, not below the old key) and below the next one (or, for the last
-  // entry, not above the old key).
-  bool const grows = less(leaf.sizes[slot], leaf.ptrs[slot], size, ptr);
-  bool const lo_ok = slot > 0 ? less(leaf.sizes[slot - 1], leaf.ptrs[slot - 1], size, ptr) : grows;
-  bool const hi_ok =
-      slot + 1 < leaf.count ? less(size, ptr, leaf.sizes[slot + 1], leaf.ptrs[slot + 1]) : !grows;
-  if (lo_ok && hi_ok) {
-    leaf.sizes[slot] = size;
-    leaf.ptrs[slot]  = ptr;
-    c.leaf_          = none;
-    return;
-  }
-  erase(c);
-  insert_reserved({size, ptr, value});
 }
 
 void size_index::add_free_nodes()
@@ -118,7 +65,7 @@ void size_index::free_node(std::uint32_t n) noexcept
   ++free_count_;
 }
 
-void size_index::insert_reserved(entry e) noexcept
+void size_index::insert_slow(entry e) noexcept
 {
   ++count_;
   if (root_ == none) {

@@ -2,14 +2,16 @@
 // API). It lets deallocate find a block's true size and chunk, and detect a double free or a
 // foreign pointer instead of corrupting the free lists.
 //
-// Striped: 64 shards chosen by pointer hash, each with its own mutex, so threads freeing different
-// blocks rarely meet (no global lock on the hot path).
+// Striped: 64 shards chosen by pointer hash, each with its own lock (a spin_mutex: the critical
+// section is one probe), so threads freeing different blocks rarely meet (no global lock on the
+// hot path).
 //
 // Invariant: bytes() == sum of recorded sizes (computed on demand; no shared counter to contend).
 // Thread safety: all members are thread-safe.
 #pragma once
 
 #include <gpumem/detail/free_block.hpp>
+#include <gpumem/detail/spin_mutex.hpp>
 
 #include <array>
 #include <cstdint>
@@ -52,15 +54,15 @@ class block_map {
  private:
   [[nodiscard]] std::size_t home(char const* key) const noexcept
   {
-    auto v = reinterpret_cast<std::uintptr_t>(key) >> 8;
-    v ^= v >> 29;
-    v *= 0xBF58476D1CE4E5B9ULL;
-    v ^= v >> 32;
-    return v & (slots_.size() - 1);
+    // Multiplicative hashing, top bits. The multiplier differs from shard_of's, whose top bits are
+    // the same for every key of a shard.
+    auto const v = (reinterpret_cast<std::uintptr_t>(key) >> 8) * 0xBF58476D1CE4E5B9ULL;
+    return static_cast<std::size_t>(v >> shift_);
   }
   void grow(std::size_t slots);
 
   std::vector<free_block> slots_;  // ptr == nullptr: empty; size is a power of two (or 0)
+  unsigned shift_{64};             // == 64 - log2(slots_.size())
   std::size_t count_{};            // == number of non-empty slots
 };
 
@@ -101,7 +103,7 @@ class allocation_table {
 
  private:
   struct alignas(64) shard {
-    mutable std::mutex mutex;
+    mutable spin_mutex mutex;
     block_map blocks;
   };
   static constexpr std::size_t shard_bits = 6;

@@ -29,6 +29,7 @@
 #include <gpumem/detail/size_index.hpp>
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -84,7 +85,13 @@ class coalescing_free_list {
   static constexpr std::size_t classes = 256;
 
   /// The size class of `size`: monotonic, < classes.
-  [[nodiscard]] static std::size_t class_of(std::size_t size) noexcept;
+  [[nodiscard]] static std::size_t class_of(std::size_t size) noexcept
+  {
+    auto const v = size >> 8;  // in units of 256 bytes (the pool's alignment)
+    if (v < 32) { return v; }
+    auto const e = static_cast<std::size_t>(std::bit_width(v)) - 1;  // 5 <= e <= 55
+    return 32 + (e - 5) * 4 + ((v >> (e - 2)) & 3);                  // 4 classes per octave
+  }
   /// The first non-empty class >= c, or classes.
   [[nodiscard]] std::size_t next_nonempty(std::size_t c) const noexcept;
   /// Adds (size, ptr) -> r to its class (room reserved there).

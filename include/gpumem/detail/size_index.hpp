@@ -76,10 +76,38 @@ class size_index {
     return {n.sizes[c.slot_], n.ptrs[c.slot_], n.values[c.slot_]};
   }
   /// Removes the entry at `c` (which becomes invalid).
-  void erase(cursor& c) noexcept;
+  void erase(cursor& c) noexcept
+  {
+    auto& n = nodes_[c.leaf_];
+    remove_slot(n, c.slot_);
+    --count_;
+    if (n.count < underfull && (n.parent != none || count_ == 0)) { fix_underflow(c.leaf_); }
+    c.leaf_ = none;
+  }
   /// Gives the entry at `c` a new key, keeping its value (in place when the order allows; `c`
   /// becomes invalid). Needs a reserve() since the last insert.
-  void rekey(cursor& c, std::size_t size, char* ptr) noexcept;
+  void rekey(cursor& c, std::size_t size, char* ptr) noexcept
+  {
+    auto& leaf      = nodes_[c.leaf_];
+    auto const slot = c.slot_;
+    // In place when the new key stays inside the leaf's order and range: above the previous
+    // entry (or, for the first entry, not below the old key) and below the next one (or, for the
+    // last entry, not above the old key).
+    bool const grows = less(leaf.sizes[slot], leaf.ptrs[slot], size, ptr);
+    bool const lo_ok =
+        slot > 0 ? less(leaf.sizes[slot - 1], leaf.ptrs[slot - 1], size, ptr) : grows;
+    bool const hi_ok =
+        slot + 1 < leaf.count ? less(size, ptr, leaf.sizes[slot + 1], leaf.ptrs[slot + 1]) : !grows;
+    if (lo_ok && hi_ok) {
+      leaf.sizes[slot] = size;
+      leaf.ptrs[slot]  = ptr;
+      c.leaf_          = none;
+      return;
+    }
+    auto const value = leaf.values[slot];
+    erase(c);
+    insert_reserved({size, ptr, value});
+  }
   /// Makes room so that the next insert or rekey allocates nothing. May throw (nothing changes).
   void reserve()
   {
@@ -151,10 +179,39 @@ class size_index {
   void add_free_nodes();
   /// Puts an entry into internal node n, adopting the child it names.
   void put_child(std::uint32_t n, std::uint32_t slot, entry e) noexcept;
-  static void put(node& n, std::uint32_t slot, std::size_t s, char* p, std::uint32_t v) noexcept;
-  static void remove_slot(node& n, std::uint32_t slot) noexcept;
+  static void put(node& n, std::uint32_t slot, std::size_t s, char* p, std::uint32_t v) noexcept
+  {
+    for (auto i = n.count; i > slot; --i) {
+      n.sizes[i]  = n.sizes[i - 1];
+      n.ptrs[i]   = n.ptrs[i - 1];
+      n.values[i] = n.values[i - 1];
+    }
+    n.sizes[slot]  = s;
+    n.ptrs[slot]   = p;
+    n.values[slot] = v;
+    ++n.count;
+  }
+  static void remove_slot(node& n, std::uint32_t slot) noexcept
+  {
+    for (auto i = slot + 1; i < n.count; ++i) {
+      n.sizes[i - 1]  = n.sizes[i];
+      n.ptrs[i - 1]   = n.ptrs[i];
+      n.values[i - 1] = n.values[i];
+    }
+    --n.count;
+  }
 
-  void insert_reserved(entry e) noexcept;
+  void insert_reserved(entry e) noexcept
+  {
+    if (root_ == none || !nodes_[root_].leaf || nodes_[root_].count == fanout) {
+      insert_slow(e);
+      return;
+    }
+    ++count_;  // one leaf with room: the common case of a small class
+    auto& n = nodes_[root_];
+    put(n, count_less(n, e.size, e.ptr), e.size, e.ptr, e.value);
+  }
+  void insert_slow(entry e) noexcept;
   void split_insert(std::uint32_t x, entry e, std::uint32_t slot) noexcept;
   void fix_underflow(std::uint32_t n) noexcept;
   /// n (not the root) is underfull: drops it when empty, else merges it with a sibling that has

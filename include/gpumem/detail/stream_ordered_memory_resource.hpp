@@ -45,6 +45,7 @@
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/runtime.hpp>
+#include <gpumem/detail/spin_mutex.hpp>
 #include <gpumem/detail/stream_registry.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 
@@ -110,7 +111,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
  private:
   struct alignas(64) stream_state {  // own cache lines: no false sharing between streams
     stream_state(stream_identity id, FreeList const& proto) : list{proto}, identity{id} {}
-    std::mutex mutex;
+    spin_mutex mutex;  // held for one free-list operation on the hot path
     FreeList list;
     stream_identity identity;
     cudaEvent_t event{};  // created on first steal from this stream; guarded by mutex
