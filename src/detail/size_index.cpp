@@ -9,13 +9,13 @@ namespace gpumem::detail {
 
 void size_index::put_child(std::uint32_t n, std::uint32_t slot, entry e) noexcept
 {
-  put(nodes_[n], slot, e.size, e.ptr, e.value);
-  nodes_[e.value].parent = n;
+  put(nd(n), slot, e.size, e.ptr, e.value);
+  nd(e.value).parent = n;
 }
 
 std::uint32_t size_index::slot_in_parent(std::uint32_t c) const noexcept
 {
-  auto const& p   = nodes_[nodes_[c].parent];
+  auto const& p   = nd(nd(c).parent);
   std::uint32_t i = 0;
   while (p.values[i] != c) { ++i; }
   return i;
@@ -26,15 +26,15 @@ std::uint32_t size_index::next_leaf(std::uint32_t leaf) const noexcept
 {
   auto n = leaf;
   for (;;) {
-    if (nodes_[n].parent == none) { return none; }
+    if (nd(n).parent == none) { return none; }
     auto const slot = slot_in_parent(n);
-    n               = nodes_[n].parent;
-    if (slot + 1 < nodes_[n].count) {
-      n = nodes_[n].values[slot + 1];
+    n               = nd(n).parent;
+    if (slot + 1 < nd(n).count) {
+      n = nd(n).values[slot + 1];
       break;
     }
   }
-  while (!nodes_[n].leaf) { n = nodes_[n].values[0]; }
+  while (!nd(n).leaf) { n = nd(n).values[0]; }
   return n;
 }
 
@@ -42,26 +42,26 @@ void size_index::add_free_nodes()
 {
   while (free_count_ < height_ + 1) {
     nodes_.emplace_back();
-    free_node(static_cast<std::uint32_t>(nodes_.size() - 1));
+    free_node(static_cast<std::uint32_t>(nodes_.size()));
   }
 }
 
 std::uint32_t size_index::new_node(bool leaf) noexcept
 {
   auto const n = free_head_;
-  free_head_   = nodes_[n].values[0];
+  free_head_   = nd(n).values[0];
   --free_count_;
-  nodes_[n].count  = 0;
-  nodes_[n].leaf   = leaf;
-  nodes_[n].parent = none;
+  nd(n).count  = 0;
+  nd(n).leaf   = leaf;
+  nd(n).parent = none;
   return n;
 }
 
 void size_index::free_node(std::uint32_t n) noexcept
 {
-  nodes_[n].count     = 0;
-  nodes_[n].values[0] = free_head_;
-  free_head_          = n;
+  nd(n).count     = 0;
+  nd(n).values[0] = free_head_;
+  free_head_      = n;
   ++free_count_;
 }
 
@@ -71,38 +71,38 @@ void size_index::insert_slow(entry e) noexcept
   if (root_ == none) {
     root_   = new_node(true);
     height_ = 1;
-    put(nodes_[root_], 0, e.size, e.ptr, e.value);
+    put(nd(root_), 0, e.size, e.ptr, e.value);
     return;
   }
   auto n = root_;
-  while (!nodes_[n].leaf) {
-    auto& nd        = nodes_[n];
-    auto const slot = route(nd, e.size, e.ptr);
-    if (slot == 0 && less(e.size, e.ptr, nd.sizes[0], nd.ptrs[0])) {
-      nd.sizes[0] = e.size;  // the new key is below every bound: child 0's bound comes down
-      nd.ptrs[0]  = e.ptr;
+  while (!nd(n).leaf) {
+    auto& cur       = nd(n);
+    auto const slot = route(cur, e.size, e.ptr);
+    if (slot == 0 && less(e.size, e.ptr, cur.sizes[0], cur.ptrs[0])) {
+      cur.sizes[0] = e.size;  // the new key is below every bound: child 0's bound comes down
+      cur.ptrs[0]  = e.ptr;
     }
-    n = nd.values[slot];
+    n = cur.values[slot];
   }
-  split_insert(n, e, count_less(nodes_[n], e.size, e.ptr));
+  split_insert(n, e, count_less(nd(n), e.size, e.ptr));
 }
 
 // Puts e at `slot` of node x, splitting full nodes up to the root.
 void size_index::split_insert(std::uint32_t x, entry e, std::uint32_t slot) noexcept
 {
   for (;;) {
-    bool const leaf = nodes_[x].leaf;
-    if (nodes_[x].count < fanout) {
+    bool const leaf = nd(x).leaf;
+    if (nd(x).count < fanout) {
       if (leaf) {
-        put(nodes_[x], slot, e.size, e.ptr, e.value);
+        put(nd(x), slot, e.size, e.ptr, e.value);
       } else {
         put_child(x, slot, e);
       }
       return;
     }
     auto const y    = new_node(leaf);
-    auto& xn        = nodes_[x];
-    auto& yn        = nodes_[y];
+    auto& xn        = nd(x);
+    auto& yn        = nd(y);
     auto const half = fanout / 2;
     for (auto i = half; i < fanout; ++i) {
       yn.sizes[i - half]  = xn.sizes[i];
@@ -112,10 +112,10 @@ void size_index::split_insert(std::uint32_t x, entry e, std::uint32_t slot) noex
     xn.count          = half;
     yn.count          = fanout - half;
     auto const target = slot <= half ? x : y;
-    put(nodes_[target], slot <= half ? slot : slot - half, e.size, e.ptr, e.value);
+    put(nd(target), slot <= half ? slot : slot - half, e.size, e.ptr, e.value);
     if (!leaf) {
-      for (std::uint32_t i = 0; i < yn.count; ++i) { nodes_[yn.values[i]].parent = y; }
-      nodes_[e.value].parent = target;
+      for (std::uint32_t i = 0; i < yn.count; ++i) { nd(yn.values[i]).parent = y; }
+      nd(e.value).parent = target;
     }
     e = entry{yn.sizes[0], yn.ptrs[0], y};  // y's bound, to go into the parent after x
     if (xn.parent == none) {
@@ -133,13 +133,13 @@ void size_index::split_insert(std::uint32_t x, entry e, std::uint32_t slot) noex
 
 void size_index::fix_underflow(std::uint32_t n) noexcept
 {
-  while (n != none && nodes_[n].parent != none && nodes_[n].count < underfull) {
+  while (n != none && nd(n).parent != none && nd(n).count < underfull) {
     n = merge_with_sibling(n);
   }
-  while (height_ > 1 && nodes_[root_].count == 1) {  // a root with one child steps down
-    auto const old       = root_;
-    root_                = nodes_[old].values[0];
-    nodes_[root_].parent = none;
+  while (height_ > 1 && nd(root_).count == 1) {  // a root with one child steps down
+    auto const old   = root_;
+    root_            = nd(old).values[0];
+    nd(root_).parent = none;
     free_node(old);
     --height_;
   }
@@ -152,32 +152,31 @@ void size_index::fix_underflow(std::uint32_t n) noexcept
 
 std::uint32_t size_index::merge_with_sibling(std::uint32_t n) noexcept
 {
-  auto const p    = nodes_[n].parent;
-  auto& parent    = nodes_[p];
+  auto const p    = nd(n).parent;
+  auto& parent    = nd(p);
   auto const slot = slot_in_parent(n);
-  if (nodes_[n].count == 0) {
+  if (nd(n).count == 0) {
     remove_slot(parent, slot);
     free_node(n);
     return p;
   }
   std::uint32_t left_slot{};
-  if (slot > 0 && nodes_[parent.values[slot - 1]].count + nodes_[n].count <= fanout) {
+  if (slot > 0 && nd(parent.values[slot - 1]).count + nd(n).count <= fanout) {
     left_slot = slot - 1;
-  } else if (slot + 1 < parent.count &&
-             nodes_[parent.values[slot + 1]].count + nodes_[n].count <= fanout) {
+  } else if (slot + 1 < parent.count && nd(parent.values[slot + 1]).count + nd(n).count <= fanout) {
     left_slot = slot;
   } else {
     return none;
   }
   auto const l = parent.values[left_slot];
   auto const r = parent.values[left_slot + 1];
-  auto& ln     = nodes_[l];
-  auto& rn     = nodes_[r];
+  auto& ln     = nd(l);
+  auto& rn     = nd(r);
   for (std::uint32_t i = 0; i < rn.count; ++i) {
     ln.sizes[ln.count + i]  = rn.sizes[i];
     ln.ptrs[ln.count + i]   = rn.ptrs[i];
     ln.values[ln.count + i] = rn.values[i];
-    if (!ln.leaf) { nodes_[rn.values[i]].parent = l; }
+    if (!ln.leaf) { nd(rn.values[i]).parent = l; }
   }
   ln.count += rn.count;
   remove_slot(parent, left_slot + 1);
@@ -188,8 +187,8 @@ std::uint32_t size_index::merge_with_sibling(std::uint32_t n) noexcept
 size_index::entry size_index::largest() const noexcept
 {
   auto n = root_;
-  while (!nodes_[n].leaf) { n = nodes_[n].values[nodes_[n].count - 1]; }
-  auto const& leaf = nodes_[n];
+  while (!nd(n).leaf) { n = nd(n).values[nd(n).count - 1]; }
+  auto const& leaf = nd(n);
   auto const last  = leaf.count - 1;
   return {leaf.sizes[last], leaf.ptrs[last], leaf.values[last]};
 }
@@ -198,7 +197,7 @@ void size_index::clear() noexcept
 {
   free_head_  = none;
   free_count_ = 0;
-  for (auto n = static_cast<std::uint32_t>(nodes_.size()); n > 0; --n) { free_node(n - 1); }
+  for (auto n = static_cast<std::uint32_t>(nodes_.size()) + 1; n > 0; --n) { free_node(n - 1); }
   root_   = none;
   height_ = 0;
   count_  = 0;
@@ -211,10 +210,10 @@ void size_index::check_invariants() const
   GPUMEM_EXPECTS(in_tree == count_, logic_error,
                  format("size_index: count_ ", count_, " != entries in the leaves ", in_tree));
   std::size_t free{};
-  for (auto n = free_head_; n != none && free <= nodes_.size(); n = nodes_[n].values[0]) { ++free; }
+  for (auto n = free_head_; n != none && free <= nodes_.size() + 1; n = nd(n).values[0]) { ++free; }
   GPUMEM_EXPECTS(free == free_count_, logic_error,
                  format("size_index: free_count_ ", free_count_, " != free list length ", free));
-  GPUMEM_EXPECTS(root_ == none || nodes_[root_].parent == none, logic_error,
+  GPUMEM_EXPECTS(root_ == none || nd(root_).parent == none, logic_error,
                  "size_index: the root names a parent");
 }
 
@@ -222,39 +221,39 @@ void size_index::check_invariants() const
 std::size_t size_index::check_node(std::uint32_t n, std::uint32_t depth, entry lo,
                                    entry const* hi) const
 {
-  auto const& nd      = nodes_[n];
+  auto const& cur     = nd(n);
   auto const in_range = [&](std::uint32_t i) {
-    return !less(nd.sizes[i], nd.ptrs[i], lo.size, lo.ptr) &&
-           (hi == nullptr || less(nd.sizes[i], nd.ptrs[i], hi->size, hi->ptr));
+    return !less(cur.sizes[i], cur.ptrs[i], lo.size, lo.ptr) &&
+           (hi == nullptr || less(cur.sizes[i], cur.ptrs[i], hi->size, hi->ptr));
   };
-  GPUMEM_EXPECTS(nd.count > 0 && nd.count <= fanout, logic_error,
-                 format("size_index: node ", n, " holds ", nd.count, " entries"));
-  GPUMEM_EXPECTS(nd.leaf == (depth == height_), logic_error,
+  GPUMEM_EXPECTS(cur.count > 0 && cur.count <= fanout, logic_error,
+                 format("size_index: node ", n, " holds ", cur.count, " entries"));
+  GPUMEM_EXPECTS(cur.leaf == (depth == height_), logic_error,
                  format("size_index: node ", n, " at depth ", depth, " of ", height_,
-                        nd.leaf ? " is a leaf" : " is not a leaf"));
+                        cur.leaf ? " is a leaf" : " is not a leaf"));
   std::size_t total{};
-  for (std::uint32_t i = 0; i < nd.count; ++i) {
-    GPUMEM_EXPECTS(
-        in_range(i) && (i == 0 || less(nd.sizes[i - 1], nd.ptrs[i - 1], nd.sizes[i], nd.ptrs[i])),
-        logic_error, format("size_index: node ", n, " entry ", i, " out of order"));
-    if (i > 0 && !nd.leaf) {
-      auto const a = nodes_[nd.values[i - 1]].count;
-      auto const b = nodes_[nd.values[i]].count;
+  for (std::uint32_t i = 0; i < cur.count; ++i) {
+    GPUMEM_EXPECTS(in_range(i) && (i == 0 || less(cur.sizes[i - 1], cur.ptrs[i - 1], cur.sizes[i],
+                                                  cur.ptrs[i])),
+                   logic_error, format("size_index: node ", n, " entry ", i, " out of order"));
+    if (i > 0 && !cur.leaf) {
+      auto const a = nd(cur.values[i - 1]).count;
+      auto const b = nd(cur.values[i]).count;
       GPUMEM_EXPECTS(
           a >= underfull || b >= underfull, logic_error,
           format("size_index: adjacent children of node ", n, " hold ", a, " and ", b, " entries"));
     }
-    if (nd.leaf) {
+    if (cur.leaf) {
       ++total;
       continue;
     }
-    GPUMEM_EXPECTS(nodes_[nd.values[i]].parent == n, logic_error,
-                   format("size_index: child ", nd.values[i], " of node ", n, " names parent ",
-                          nodes_[nd.values[i]].parent));
-    entry const next{i + 1 < nd.count ? nd.sizes[i + 1] : 0,
-                     i + 1 < nd.count ? nd.ptrs[i + 1] : nullptr, 0};
-    total += check_node(nd.values[i], depth + 1, entry{nd.sizes[i], nd.ptrs[i], 0},
-                        i + 1 < nd.count ? &next : hi);
+    GPUMEM_EXPECTS(nd(cur.values[i]).parent == n, logic_error,
+                   format("size_index: child ", cur.values[i], " of node ", n, " names parent ",
+                          nd(cur.values[i]).parent));
+    entry const next{i + 1 < cur.count ? cur.sizes[i + 1] : 0,
+                     i + 1 < cur.count ? cur.ptrs[i + 1] : nullptr, 0};
+    total += check_node(cur.values[i], depth + 1, entry{cur.sizes[i], cur.ptrs[i], 0},
+                        i + 1 < cur.count ? &next : hi);
   }
   return total;
 }

@@ -1,20 +1,21 @@
 // gpumem/detail/size_index.hpp — free blocks ordered by (size, address): the pool's best-fit index
 // (not API).
 //
-// A flat B+ tree: nodes of up to `fanout` entries held in one vector (indexes, not pointers), kept
-// sorted; an internal node's entry i is (lower bound of child i's keys, child i), and every node
-// names its parent (so a cursor is just a leaf and a slot). Best fit is one
-// descent (lower_bound by size, lowest address among equal sizes); insert and erase are one descent
-// plus a shift inside a node, with rare splits and merges. Nodes are recycled through a free list,
-// so once the tree has reached its size nothing allocates: reserve() makes room for one insert
-// (it is the only member that may throw).
+// A flat B+ tree: nodes of up to `fanout` entries, named by index, kept sorted: node 0 lives inside
+// the object (so a class with a few blocks is one node reached without a pointer), the others in
+// one vector; an internal node's entry i is (lower bound of child i's keys, child i), and every
+// node names its parent (so a cursor is just a leaf and a slot). Best fit is one descent
+// (lower_bound by size, lowest address among equal sizes); insert and erase are one descent plus a
+// shift inside a node, with rare splits and merges. Nodes are recycled through a free list, so once
+// the tree has reached its size nothing allocates: reserve() makes room for one insert (it is the
+// only member that may throw).
 //
 // Invariants (check_invariants() throws logic_error naming the broken one):
 //   count_ == number of leaf entries; every leaf is at depth height_ (root depth 1)
 //   keys strictly increase along the leaves; child i's keys lie in [sep i, sep i+1) and within
 //   its parent's range; every node but the root holds >= 1 entry
 //   no two adjacent siblings both hold < fanout / 4 entries (so height_ <= log2(count_) + 2)
-//   every child names its parent; nodes_.size() == nodes in the tree + free_count_
+//   every child names its parent; nodes_.size() + 1 == nodes in the tree + free_count_
 // Thread safety: none; the owner locks.
 #pragma once
 
@@ -56,8 +57,8 @@ class size_index {
   {
     if (root_ == none) { return {}; }
     auto const leaf = descend(size, nullptr);
-    auto const slot = count_less(nodes_[leaf], size, nullptr);
-    if (slot < nodes_[leaf].count) { return {leaf, slot}; }
+    auto const slot = count_less(nd(leaf), size, nullptr);
+    if (slot < nd(leaf).count) { return {leaf, slot}; }
     return {next_leaf(leaf), 0};
   }
   /// The entry with exactly this key, or invalid.
@@ -65,20 +66,20 @@ class size_index {
   {
     if (root_ == none) { return {}; }
     auto const leaf = descend(size, ptr);
-    auto const& n   = nodes_[leaf];
+    auto const& n   = nd(leaf);
     auto const slot = count_less(n, size, ptr);
     if (slot == n.count || n.sizes[slot] != size || n.ptrs[slot] != ptr) { return {}; }
     return {leaf, slot};
   }
   [[nodiscard]] entry at(cursor const& c) const noexcept
   {
-    auto const& n = nodes_[c.leaf_];
+    auto const& n = nd(c.leaf_);
     return {n.sizes[c.slot_], n.ptrs[c.slot_], n.values[c.slot_]};
   }
   /// Removes the entry at `c` (which becomes invalid).
   void erase(cursor& c) noexcept
   {
-    auto& n = nodes_[c.leaf_];
+    auto& n = nd(c.leaf_);
     remove_slot(n, c.slot_);
     --count_;
     if (n.count < underfull && (n.parent != none || count_ == 0)) { fix_underflow(c.leaf_); }
@@ -88,7 +89,7 @@ class size_index {
   /// becomes invalid). Needs a reserve() since the last insert.
   void rekey(cursor& c, std::size_t size, char* ptr) noexcept
   {
-    auto& leaf      = nodes_[c.leaf_];
+    auto& leaf      = nd(c.leaf_);
     auto const slot = c.slot_;
     // In place when the new key stays inside the leaf's order and range: above the previous
     // entry (or, for the first entry, not below the old key) and below the next one (or, for the
@@ -141,7 +142,8 @@ class size_index {
     std::uint32_t parent{none};
     std::array<std::size_t, fanout> sizes;
     std::array<char*, fanout> ptrs;
-    std::array<std::uint32_t, fanout> values;  // leaf: payload; internal: child; free: next free
+    std::array<std::uint32_t, fanout> values{none};  // leaf: payload; internal: child; free: next
+                                                     // free
   };
 
   [[nodiscard]] static bool less(std::size_t s1, char const* p1, std::size_t s2,
@@ -169,7 +171,7 @@ class size_index {
   [[nodiscard]] std::uint32_t descend(std::size_t s, char const* p) const noexcept
   {
     auto n = root_;
-    while (!nodes_[n].leaf) { n = nodes_[n].values[route(nodes_[n], s, p)]; }
+    while (!nd(n).leaf) { n = nd(n).values[route(nd(n), s, p)]; }
     return n;
   }
   /// The slot of child `c` in its parent.
@@ -203,12 +205,12 @@ class size_index {
 
   void insert_reserved(entry e) noexcept
   {
-    if (root_ == none || !nodes_[root_].leaf || nodes_[root_].count == fanout) {
+    if (root_ == none || !nd(root_).leaf || nd(root_).count == fanout) {
       insert_slow(e);
       return;
     }
     ++count_;  // one leaf with room: the common case of a small class
-    auto& n = nodes_[root_];
+    auto& n = nd(root_);
     put(n, count_less(n, e.size, e.ptr), e.size, e.ptr, e.value);
   }
   void insert_slow(entry e) noexcept;
@@ -223,23 +225,30 @@ class size_index {
   template <class F>
   void visit(std::uint32_t n, F& f) const
   {
-    auto const& nd = nodes_[n];
-    for (std::uint32_t i = 0; i < nd.count; ++i) {
-      if (nd.leaf) {
-        f(entry{nd.sizes[i], nd.ptrs[i], nd.values[i]});
+    auto const& cur = nd(n);
+    for (std::uint32_t i = 0; i < cur.count; ++i) {
+      if (cur.leaf) {
+        f(entry{cur.sizes[i], cur.ptrs[i], cur.values[i]});
       } else {
-        visit(nd.values[i], f);
+        visit(cur.values[i], f);
       }
     }
   }
   std::size_t check_node(std::uint32_t n, std::uint32_t depth, entry lo, entry const* hi) const;
 
-  std::vector<node> nodes_;
+  node& nd(std::uint32_t n) noexcept { return n == 0 ? inline_ : nodes_[n - 1]; }
+  [[nodiscard]] node const& nd(std::uint32_t n) const noexcept
+  {
+    return n == 0 ? inline_ : nodes_[n - 1];
+  }
+
+  node inline_{};            // node 0
+  std::vector<node> nodes_;  // node n > 0 is nodes_[n - 1]
   std::uint32_t root_{none};
-  std::uint32_t height_{};  // levels; 0 when empty
-  std::uint32_t free_head_{none};
-  std::uint32_t free_count_{};  // == nodes_.size() - nodes in the tree
-  std::size_t count_{};         // == entries in the leaves
+  std::uint32_t height_{};       // levels; 0 when empty
+  std::uint32_t free_head_{0};   // node 0 starts free (its next-free link is none)
+  std::uint32_t free_count_{1};  // == nodes_.size() + 1 - nodes in the tree
+  std::size_t count_{};          // == entries in the leaves
 };
 
 }  // namespace gpumem::detail
