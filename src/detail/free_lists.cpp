@@ -75,7 +75,7 @@ free_block coalescing_free_list::take(std::size_t size)
   return {block.end(), size, block.chunk};
 }
 
-void coalescing_free_list::insert(free_block block)
+void coalescing_free_list::insert(free_block const& block)
 {
   auto prev = by_end_.find(block.ptr);
   if (prev != address_map::none && records_[prev].chunk != block.chunk) {
@@ -321,13 +321,15 @@ void fixed_size_free_list::check_invariants() const
 
 namespace gpumem::detail {
 
-void block_map::insert(free_block b)
+void block_map::insert(free_block const& b)
 {
   if ((count_ + 1) * 2 > slots_.size()) { grow(std::max<std::size_t>(64, slots_.size() * 2)); }
   auto const mask = slots_.size() - 1;
   auto i          = home(b.ptr);
   while (slots_[i].ptr != nullptr) { i = (i + 1) & mask; }
-  slots_[i] = b;
+  slots_[i].ptr   = b.ptr;  // field by field: the caller wrote b so (store forwarding)
+  slots_[i].size  = b.size;
+  slots_[i].chunk = b.chunk;
   ++count_;
 }
 

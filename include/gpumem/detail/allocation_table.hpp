@@ -27,7 +27,7 @@ namespace gpumem::detail {
 /// guards it).
 class block_map {
  public:
-  void insert(free_block b);
+  void insert(free_block const& b);
   std::optional<free_block> erase(char* key);
   /// The entry at `key`, or nullptr; valid until the next insert or erase.
   [[nodiscard]] free_block const* find(char const* key) const noexcept;
@@ -68,7 +68,7 @@ class block_map {
 
 class allocation_table {
  public:
-  void insert(free_block block)
+  void insert(free_block const& block)
   {
     auto& s = shard_of(block.ptr);
     std::lock_guard lock{s.mutex};

@@ -61,7 +61,7 @@ class coalescing_free_list {
   free_block take(std::size_t size);
   /// Adds a block, merging it with free neighbours of the same chunk. May throw bad_alloc (nothing
   /// changes then).
-  void insert(free_block block);
+  void insert(free_block const& block);
   /// A fresh upstream chunk becomes one free block.
   void insert_chunk(free_block chunk) { insert(chunk); }
   /// Moves every block of `other` here (coalescing); `other` is left empty.

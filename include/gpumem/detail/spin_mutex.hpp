@@ -16,7 +16,7 @@ class spin_mutex {
  public:
   void lock() noexcept
   {
-    while (locked_.exchange(true, std::memory_order_acquire)) { wait(); }
+    if (locked_.exchange(true, std::memory_order_acquire)) { lock_contended(); }
   }
   [[nodiscard]] bool try_lock() noexcept
   {
@@ -26,11 +26,13 @@ class spin_mutex {
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
  private:
-  void wait() const noexcept
+  [[gnu::noinline]] void lock_contended() noexcept
   {
-    for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
-      if (spins >= spins_before_yield) { std::this_thread::yield(); }
-    }
+    do {
+      for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
+        if (spins >= spins_before_yield) { std::this_thread::yield(); }
+      }
+    } while (locked_.exchange(true, std::memory_order_acquire));
   }
   static constexpr int spins_before_yield = 64;
 

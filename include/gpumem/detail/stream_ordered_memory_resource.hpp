@@ -127,11 +127,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
   {
     auto const size = derived().allocation_size(bytes);
     auto& mine      = streams_.get(stream.value());
-    free_block block{};
-    {
-      std::lock_guard lock{mine.mutex};
-      block = mine.list.take(size);
-    }
+    auto block      = take_from(mine, size);  // built in place: no copy of the block
     if (!block.valid()) { block = allocate_slow(mine, size, stream); }
     record(mine, block);
     return block.ptr;
@@ -155,7 +151,12 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
     mine.maybe_free.store(true, std::memory_order_relaxed);
   }
 
-  void record(stream_state& mine, free_block block);
+  static free_block take_from(stream_state& s, std::size_t size)
+  {
+    std::lock_guard lock{s.mutex};
+    return s.list.take(size);
+  }
+  void record(stream_state& mine, free_block const& block);
   void report_bad(void const* ptr, std::size_t bytes, std::string const& why) noexcept;
   free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
   free_block take_unowned(std::size_t size);

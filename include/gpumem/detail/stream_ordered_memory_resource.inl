@@ -12,7 +12,7 @@ stream_ordered_memory_resource<D, L>::~stream_ordered_memory_resource()
 }
 
 template <class D, class L>
-void stream_ordered_memory_resource<D, L>::record(stream_state& mine, free_block block)
+void stream_ordered_memory_resource<D, L>::record(stream_state& mine, free_block const& block)
 {
   try {
     table_.insert(block);
