@@ -17,7 +17,7 @@ std::uint32_t size_index::slot_in_parent(std::uint32_t c) const noexcept
 {
   auto const& p   = nd(nd(c).parent);
   std::uint32_t i = 0;
-  while (p.values[i] != c) { ++i; }
+  while (p.items[i].value != c) { ++i; }
   return i;
 }
 
@@ -30,11 +30,11 @@ std::uint32_t size_index::next_leaf(std::uint32_t leaf) const noexcept
     auto const slot = slot_in_parent(n);
     n               = nd(n).parent;
     if (slot + 1 < nd(n).count) {
-      n = nd(n).values[slot + 1];
+      n = nd(n).items[slot + 1].value;
       break;
     }
   }
-  while (!nd(n).leaf) { n = nd(n).values[0]; }
+  while (!nd(n).leaf) { n = nd(n).items[0].value; }
   return n;
 }
 
@@ -49,7 +49,7 @@ void size_index::add_free_nodes()
 std::uint32_t size_index::new_node(bool leaf) noexcept
 {
   auto const n = free_head_;
-  free_head_   = nd(n).values[0];
+  free_head_   = nd(n).items[0].value;
   --free_count_;
   nd(n).count  = 0;
   nd(n).leaf   = leaf;
@@ -59,9 +59,9 @@ std::uint32_t size_index::new_node(bool leaf) noexcept
 
 void size_index::free_node(std::uint32_t n) noexcept
 {
-  nd(n).count     = 0;
-  nd(n).values[0] = free_head_;
-  free_head_      = n;
+  nd(n).count          = 0;
+  nd(n).items[0].value = free_head_;
+  free_head_           = n;
   ++free_count_;
 }
 
@@ -78,11 +78,11 @@ void size_index::insert_slow(entry e) noexcept
   while (!nd(n).leaf) {
     auto& cur       = nd(n);
     auto const slot = route(cur, e.size, e.ptr);
-    if (slot == 0 && less(e.size, e.ptr, cur.sizes[0], cur.ptrs[0])) {
-      cur.sizes[0] = e.size;  // the new key is below every bound: child 0's bound comes down
-      cur.ptrs[0]  = e.ptr;
+    if (slot == 0 && less(e.size, e.ptr, cur.items[0].size, cur.items[0].ptr)) {
+      cur.items[0].size = e.size;  // the new key is below every bound: child 0's bound comes down
+      cur.items[0].ptr  = e.ptr;
     }
-    n = cur.values[slot];
+    n = cur.items[slot].value;
   }
   split_insert(n, e, count_less(nd(n), e.size, e.ptr));
 }
@@ -104,23 +104,19 @@ void size_index::split_insert(std::uint32_t x, entry e, std::uint32_t slot) noex
     auto& xn        = nd(x);
     auto& yn        = nd(y);
     auto const half = fanout / 2;
-    for (auto i = half; i < fanout; ++i) {
-      yn.sizes[i - half]  = xn.sizes[i];
-      yn.ptrs[i - half]   = xn.ptrs[i];
-      yn.values[i - half] = xn.values[i];
-    }
+    for (auto i = half; i < fanout; ++i) { yn.items[i - half] = xn.items[i]; }
     xn.count          = half;
     yn.count          = fanout - half;
     auto const target = slot <= half ? x : y;
     put(nd(target), slot <= half ? slot : slot - half, e.size, e.ptr, e.value);
     if (!leaf) {
-      for (std::uint32_t i = 0; i < yn.count; ++i) { nd(yn.values[i]).parent = y; }
+      for (std::uint32_t i = 0; i < yn.count; ++i) { nd(yn.items[i].value).parent = y; }
       nd(e.value).parent = target;
     }
-    e = entry{yn.sizes[0], yn.ptrs[0], y};  // y's bound, to go into the parent after x
+    e = entry{yn.items[0].size, yn.items[0].ptr, y};  // y's bound, to go into the parent after x
     if (xn.parent == none) {
       auto const r = new_node(false);
-      put_child(r, 0, entry{xn.sizes[0], xn.ptrs[0], x});
+      put_child(r, 0, entry{xn.items[0].size, xn.items[0].ptr, x});
       put_child(r, 1, e);
       root_ = r;
       ++height_;
@@ -138,7 +134,7 @@ void size_index::fix_underflow(std::uint32_t n) noexcept
   }
   while (height_ > 1 && nd(root_).count == 1) {  // a root with one child steps down
     auto const old   = root_;
-    root_            = nd(old).values[0];
+    root_            = nd(old).items[0].value;
     nd(root_).parent = none;
     free_node(old);
     --height_;
@@ -161,22 +157,21 @@ std::uint32_t size_index::merge_with_sibling(std::uint32_t n) noexcept
     return p;
   }
   std::uint32_t left_slot{};
-  if (slot > 0 && nd(parent.values[slot - 1]).count + nd(n).count <= fanout) {
+  if (slot > 0 && nd(parent.items[slot - 1].value).count + nd(n).count <= fanout) {
     left_slot = slot - 1;
-  } else if (slot + 1 < parent.count && nd(parent.values[slot + 1]).count + nd(n).count <= fanout) {
+  } else if (slot + 1 < parent.count &&
+             nd(parent.items[slot + 1].value).count + nd(n).count <= fanout) {
     left_slot = slot;
   } else {
     return none;
   }
-  auto const l = parent.values[left_slot];
-  auto const r = parent.values[left_slot + 1];
+  auto const l = parent.items[left_slot].value;
+  auto const r = parent.items[left_slot + 1].value;
   auto& ln     = nd(l);
   auto& rn     = nd(r);
   for (std::uint32_t i = 0; i < rn.count; ++i) {
-    ln.sizes[ln.count + i]  = rn.sizes[i];
-    ln.ptrs[ln.count + i]   = rn.ptrs[i];
-    ln.values[ln.count + i] = rn.values[i];
-    if (!ln.leaf) { nd(rn.values[i]).parent = l; }
+    ln.items[ln.count + i] = rn.items[i];
+    if (!ln.leaf) { nd(rn.items[i].value).parent = l; }
   }
   ln.count += rn.count;
   remove_slot(parent, left_slot + 1);
@@ -187,10 +182,10 @@ std::uint32_t size_index::merge_with_sibling(std::uint32_t n) noexcept
 size_index::entry size_index::largest() const noexcept
 {
   auto n = root_;
-  while (!nd(n).leaf) { n = nd(n).values[nd(n).count - 1]; }
+  while (!nd(n).leaf) { n = nd(n).items[nd(n).count - 1].value; }
   auto const& leaf = nd(n);
   auto const last  = leaf.count - 1;
-  return {leaf.sizes[last], leaf.ptrs[last], leaf.values[last]};
+  return {leaf.items[last].size, leaf.items[last].ptr, leaf.items[last].value};
 }
 
 void size_index::clear() noexcept
@@ -210,7 +205,9 @@ void size_index::check_invariants() const
   GPUMEM_EXPECTS(in_tree == count_, logic_error,
                  format("size_index: count_ ", count_, " != entries in the leaves ", in_tree));
   std::size_t free{};
-  for (auto n = free_head_; n != none && free <= nodes_.size() + 1; n = nd(n).values[0]) { ++free; }
+  for (auto n = free_head_; n != none && free <= nodes_.size() + 1; n = nd(n).items[0].value) {
+    ++free;
+  }
   GPUMEM_EXPECTS(free == free_count_, logic_error,
                  format("size_index: free_count_ ", free_count_, " != free list length ", free));
   GPUMEM_EXPECTS(root_ == none || nd(root_).parent == none, logic_error,
@@ -223,8 +220,8 @@ std::size_t size_index::check_node(std::uint32_t n, std::uint32_t depth, entry l
 {
   auto const& cur     = nd(n);
   auto const in_range = [&](std::uint32_t i) {
-    return !less(cur.sizes[i], cur.ptrs[i], lo.size, lo.ptr) &&
-           (hi == nullptr || less(cur.sizes[i], cur.ptrs[i], hi->size, hi->ptr));
+    return !less(cur.items[i].size, cur.items[i].ptr, lo.size, lo.ptr) &&
+           (hi == nullptr || less(cur.items[i].size, cur.items[i].ptr, hi->size, hi->ptr));
   };
   GPUMEM_EXPECTS(cur.count > 0 && cur.count <= fanout, logic_error,
                  format("size_index: node ", n, " holds ", cur.count, " entries"));
@@ -233,12 +230,12 @@ std::size_t size_index::check_node(std::uint32_t n, std::uint32_t depth, entry l
                         cur.leaf ? " is a leaf" : " is not a leaf"));
   std::size_t total{};
   for (std::uint32_t i = 0; i < cur.count; ++i) {
-    GPUMEM_EXPECTS(in_range(i) && (i == 0 || less(cur.sizes[i - 1], cur.ptrs[i - 1], cur.sizes[i],
-                                                  cur.ptrs[i])),
+    GPUMEM_EXPECTS(in_range(i) && (i == 0 || less(cur.items[i - 1].size, cur.items[i - 1].ptr,
+                                                  cur.items[i].size, cur.items[i].ptr)),
                    logic_error, format("size_index: node ", n, " entry ", i, " out of order"));
     if (i > 0 && !cur.leaf) {
-      auto const a = nd(cur.values[i - 1]).count;
-      auto const b = nd(cur.values[i]).count;
+      auto const a = nd(cur.items[i - 1].value).count;
+      auto const b = nd(cur.items[i].value).count;
       GPUMEM_EXPECTS(
           a >= underfull || b >= underfull, logic_error,
           format("size_index: adjacent children of node ", n, " hold ", a, " and ", b, " entries"));
@@ -247,13 +244,14 @@ std::size_t size_index::check_node(std::uint32_t n, std::uint32_t depth, entry l
       ++total;
       continue;
     }
-    GPUMEM_EXPECTS(nd(cur.values[i]).parent == n, logic_error,
-                   format("size_index: child ", cur.values[i], " of node ", n, " names parent ",
-                          nd(cur.values[i]).parent));
-    entry const next{i + 1 < cur.count ? cur.sizes[i + 1] : 0,
-                     i + 1 < cur.count ? cur.ptrs[i + 1] : nullptr, 0};
-    total += check_node(cur.values[i], depth + 1, entry{cur.sizes[i], cur.ptrs[i], 0},
-                        i + 1 < cur.count ? &next : hi);
+    GPUMEM_EXPECTS(nd(cur.items[i].value).parent == n, logic_error,
+                   format("size_index: child ", cur.items[i].value, " of node ", n,
+                          " names parent ", nd(cur.items[i].value).parent));
+    entry const next{i + 1 < cur.count ? cur.items[i + 1].size : 0,
+                     i + 1 < cur.count ? cur.items[i + 1].ptr : nullptr, 0};
+    total +=
+        check_node(cur.items[i].value, depth + 1, entry{cur.items[i].size, cur.items[i].ptr, 0},
+                   i + 1 < cur.count ? &next : hi);
   }
   return total;
 }

@@ -7,8 +7,8 @@
 // node names its parent (so a cursor is just a leaf and a slot). Best fit is one descent
 // (lower_bound by size, lowest address among equal sizes); insert and erase are one descent plus a
 // shift inside a node, with rare splits and merges. Nodes are recycled through a free list, so once
-// the tree has reached its size nothing allocates: reserve() makes room for one insert (it is the
-// only member that may throw).
+// the tree has reached its size nothing allocates: reserve() makes room for one insert (it and
+// insert(), which calls it, are the only members that may throw).
 //
 // Invariants (check_invariants() throws logic_error naming the broken one):
 //   count_ == number of leaf entries; every leaf is at depth height_ (root depth 1)
@@ -49,7 +49,10 @@ class size_index {
     std::uint32_t slot_{};
   };
 
+  size_index() noexcept { inline_.items[0].value = none; }
+
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
+
   [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
 
   /// The smallest entry with entry.size >= size (lowest address among equal sizes), or invalid.
@@ -68,13 +71,13 @@ class size_index {
     auto const leaf = descend(size, ptr);
     auto const& n   = nd(leaf);
     auto const slot = count_less(n, size, ptr);
-    if (slot == n.count || n.sizes[slot] != size || n.ptrs[slot] != ptr) { return {}; }
+    if (slot == n.count || n.items[slot].size != size || n.items[slot].ptr != ptr) { return {}; }
     return {leaf, slot};
   }
   [[nodiscard]] entry at(cursor const& c) const noexcept
   {
     auto const& n = nd(c.leaf_);
-    return {n.sizes[c.slot_], n.ptrs[c.slot_], n.values[c.slot_]};
+    return n.items[c.slot_];
   }
   /// Removes the entry at `c` (which becomes invalid).
   void erase(cursor& c) noexcept
@@ -94,18 +97,19 @@ class size_index {
     // In place when the new key stays inside the leaf's order and range: above the previous
     // entry (or, for the first entry, not below the old key) and below the next one (or, for the
     // last entry, not above the old key).
-    bool const grows = less(leaf.sizes[slot], leaf.ptrs[slot], size, ptr);
+    bool const grows = less(leaf.items[slot].size, leaf.items[slot].ptr, size, ptr);
     bool const lo_ok =
-        slot > 0 ? less(leaf.sizes[slot - 1], leaf.ptrs[slot - 1], size, ptr) : grows;
-    bool const hi_ok =
-        slot + 1 < leaf.count ? less(size, ptr, leaf.sizes[slot + 1], leaf.ptrs[slot + 1]) : !grows;
+        slot > 0 ? less(leaf.items[slot - 1].size, leaf.items[slot - 1].ptr, size, ptr) : grows;
+    bool const hi_ok = slot + 1 < leaf.count
+                           ? less(size, ptr, leaf.items[slot + 1].size, leaf.items[slot + 1].ptr)
+                           : !grows;
     if (lo_ok && hi_ok) {
-      leaf.sizes[slot] = size;
-      leaf.ptrs[slot]  = ptr;
-      c.leaf_          = none;
+      leaf.items[slot].size = size;
+      leaf.items[slot].ptr  = ptr;
+      c.leaf_               = none;
       return;
     }
-    auto const value = leaf.values[slot];
+    auto const value = leaf.items[slot].value;
     erase(c);
     insert_reserved({size, ptr, value});
   }
@@ -140,10 +144,8 @@ class size_index {
     std::uint32_t count{};
     bool leaf{};
     std::uint32_t parent{none};
-    std::array<std::size_t, fanout> sizes;
-    std::array<char*, fanout> ptrs;
-    std::array<std::uint32_t, fanout> values{none};  // leaf: payload; internal: child; free: next
-                                                     // free
+    std::array<entry, fanout> items;  // leaf: payload values; internal: child values; free node:
+                                      // items[0].value is the next free node
   };
 
   [[nodiscard]] static bool less(std::size_t s1, char const* p1, std::size_t s2,
@@ -156,7 +158,7 @@ class size_index {
                                                 char const* p) noexcept
   {
     std::uint32_t i = 0;
-    while (i < n.count && less(n.sizes[i], n.ptrs[i], s, p)) { ++i; }
+    while (i < n.count && less(n.items[i].size, n.items[i].ptr, s, p)) { ++i; }
     return i;
   }
   /// The child slot of internal node n whose range holds (s, p): the last child whose lower bound
@@ -164,14 +166,14 @@ class size_index {
   [[nodiscard]] static std::uint32_t route(node const& n, std::size_t s, char const* p) noexcept
   {
     std::uint32_t i = 1;
-    while (i < n.count && !less(s, p, n.sizes[i], n.ptrs[i])) { ++i; }
+    while (i < n.count && !less(s, p, n.items[i].size, n.items[i].ptr)) { ++i; }
     return i - 1;
   }
   /// The leaf whose range holds (s, p).
   [[nodiscard]] std::uint32_t descend(std::size_t s, char const* p) const noexcept
   {
     auto n = root_;
-    while (!nd(n).leaf) { n = nd(n).values[route(nd(n), s, p)]; }
+    while (!nd(n).leaf) { n = nd(n).items[route(nd(n), s, p)].value; }
     return n;
   }
   /// The slot of child `c` in its parent.
@@ -183,23 +185,13 @@ class size_index {
   void put_child(std::uint32_t n, std::uint32_t slot, entry e) noexcept;
   static void put(node& n, std::uint32_t slot, std::size_t s, char* p, std::uint32_t v) noexcept
   {
-    for (auto i = n.count; i > slot; --i) {
-      n.sizes[i]  = n.sizes[i - 1];
-      n.ptrs[i]   = n.ptrs[i - 1];
-      n.values[i] = n.values[i - 1];
-    }
-    n.sizes[slot]  = s;
-    n.ptrs[slot]   = p;
-    n.values[slot] = v;
+    for (auto i = n.count; i > slot; --i) { n.items[i] = n.items[i - 1]; }
+    n.items[slot] = entry{s, p, v};
     ++n.count;
   }
   static void remove_slot(node& n, std::uint32_t slot) noexcept
   {
-    for (auto i = slot + 1; i < n.count; ++i) {
-      n.sizes[i - 1]  = n.sizes[i];
-      n.ptrs[i - 1]   = n.ptrs[i];
-      n.values[i - 1] = n.values[i];
-    }
+    for (auto i = slot + 1; i < n.count; ++i) { n.items[i - 1] = n.items[i]; }
     --n.count;
   }
 
@@ -228,9 +220,9 @@ class size_index {
     auto const& cur = nd(n);
     for (std::uint32_t i = 0; i < cur.count; ++i) {
       if (cur.leaf) {
-        f(entry{cur.sizes[i], cur.ptrs[i], cur.values[i]});
+        f(cur.items[i]);
       } else {
-        visit(cur.values[i], f);
+        visit(cur.items[i].value, f);
       }
     }
   }
@@ -242,13 +234,14 @@ class size_index {
     return n == 0 ? inline_ : nodes_[n - 1];
   }
 
-  node inline_{};            // node 0
-  std::vector<node> nodes_;  // node n > 0 is nodes_[n - 1]
+  // The scalars first, then node 0: one class's state starts in one cache line.
   std::uint32_t root_{none};
   std::uint32_t height_{};       // levels; 0 when empty
   std::uint32_t free_head_{0};   // node 0 starts free (its next-free link is none)
   std::uint32_t free_count_{1};  // == nodes_.size() + 1 - nodes in the tree
   std::size_t count_{};          // == entries in the leaves
+  node inline_{};                // node 0
+  std::vector<node> nodes_;      // node n > 0 is nodes_[n - 1]
 };
 
 }  // namespace gpumem::detail
