@@ -321,42 +321,6 @@ void fixed_size_free_list::check_invariants() const
 
 namespace gpumem::detail {
 
-void block_map::insert(free_block const& b)
-{
-  if ((count_ + 1) * 2 > slots_.size()) { grow(std::max<std::size_t>(64, slots_.size() * 2)); }
-  auto const mask = slots_.size() - 1;
-  auto i          = home(b.ptr);
-  while (slots_[i].ptr != nullptr) { i = (i + 1) & mask; }
-  slots_[i].ptr   = b.ptr;  // field by field: the caller wrote b so (store forwarding)
-  slots_[i].size  = b.size;
-  slots_[i].chunk = b.chunk;
-  ++count_;
-}
-
-std::optional<free_block> block_map::erase(char* key)
-{
-  if (slots_.empty()) { return std::nullopt; }
-  auto const mask = slots_.size() - 1;
-  auto i          = home(key);
-  while (slots_[i].ptr != key) {
-    if (slots_[i].ptr == nullptr) { return std::nullopt; }
-    i = (i + 1) & mask;
-  }
-  auto const found = slots_[i];
-  // Backward shift: move later members of the probe run into the hole when their home allows.
-  for (auto j = (i + 1) & mask; slots_[j].ptr != nullptr; j = (j + 1) & mask) {
-    auto const h       = home(slots_[j].ptr);
-    bool const movable = i <= j ? (h <= i || h > j) : (h <= i && h > j);
-    if (movable) {
-      slots_[i] = slots_[j];
-      i         = j;
-    }
-  }
-  slots_[i] = free_block{};
-  --count_;
-  return found;
-}
-
 free_block const* block_map::find(char const* key) const noexcept
 {
   if (slots_.empty() || key == nullptr) { return nullptr; }

@@ -13,6 +13,7 @@
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <mutex>
@@ -65,6 +66,43 @@ class block_map {
   unsigned shift_{64};             // == 64 - log2(slots_.size())
   std::size_t count_{};            // == number of non-empty slots
 };
+
+// Inline: both are on every allocate / deallocate.
+inline void block_map::insert(free_block const& b)
+{
+  if ((count_ + 1) * 2 > slots_.size()) { grow(std::max<std::size_t>(64, slots_.size() * 2)); }
+  auto const mask = slots_.size() - 1;
+  auto i          = home(b.ptr);
+  while (slots_[i].ptr != nullptr) { i = (i + 1) & mask; }
+  slots_[i].ptr   = b.ptr;  // field by field: the caller wrote b so (store forwarding)
+  slots_[i].size  = b.size;
+  slots_[i].chunk = b.chunk;
+  ++count_;
+}
+
+inline std::optional<free_block> block_map::erase(char* key)
+{
+  if (slots_.empty()) { return std::nullopt; }
+  auto const mask = slots_.size() - 1;
+  auto i          = home(key);
+  while (slots_[i].ptr != key) {
+    if (slots_[i].ptr == nullptr) { return std::nullopt; }
+    i = (i + 1) & mask;
+  }
+  auto const found = slots_[i];
+  // Backward shift: move later members of the probe run into the hole when their home allows.
+  for (auto j = (i + 1) & mask; slots_[j].ptr != nullptr; j = (j + 1) & mask) {
+    auto const h       = home(slots_[j].ptr);
+    bool const movable = i <= j ? (h <= i || h > j) : (h <= i && h > j);
+    if (movable) {
+      slots_[i] = slots_[j];
+      i         = j;
+    }
+  }
+  slots_[i] = free_block{};
+  --count_;
+  return found;
+}
 
 class allocation_table {
  public:
