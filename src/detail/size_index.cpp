@@ -42,7 +42,7 @@ void size_index::add_free_nodes()
 {
   while (free_count_ < height_ + 1) {
     nodes_.emplace_back();
-    free_node(static_cast<std::uint32_t>(nodes_.size()));
+    free_node(static_cast<std::uint32_t>(nodes_.size() - 1));
   }
 }
 
@@ -192,7 +192,7 @@ void size_index::clear() noexcept
 {
   free_head_  = none;
   free_count_ = 0;
-  for (auto n = static_cast<std::uint32_t>(nodes_.size()) + 1; n > 0; --n) { free_node(n - 1); }
+  for (auto n = static_cast<std::uint32_t>(nodes_.size()); n > 0; --n) { free_node(n - 1); }
   root_   = none;
   height_ = 0;
   count_  = 0;
@@ -205,7 +205,7 @@ void size_index::check_invariants() const
   GPUMEM_EXPECTS(in_tree == count_, logic_error,
                  format("size_index: count_ ", count_, " != entries in the leaves ", in_tree));
   std::size_t free{};
-  for (auto n = free_head_; n != none && free <= nodes_.size() + 1; n = nd(n).items[0].value) {
+  for (auto n = free_head_; n != none && free <= nodes_.size(); n = nd(n).items[0].value) {
     ++free;
   }
   GPUMEM_EXPECTS(free == free_count_, logic_error,

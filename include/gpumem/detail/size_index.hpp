@@ -1,21 +1,21 @@
 // gpumem/detail/size_index.hpp — free blocks ordered by (size, address): the pool's best-fit index
 // (not API).
 //
-// A flat B+ tree: nodes of up to `fanout` entries, named by index, kept sorted: node 0 lives inside
-// the object (so a class with a few blocks is one node reached without a pointer), the others in
-// one vector; an internal node's entry i is (lower bound of child i's keys, child i), and every
-// node names its parent (so a cursor is just a leaf and a slot). Best fit is one descent
-// (lower_bound by size, lowest address among equal sizes); insert and erase are one descent plus a
-// shift inside a node, with rare splits and merges. Nodes are recycled through a free list, so once
-// the tree has reached its size nothing allocates: reserve() makes room for one insert (it and
-// insert(), which calls it, are the only members that may throw).
+// A flat B+ tree: nodes of up to `fanout` entries, named by index into one vector (made on the
+// first insert: an empty index is a few words), kept sorted; an internal node's entry i is (lower
+// bound of child i's keys, child i), and every node names its parent (so a cursor is just a leaf
+// and a slot). Best fit is one descent (lower_bound by size, lowest address among equal sizes);
+// insert and erase are one descent plus a shift inside a node, with rare splits and merges. Nodes
+// are recycled through a free list, so once the tree has reached its size nothing allocates:
+// reserve() makes room for one insert (it and insert(), which calls it, are the only members that
+// may throw).
 //
 // Invariants (check_invariants() throws logic_error naming the broken one):
 //   count_ == number of leaf entries; every leaf is at depth height_ (root depth 1)
 //   keys strictly increase along the leaves; child i's keys lie in [sep i, sep i+1) and within
 //   its parent's range; every node but the root holds >= 1 entry
 //   no two adjacent siblings both hold < fanout / 4 entries (so height_ <= log2(count_) + 2)
-//   every child names its parent; nodes_.size() + 1 == nodes in the tree + free_count_
+//   every child names its parent; nodes_.size() == nodes in the tree + free_count_
 // Thread safety: none; the owner locks.
 #pragma once
 
@@ -49,7 +49,7 @@ class size_index {
     std::uint32_t slot_{};
   };
 
-  size_index() noexcept { inline_.items[0].value = none; }
+  size_index() noexcept = default;
 
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
 
@@ -228,20 +228,17 @@ class size_index {
   }
   std::size_t check_node(std::uint32_t n, std::uint32_t depth, entry lo, entry const* hi) const;
 
-  node& nd(std::uint32_t n) noexcept { return n == 0 ? inline_ : nodes_[n - 1]; }
-  [[nodiscard]] node const& nd(std::uint32_t n) const noexcept
-  {
-    return n == 0 ? inline_ : nodes_[n - 1];
-  }
+  node& nd(std::uint32_t n) noexcept { return nodes_[n]; }
+  [[nodiscard]] node const& nd(std::uint32_t n) const noexcept { return nodes_[n]; }
 
-  // The scalars first, then node 0: one class's state starts in one cache line.
+  // An empty class costs these few words (a pool keeps 256 classes per stream): nodes are made
+  // on the first insert.
   std::uint32_t root_{none};
-  std::uint32_t height_{};       // levels; 0 when empty
-  std::uint32_t free_head_{0};   // node 0 starts free (its next-free link is none)
-  std::uint32_t free_count_{1};  // == nodes_.size() + 1 - nodes in the tree
-  std::size_t count_{};          // == entries in the leaves
-  node inline_{};                // node 0
-  std::vector<node> nodes_;      // node n > 0 is nodes_[n - 1]
+  std::uint32_t height_{};         // levels; 0 when empty
+  std::uint32_t free_head_{none};  // first free node
+  std::uint32_t free_count_{};     // == nodes_.size() - nodes in the tree
+  std::size_t count_{};            // == entries in the leaves
+  std::vector<node> nodes_;        // node n is nodes_[n]
 };
 
 }  // namespace gpumem::detail
