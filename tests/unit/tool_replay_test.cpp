@@ -78,13 +78,12 @@ TEST(Replay, ProfileOfTheGoldenTrace)
   EXPECT_EQ(p.unknown_frees + p.double_allocates + p.size_mismatches + p.left_live, 0U);
 }
 
-TEST(Replay, GoldenPoolNumbers)
+/// The hand-computed numbers of the golden trace over a 1 MiB pool (see golden_body).
+void expect_golden_pool(replay_result const& r, trace_profile const& p, char const* how)
 {
-  temp_trace t{golden_body};
-  auto p = profile_trace(t.path);
-  simulated sim;
-  auto r = sim.run(p, "pool:initial=1MiB");
+  SCOPED_TRACE(how);
   ASSERT_FALSE(r.failure);
+  EXPECT_EQ(p.peak_live_event, 4U);
   EXPECT_EQ(r.peak_held_bytes, MiB);
   EXPECT_DOUBLE_EQ(r.footprint_ratio(p), 131.072);
   auto const& s = r.at_peak;
@@ -98,7 +97,22 @@ TEST(Replay, GoldenPoolNumbers)
   EXPECT_DOUBLE_EQ(s.external_fragmentation(), 1.0 - 1038336.0 / 1040384.0);
   EXPECT_DOUBLE_EQ(s.internal_fragmentation(), 192.0 / 1048576.0);
   EXPECT_EQ(r.operations, 8U);
+}
+
+// Both ways: profile then replay, and replay while profiling (the peak found on the fly).
+TEST(Replay, GoldenPoolNumbers)
+{
+  temp_trace t{golden_body};
+  simulated sim;
+  auto p = profile_trace(t.path);
+  expect_golden_pool(sim.run(p, "pool:initial=1MiB"), p, "two passes");
   EXPECT_EQ(sim.meter.held_bytes(), 0U);  // the stack (and its pool) is gone after the run
+  {
+    auto stack = spec::build("pool:initial=1MiB", sim.meter, true);
+    auto run   = profile_and_replay(t.path, stack, sim.meter);
+    expect_golden_pool(run.result, run.profile, "one pass");
+  }
+  EXPECT_EQ(sim.meter.held_bytes(), 0U);
 }
 
 TEST(Replay, GoldenLeafNumbersAndTimeline)
@@ -294,22 +308,6 @@ TEST(Replay, ProfileAndReplayMatchesTwoPasses)
     EXPECT_EQ(a.meter.held_bytes(), 0U) << spec;
   }
   EXPECT_EQ(failures, 2);  // the capped pool runs out; fixed_size meets a block over 1 MiB
-}
-
-TEST(Replay, OnePassGoldenPoolNumbers)
-{
-  temp_trace t{golden_body};
-  simulated sim;
-  auto stack = spec::build("pool:initial=1MiB", sim.meter, true);
-  auto run   = profile_and_replay(t.path, stack, sim.meter);
-  EXPECT_EQ(run.profile.peak_live_event, 4U);
-  auto const& s = run.result.at_peak;
-  EXPECT_EQ(s.held_bytes, MiB);
-  EXPECT_EQ(s.live_bytes, 8000U);
-  EXPECT_EQ(s.internal_bytes, 192U);
-  EXPECT_EQ(s.free_bytes, 1040384U);
-  EXPECT_EQ(s.largest_free_bytes, 1038336U);
-  EXPECT_DOUBLE_EQ(run.result.footprint_ratio(run.profile), 131.072);
 }
 
 // Spans double so that a trace of any length gives between N and 2N points, each the maximum of
