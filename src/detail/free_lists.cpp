@@ -77,23 +77,19 @@ free_block coalescing_free_list::take(std::size_t size)
 
 void coalescing_free_list::insert(free_block const& block)
 {
-  auto prev = by_end_.find(block.ptr);
-  if (prev != address_map::none && records_[prev].chunk != block.chunk) {
-    prev = address_map::none;
-  }
-  auto next = by_start_.find(block.end());
-  if (next != address_map::none && records_[next].chunk != block.chunk) {
-    next = address_map::none;
-  }
-  auto const merged = block.size + (prev != address_map::none ? records_[prev].size : 0) +
-                      (next != address_map::none ? records_[next].size : 0);
+  auto prev = by_end_.find_or(block.ptr, no_record);
+  if (prev != no_record && records_[prev].chunk != block.chunk) { prev = no_record; }
+  auto next = by_start_.find_or(block.end(), no_record);
+  if (next != no_record && records_[next].chunk != block.chunk) { next = no_record; }
+  auto const merged = block.size + (prev != no_record ? records_[prev].size : 0) +
+                      (next != no_record ? records_[next].size : 0);
   reserve_one(class_of(merged));  // everything that may allocate comes first: a failure changes
                                   // nothing
-  if (prev != address_map::none && next != address_map::none) {
+  if (prev != no_record && next != no_record) {
     absorb_next(prev, block, next);
-  } else if (prev != address_map::none) {
+  } else if (prev != no_record) {
     extend_prev(prev, block);
-  } else if (next != address_map::none) {
+  } else if (next != no_record) {
     extend_next(block, next);
   } else {
     emplace(block);
@@ -261,7 +257,9 @@ free_block coalescing_free_list::check_entry(std::size_t c, size_index::entry co
   GPUMEM_EXPECTS(b.size == e.size && b.ptr == e.ptr && b.size > 0, logic_error,
                  format("coalescing_free_list: size entry (", e.size, ", ", ptr_str(e.ptr),
                         ") names record ", e.value, " = (", b.size, ", ", ptr_str(b.ptr), ")"));
-  GPUMEM_EXPECTS(by_start_.find(b.ptr) == e.value && by_end_.find(b.end()) == e.value, logic_error,
+  GPUMEM_EXPECTS(by_start_.find_or(b.ptr, no_record) == e.value &&
+                     by_end_.find_or(b.end(), no_record) == e.value,
+                 logic_error,
                  format("coalescing_free_list: block ", ptr_str(b.ptr), " (", b.size,
                         " B) missing from by_start_ or by_end_"));
   return b;
@@ -313,40 +311,6 @@ void fixed_size_free_list::check_invariants() const
   GPUMEM_EXPECTS(dup == ptrs.end(), logic_error,
                  format("fixed_size_free_list: block ", ptr_str(dup == ptrs.end() ? nullptr : *dup),
                         " is free twice"));
-}
-
-}  // namespace gpumem::detail
-
-// -- block_map (allocation_table's shard map) ---------------------------------------------------
-
-namespace gpumem::detail {
-
-free_block const* block_map::find(char const* key) const noexcept
-{
-  if (slots_.empty() || key == nullptr) { return nullptr; }
-  auto const mask = slots_.size() - 1;
-  for (auto i = home(key);; i = (i + 1) & mask) {
-    if (slots_[i].ptr == key) { return &slots_[i]; }
-    if (slots_[i].ptr == nullptr) { return nullptr; }
-  }
-}
-
-void block_map::reserve(std::size_t n)
-{
-  auto slots = std::max<std::size_t>(64, slots_.size());
-  while (n * 2 > slots) { slots *= 2; }
-  if (slots != slots_.size()) { grow(slots); }
-}
-
-void block_map::grow(std::size_t slots)
-{
-  std::vector<free_block> old(slots);
-  old.swap(slots_);
-  shift_ = 64U - static_cast<unsigned>(std::countr_zero(slots));
-  count_ = 0;
-  for (auto const& b : old) {
-    if (b.ptr != nullptr) { insert(b); }
-  }
 }
 
 }  // namespace gpumem::detail

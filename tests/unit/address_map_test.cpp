@@ -1,6 +1,6 @@
-// detail::address_map (the free list's start/end indexes) against a std::map reference under
-// random insert / erase / assign / find, across growth and clustered keys; and detail::spin_mutex
-// (mutual exclusion under contention, try_lock).
+// detail::address_map<uint32_t> (the free list's start/end indexes) against a std::map reference
+// under random insert / erase / assign / find, across growth and clustered keys; and
+// detail::spin_mutex (mutual exclusion under contention, try_lock).
 #include <gpumem/detail/address_map.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
 
@@ -16,30 +16,33 @@
 namespace gpumem::detail {
 namespace {
 
+using index_map              = address_map<std::uint32_t>;
+constexpr std::uint32_t none = UINT32_MAX;
+
 char* key_at(std::uint64_t i)
 {
   return reinterpret_cast<char*>((std::uint64_t{1} << 40) + i * 256);
 }
 
-void expect_same(address_map const& m, std::map<char*, std::uint32_t> const& ref,
+void expect_same(index_map const& m, std::map<char*, std::uint32_t> const& ref,
                  std::uint64_t key_space)
 {
   ASSERT_EQ(m.size(), ref.size());
   for (std::uint64_t i = 0; i < key_space; ++i) {
     auto const it = ref.find(key_at(i));
-    EXPECT_EQ(m.find(key_at(i)), it == ref.end() ? address_map::none : it->second) << i;
+    EXPECT_EQ(m.find_or(key_at(i), none), it == ref.end() ? none : it->second) << i;
   }
 }
 
 TEST(address_map, EmptyFindsNothing)
 {
-  address_map m;
-  EXPECT_EQ(m.find(key_at(1)), address_map::none);
+  index_map m;
+  EXPECT_EQ(m.find_or(key_at(1), none), none);
   EXPECT_FALSE(m.erase(key_at(1)));
   m.insert(key_at(1), 5);
-  EXPECT_EQ(m.find(key_at(1)), 5U);
+  EXPECT_EQ(m.find_or(key_at(1), none), 5U);
   m.clear();
-  EXPECT_EQ(m.find(key_at(1)), address_map::none);
+  EXPECT_EQ(m.find_or(key_at(1), none), none);
   EXPECT_EQ(m.size(), 0U);
 }
 
@@ -48,7 +51,7 @@ TEST(address_map, MatchesAReferenceMapUnderRandomOperations)
 {
   constexpr std::uint64_t key_space = 3000;
   std::mt19937_64 rng{17};
-  address_map m;
+  index_map m;
   std::map<char*, std::uint32_t> ref;
   for (int step = 0; step < 40000; ++step) {
     auto* const k = key_at(rng() % key_space);
@@ -72,12 +75,12 @@ TEST(address_map, MatchesAReferenceMapUnderRandomOperations)
 
 TEST(address_map, ReserveThenInsertUncheckedDoesNotGrow)
 {
-  address_map m;
+  index_map m;
   m.reserve(1000);
   std::vector<char*> keys;
   for (std::uint64_t i = 0; i < 1000; ++i) { m.insert_unchecked(key_at(i * 4096), 1); }
   EXPECT_EQ(m.size(), 1000U);
-  for (std::uint64_t i = 0; i < 1000; ++i) { EXPECT_EQ(m.find(key_at(i * 4096)), 1U); }
+  for (std::uint64_t i = 0; i < 1000; ++i) { EXPECT_EQ(m.find_or(key_at(i * 4096), none), 1U); }
 }
 
 TEST(spin_mutex, ExcludesAndTryLocks)

@@ -1,5 +1,5 @@
 // The suballocators' data structures on their own: coalescing_free_list (best fit, high-end split,
-// coalescing within a chunk only), fixed_size_free_list, and the allocation table's block_map
+// coalescing within a chunk only), fixed_size_free_list, and the allocation table
 // (open addressing with backward-shift deletion) against a std::map reference.
 #include <gpumem/detail/allocation_table.hpp>
 #include <gpumem/detail/coalescing_free_list.hpp>
@@ -155,10 +155,10 @@ TEST(fixed_size_free_list, CutsChunksAndDetectsDuplicates)
   EXPECT_THROW(list.check_invariants(), gpumem::logic_error);
 }
 
-TEST(block_map, MatchesAReferenceMapUnderRandomInsertAndErase)
+TEST(allocation_table, MatchesAReferenceMapUnderRandomInsertAndErase)
 {
   std::mt19937_64 rng{9};
-  block_map map;
+  allocation_table map;
   std::map<char*, std::size_t> ref;
   for (int i = 0; i < 20000; ++i) {
     char* key = at(256 * (rng() % 3000));

@@ -10,99 +10,16 @@
 // Thread safety: all members are thread-safe.
 #pragma once
 
+#include <gpumem/detail/address_map.hpp>
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <utility>
-#include <vector>
 
 namespace gpumem::detail {
-
-/// Open-addressing map char* -> (size, chunk): linear probing, backward-shift deletion, no node
-/// allocation per insert. Load factor <= 1/2 (short probe runs). Not thread-safe (a shard's mutex
-/// guards it).
-class block_map {
- public:
-  void insert(free_block const& b);
-  std::optional<free_block> erase(char* key);
-  /// The entry at `key`, or nullptr; valid until the next insert or erase.
-  [[nodiscard]] free_block const* find(char const* key) const noexcept;
-  [[nodiscard]] free_block* find(char const* key) noexcept
-  {
-    return const_cast<free_block*>(std::as_const(*this).find(key));
-  }
-  /// Makes room for `n` entries, so that inserts up to that count allocate nothing (may throw).
-  void reserve(std::size_t n);
-  [[nodiscard]] std::size_t size() const noexcept { return count_; }
-  template <class F>
-  void for_each(F&& f) const
-  {
-    for (auto const& s : slots_) {
-      if (s.ptr != nullptr) { f(s); }
-    }
-  }
-  void clear() noexcept
-  {
-    slots_.clear();
-    count_ = 0;
-  }
-
- private:
-  [[nodiscard]] std::size_t home(char const* key) const noexcept
-  {
-    // Multiplicative hashing, top bits. The multiplier differs from shard_of's, whose top bits are
-    // the same for every key of a shard.
-    auto const v = (reinterpret_cast<std::uintptr_t>(key) >> 8) * 0xBF58476D1CE4E5B9ULL;
-    return static_cast<std::size_t>(v >> shift_);
-  }
-  void grow(std::size_t slots);
-
-  std::vector<free_block> slots_;  // ptr == nullptr: empty; size is a power of two (or 0)
-  unsigned shift_{64};             // == 64 - log2(slots_.size())
-  std::size_t count_{};            // == number of non-empty slots
-};
-
-// Inline: both are on every allocate / deallocate.
-inline void block_map::insert(free_block const& b)
-{
-  if ((count_ + 1) * 2 > slots_.size()) { grow(std::max<std::size_t>(64, slots_.size() * 2)); }
-  auto const mask = slots_.size() - 1;
-  auto i          = home(b.ptr);
-  while (slots_[i].ptr != nullptr) { i = (i + 1) & mask; }
-  slots_[i].ptr   = b.ptr;  // field by field: the caller wrote b so (store forwarding)
-  slots_[i].size  = b.size;
-  slots_[i].chunk = b.chunk;
-  ++count_;
-}
-
-inline std::optional<free_block> block_map::erase(char* key)
-{
-  if (slots_.empty()) { return std::nullopt; }
-  auto const mask = slots_.size() - 1;
-  auto i          = home(key);
-  while (slots_[i].ptr != key) {
-    if (slots_[i].ptr == nullptr) { return std::nullopt; }
-    i = (i + 1) & mask;
-  }
-  auto const found = slots_[i];
-  // Backward shift: move later members of the probe run into the hole when their home allows.
-  for (auto j = (i + 1) & mask; slots_[j].ptr != nullptr; j = (j + 1) & mask) {
-    auto const h       = home(slots_[j].ptr);
-    bool const movable = i <= j ? (h <= i || h > j) : (h <= i && h > j);
-    if (movable) {
-      slots_[i] = slots_[j];
-      i         = j;
-    }
-  }
-  slots_[i] = free_block{};
-  --count_;
-  return found;
-}
 
 class allocation_table {
  public:
@@ -110,15 +27,19 @@ class allocation_table {
   {
     auto& s = shard_of(block.ptr);
     std::lock_guard lock{s.mutex};
-    s.blocks.insert(block);
+    s.blocks.insert(block.ptr, {block.size, block.chunk});
   }
 
   /// Removes and returns the block at `ptr`, or nothing when `ptr` is not handed out.
   std::optional<free_block> erase(void* ptr)
   {
     auto& s = shard_of(ptr);
-    std::lock_guard lock{s.mutex};
-    return s.blocks.erase(static_cast<char*>(ptr));
+    handed_out b;
+    {
+      std::lock_guard lock{s.mutex};
+      if (!s.blocks.erase(static_cast<char const*>(ptr), &b)) { return std::nullopt; }
+    }
+    return free_block{static_cast<char*>(ptr), b.size, b.chunk};
   }
 
   /// Calls f(free_block) for every handed-out block (locks one shard at a time).
@@ -127,7 +48,7 @@ class allocation_table {
   {
     for (auto const& s : shards_) {
       std::lock_guard lock{s.mutex};
-      s.blocks.for_each(f);
+      s.blocks.for_each([&](char* p, handed_out const& b) { f(free_block{p, b.size, b.chunk}); });
     }
   }
 
@@ -140,9 +61,14 @@ class allocation_table {
   }
 
  private:
+  struct handed_out {
+    std::size_t size;
+    std::uint32_t chunk;
+  };
   struct alignas(64) shard {
     mutable spin_mutex mutex;
-    block_map blocks;
+    // Another multiplier than shard_of's: its top bits are the same for every key of a shard.
+    address_map<handed_out, 0xBF58476D1CE4E5B9ULL> blocks;
   };
   static constexpr std::size_t shard_bits = 6;
 

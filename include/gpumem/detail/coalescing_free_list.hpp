@@ -81,8 +81,9 @@ class coalescing_free_list {
   void check_invariants() const;
 
  private:
-  using record                         = std::uint32_t;  // an index into records_
-  static constexpr std::size_t classes = 256;
+  using record                             = std::uint32_t;  // an index into records_
+  static constexpr std::size_t classes     = 256;
+  static constexpr std::uint32_t no_record = UINT32_MAX;  // find_or: no block there
 
   /// The size class of `size`: monotonic, < classes.
   [[nodiscard]] static std::size_t class_of(std::size_t size) noexcept
@@ -114,8 +115,8 @@ class coalescing_free_list {
 
   std::vector<free_block> records_;          // record -> block (unused records are stale)
   std::vector<record> free_records_;         // unused records; capacity >= records_.size()
-  address_map by_start_;                     // block start -> record
-  address_map by_end_;                       // block end -> record
+  address_map<std::uint32_t> by_start_;      // block start -> record
+  address_map<std::uint32_t> by_end_;        // block end -> record
   std::array<size_index, classes> by_size_;  // (size, start) -> record, by class
   std::array<std::uint64_t, classes / 64> nonempty_{};  // bit c: by_size_[c] is not empty
   std::size_t size_count_{};                            // == number of blocks
