@@ -1,5 +1,7 @@
 // The real CUDA runtime behind detail::runtime. With error.cpp and the resources' own sources
 // that need CUDA-only features (pools, IPC), this is where gpumem calls cudart.
+#include "cuda_vmm.hpp"
+
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/error.hpp>
@@ -134,6 +136,37 @@ class cuda_runtime_impl final : public runtime {
   }
 
   void device_synchronize() override { GPUMEM_CUDA_TRY(cudaDeviceSynchronize()); }
+
+  [[nodiscard]] std::size_t vmm_granularity(int device) override
+  {
+    return cuda_vmm::granularity(device);
+  }
+  [[nodiscard]] void* vmm_reserve(std::size_t bytes, std::size_t alignment) override
+  {
+    return cuda_vmm::reserve(bytes, alignment);
+  }
+  void vmm_unreserve(void* base, std::size_t bytes) noexcept override
+  {
+    cuda_vmm::unreserve(base, bytes);
+  }
+  [[nodiscard]] vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) override
+  {
+    return cuda_vmm::create(bytes, device, shareable);
+  }
+  void vmm_release(vmm_handle handle) noexcept override { cuda_vmm::release(handle); }
+  void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, int device) override
+  {
+    cuda_vmm::map(ptr, bytes, handle, device);
+  }
+  void vmm_unmap(void* ptr, std::size_t bytes) noexcept override { cuda_vmm::unmap(ptr, bytes); }
+  void vmm_set_access(void* ptr, std::size_t bytes, int device) override
+  {
+    cuda_vmm::set_access(ptr, bytes, device);
+  }
+  [[nodiscard]] int vmm_export_fd(vmm_handle handle) override
+  {
+    return cuda_vmm::export_fd(handle);
+  }
 };
 
 }  // namespace

@@ -1,8 +1,12 @@
 // The host stand-in for the CUDA runtime. See detail/host_runtime.hpp for the model.
+#include "host_vmm_model.hpp"
+
 #include <gpumem/align.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/error.hpp>
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -95,7 +99,10 @@ thread_local int tls_current_device = 0;
 }  // namespace
 
 struct host_runtime::state {
-  explicit state(host_runtime_options const& o) : options{o}, space{o.capacity_bytes} {}
+  explicit state(host_runtime_options const& o)
+      : options{o}, space{o.capacity_bytes}, vmm{o.backed, o.vmm_granularity_bytes}
+  {
+  }
 
   host_runtime_options options;
   mutable std::mutex mutex;
@@ -104,6 +111,8 @@ struct host_runtime::state {
   std::size_t used{};
   std::size_t peak{};
   std::size_t failures_to_inject{};
+  std::size_t map_failures_to_inject{};
+  host_vmm_model vmm;
   host_runtime_calls calls;
   stream_rec legacy;
   std::map<std::thread::id, std::unique_ptr<stream_rec>> per_thread;
@@ -160,6 +169,21 @@ struct host_runtime::state {
     for (auto& [id, rec] : per_thread) { all.push_back(rec.get()); }
     for (auto& rec : created) { all.push_back(rec.get()); }
     return all;
+  }
+
+  /// Charges `bytes` of capacity, or throws out_of_memory (also when a failure is injected).
+  void charge(std::size_t bytes, char const* what)
+  {
+    bool const injected = failures_to_inject > 0;
+    if (injected) { --failures_to_inject; }
+    if (injected || bytes > options.capacity_bytes - used) {
+      GPUMEM_FAIL(out_of_memory,
+                  format("host_runtime: cannot allocate ", bytes_str(bytes), " of ", what, ": ",
+                         bytes_str(options.capacity_bytes - used), " free of ",
+                         bytes_str(options.capacity_bytes)));
+    }
+    used += bytes;
+    peak = std::max(peak, used);
   }
 
   void* take_memory(std::size_t footprint)
@@ -262,10 +286,12 @@ host_runtime_options const& host_runtime::options() const noexcept
 void host_runtime::check_invariants() const
 {
   std::lock_guard lock{state_->mutex};
-  std::size_t sum{};
+  state_->vmm.check_invariants();
+  std::size_t sum{state_->vmm.physical_bytes()};
   for (auto const& [ptr, size] : state_->live) { sum += size; }
   GPUMEM_EXPECTS(sum == state_->used, logic_error,
-                 format("host_runtime: used_bytes ", state_->used, " != sum of live ", sum));
+                 format("host_runtime: used_bytes ", state_->used,
+                        " != sum of live allocations and physical handles ", sum));
   GPUMEM_EXPECTS(state_->used <= state_->options.capacity_bytes, logic_error,
                  "host_runtime: used_bytes exceeds capacity");
   for (auto* s : const_cast<state&>(*state_).all_streams()) {
@@ -428,6 +454,121 @@ void host_runtime::device_synchronize()
   std::lock_guard lock{state_->mutex};
   ++state_->calls.synchronize;
   for (auto* s : state_->all_streams()) { state::sync_to(*s, s->enqueued); }
+}
+
+// -- virtual memory ------------------------------------------------------------------------------
+
+namespace {
+
+/// The stand-in's cuda_error for what CUDA refuses as an invalid value.
+void expect_valid(bool ok, std::string const& what)
+{
+  if (!ok) { throw cuda_error{cudaErrorInvalidValue, "host_runtime: virtual memory: " + what}; }
+}
+
+}  // namespace
+
+void host_runtime::fail_next_maps(std::size_t count)
+{
+  std::lock_guard lock{state_->mutex};
+  state_->map_failures_to_inject = count;
+}
+
+host_vmm_state host_runtime::vmm_state() const
+{
+  std::lock_guard lock{state_->mutex};
+  auto const& v = state_->vmm;
+  return {v.physical_bytes(), v.mapped_bytes(), v.handles(),
+          v.mappings(),       v.reservations(), v.misuse_count()};
+}
+
+void host_runtime::vmm_check_mapped(void const* ptr, std::size_t bytes) const
+{
+  std::lock_guard lock{state_->mutex};
+  state_->vmm.check_mapped(const_cast<void*>(ptr), bytes);
+}
+
+std::size_t host_runtime::vmm_granularity(int device)
+{
+  if (!state_->options.vmm_supported) {
+    throw cuda_error{cudaErrorNotSupported,
+                     format("host_runtime: device ", device,
+                            " does not support virtual memory management "
+                            "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)")};
+  }
+  return state_->options.vmm_granularity_bytes;
+}
+
+void* host_runtime::vmm_reserve(std::size_t bytes, std::size_t alignment)
+{
+  std::lock_guard lock{state_->mutex};
+  return state_->vmm.reserve(bytes, alignment);
+}
+
+void host_runtime::vmm_unreserve(void* base, std::size_t bytes) noexcept
+{
+  std::lock_guard lock{state_->mutex};
+  state_->vmm.unreserve(base, bytes);
+}
+
+vmm_handle host_runtime::vmm_create(std::size_t bytes, int device, bool shareable)
+{
+  std::lock_guard lock{state_->mutex};
+  auto& st = *state_;
+  ++st.calls.vmm_create;
+  expect_valid(device >= 0 && device < st.options.device_count, format("invalid device ", device));
+  st.charge(bytes, "physical memory");
+  try {
+    return st.vmm.create(bytes, shareable);
+  } catch (...) {
+    st.used -= bytes;
+    throw;
+  }
+}
+
+void host_runtime::vmm_release(vmm_handle handle) noexcept
+{
+  std::lock_guard lock{state_->mutex};
+  ++state_->calls.vmm_release;
+  state_->used -= state_->vmm.release(handle);
+}
+
+void host_runtime::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, int device)
+{
+  std::lock_guard lock{state_->mutex};
+  auto& st = *state_;
+  ++st.calls.vmm_map;
+  if (st.map_failures_to_inject > 0) {
+    --st.map_failures_to_inject;
+    throw cuda_error{cudaErrorUnknown, "host_runtime: virtual memory: injected map failure"};
+  }
+  expect_valid(device >= 0 && device < st.options.device_count, format("invalid device ", device));
+  st.vmm.map(ptr, bytes, handle);
+}
+
+void host_runtime::vmm_unmap(void* ptr, std::size_t bytes) noexcept
+{
+  std::lock_guard lock{state_->mutex};
+  ++state_->calls.vmm_unmap;
+  state_->used -= state_->vmm.unmap(ptr, bytes);
+}
+
+void host_runtime::vmm_set_access(void* ptr, std::size_t bytes, int device)
+{
+  std::lock_guard lock{state_->mutex};
+  expect_valid(device >= 0 && device < state_->options.device_count,
+               format("invalid device ", device));
+  state_->vmm.check_mapped(ptr, bytes);
+}
+
+int host_runtime::vmm_export_fd(vmm_handle handle)
+{
+  std::lock_guard lock{state_->mutex};
+  expect_valid(state_->vmm.shareable(handle),
+               format("handle ", handle, " was not created shareable as a POSIX file descriptor"));
+  int const fd = ::memfd_create("gpumem-vmm-handle", MFD_CLOEXEC);
+  expect_valid(fd >= 0, "memfd_create failed");
+  return fd;
 }
 
 }  // namespace gpumem::detail

@@ -39,11 +39,62 @@ void* metered_runtime::allocate(detail::memory_kind kind, std::size_t bytes)
 {
   void* p = inner_->allocate(kind, bytes);
   std::lock_guard lock{mutex_};
-  chunks_.emplace(reinterpret_cast<std::uintptr_t>(p), bytes);
-  if (observer_ != nullptr) { observer_->chunk_added(reinterpret_cast<std::uintptr_t>(p), bytes); }
+  add_chunk(reinterpret_cast<std::uintptr_t>(p), bytes);
   held_.store(held_.load() + bytes);
   peak_ = std::max(peak_, held_.load());
   return p;
+}
+
+void metered_runtime::add_chunk(std::uintptr_t address, std::size_t bytes)
+{
+  chunks_.emplace(address, bytes);
+  if (observer_ != nullptr) { observer_->chunk_added(address, bytes); }
+}
+
+void metered_runtime::remove_chunk(std::uintptr_t address) noexcept
+{
+  auto it = chunks_.find(address);
+  if (it == chunks_.end()) { return; }
+  if (observer_ != nullptr) { observer_->chunk_removed(it->first, it->second); }
+  chunks_.erase(it);
+}
+
+detail::vmm_handle metered_runtime::vmm_create(std::size_t bytes, int device, bool shareable)
+{
+  auto const handle = inner_->vmm_create(bytes, device, shareable);
+  std::lock_guard lock{mutex_};
+  handles_.emplace(handle, bytes);
+  held_.store(held_.load() + bytes);
+  peak_ = std::max(peak_, held_.load());
+  return handle;
+}
+
+void metered_runtime::vmm_release(detail::vmm_handle handle) noexcept
+{
+  {
+    std::lock_guard lock{mutex_};
+    if (auto it = handles_.find(handle); it != handles_.end()) {
+      held_.store(held_.load() - it->second);
+      handles_.erase(it);
+    }
+  }
+  inner_->vmm_release(handle);
+}
+
+void metered_runtime::vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle, int device)
+{
+  inner_->vmm_map(ptr, bytes, handle, device);
+  std::lock_guard lock{mutex_};
+  add_chunk(reinterpret_cast<std::uintptr_t>(ptr), bytes);
+}
+
+void metered_runtime::vmm_unmap(void* ptr, std::size_t bytes) noexcept
+{
+  {
+    std::lock_guard lock{mutex_};
+    remove_chunk(reinterpret_cast<std::uintptr_t>(ptr));
+  }
+  inner_->vmm_unmap(ptr, bytes);
 }
 
 void metered_runtime::free(detail::memory_kind kind, void* ptr) noexcept
@@ -53,8 +104,7 @@ void metered_runtime::free(detail::memory_kind kind, void* ptr) noexcept
     auto it = chunks_.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (it != chunks_.end()) {
       held_.store(held_.load() - it->second);
-      if (observer_ != nullptr) { observer_->chunk_removed(it->first, it->second); }
-      chunks_.erase(it);
+      remove_chunk(it->first);
     }
   }
   inner_->free(kind, ptr);

@@ -14,10 +14,14 @@
 //  * free() synchronizes the whole device, as cudaFree does.
 //  * default streams: 0 and cudaStreamLegacy share one stream; cudaStreamPerThread is a distinct
 //    stream for each host thread (as on the GPU).
+//  * virtual memory (src/detail/host_vmm_model.hpp): reservations, physical handles charged to
+//    the same capacity as allocations, mappings, and the errors CUDA gives for misuse. In `backed`
+//    mode reservations are real host address space that faults where nothing is mapped.
 // With `auto_complete`, work completes the moment it is enqueued (the replay tool's mode).
 //
 // Invariants (checked by check_invariants()):
-//   used_bytes == sum of live allocation sizes (rounded to granularity) <= capacity_bytes
+//   used_bytes == sum of live allocation sizes (rounded to granularity) + physical handle bytes
+//              <= capacity_bytes
 //   for every stream: completed <= enqueued
 // Thread safety: all members are thread-safe (one mutex; this is a slow-path object).
 #pragma once
@@ -36,6 +40,8 @@ struct host_runtime_options {
   bool auto_complete{false};           ///< true: every stream completes its work immediately
   std::size_t granularity_bytes{256};  ///< each allocation's footprint is rounded up to this
   int device_count{1};
+  std::size_t vmm_granularity_bytes{std::size_t{2} << 20};  ///< the virtual-memory granularity
+  bool vmm_supported{true};  ///< false: the device reports no virtual memory management
 };
 
 /// Counts of runtime calls, for tests that assert which paths reach the runtime.
@@ -47,6 +53,20 @@ struct host_runtime_calls {
   std::uint64_t event_query{};
   std::uint64_t stream_wait_event{};
   std::uint64_t synchronize{};  ///< event, stream and device synchronizations
+  std::uint64_t vmm_create{};
+  std::uint64_t vmm_release{};
+  std::uint64_t vmm_map{};
+  std::uint64_t vmm_unmap{};
+};
+
+/// The virtual-memory state of a host_runtime, for tests.
+struct host_vmm_state {
+  std::size_t physical_bytes{};  ///< live physical handles
+  std::size_t mapped_bytes{};
+  std::size_t handles{};
+  std::size_t mappings{};
+  std::size_t reservations{};
+  std::uint64_t misuse_count{};  ///< misuse in calls that cannot throw (unmap, release, ...)
 };
 
 class host_runtime final : public runtime {
@@ -65,8 +85,13 @@ class host_runtime final : public runtime {
   void complete_all();
   [[nodiscard]] std::uint64_t enqueued(cudaStream_t stream);
   [[nodiscard]] std::uint64_t completed(cudaStream_t stream);
-  /// The next `count` allocate() calls fail with out_of_memory.
+  /// The next `count` allocate() and vmm_create() calls fail with out_of_memory.
   void fail_next_allocations(std::size_t count);
+  /// The next `count` vmm_map() calls fail with cuda_error.
+  void fail_next_maps(std::size_t count);
+  [[nodiscard]] host_vmm_state vmm_state() const;
+  /// Throws cuda_error unless [ptr, ptr + bytes) is wholly mapped.
+  void vmm_check_mapped(void const* ptr, std::size_t bytes) const;
   [[nodiscard]] std::size_t used_bytes() const;
   [[nodiscard]] std::size_t peak_used_bytes() const;
   [[nodiscard]] std::size_t live_allocations() const;
@@ -95,6 +120,15 @@ class host_runtime final : public runtime {
   void stream_wait_event(cudaStream_t stream, cudaEvent_t event) override;
   void stream_synchronize(cudaStream_t stream) override;
   void device_synchronize() override;
+  [[nodiscard]] std::size_t vmm_granularity(int device) override;
+  [[nodiscard]] void* vmm_reserve(std::size_t bytes, std::size_t alignment) override;
+  void vmm_unreserve(void* base, std::size_t bytes) noexcept override;
+  [[nodiscard]] vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) override;
+  void vmm_release(vmm_handle handle) noexcept override;
+  void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, int device) override;
+  void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
+  void vmm_set_access(void* ptr, std::size_t bytes, int device) override;
+  [[nodiscard]] int vmm_export_fd(vmm_handle handle) override;
 
  private:
   struct state;

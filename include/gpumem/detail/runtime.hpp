@@ -39,6 +39,9 @@ struct mem_location {
   int device{host};
 };
 
+/// A physical allocation of the virtual-memory API (CUmemGenericAllocationHandle).
+using vmm_handle = unsigned long long;
+
 class runtime {
  public:
   runtime()                          = default;
@@ -81,6 +84,29 @@ class runtime {
   virtual void stream_wait_event(cudaStream_t stream, cudaEvent_t event) = 0;
   virtual void stream_synchronize(cudaStream_t stream)                   = 0;
   virtual void device_synchronize()                                      = 0;
+
+  // -- virtual memory (the driver's cuMem* API; the virtual-memory pool's slow paths) ----------
+  /// The device's recommended mapping granularity in bytes. Throws cuda_error naming the
+  /// attribute when the device has no virtual memory management.
+  [[nodiscard]] virtual std::size_t vmm_granularity(int device) = 0;
+  /// Reserves `bytes` (a multiple of the granularity) of device address space; nothing is backed.
+  [[nodiscard]] virtual void* vmm_reserve(std::size_t bytes, std::size_t alignment) = 0;
+  /// Gives a whole reservation back (every mapping in it must be gone).
+  virtual void vmm_unreserve(void* base, std::size_t bytes) noexcept = 0;
+  /// `bytes` (a multiple of the granularity) of physical memory on `device`; out_of_memory when
+  /// the device has too little. `shareable`: exportable as a POSIX file descriptor.
+  [[nodiscard]] virtual vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) = 0;
+  /// Frees the physical memory once no mapping uses it.
+  virtual void vmm_release(vmm_handle handle) noexcept = 0;
+  /// Maps all of `handle` (`bytes` long) at `ptr`, inside a reservation and over no other
+  /// mapping, and grants `device` read-write access to it.
+  virtual void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, int device) = 0;
+  /// Removes the mapping made at `ptr` (`bytes` must be its whole length).
+  virtual void vmm_unmap(void* ptr, std::size_t bytes) noexcept = 0;
+  /// Grants `device` read-write access to a mapped range.
+  virtual void vmm_set_access(void* ptr, std::size_t bytes, int device) = 0;
+  /// A new POSIX file descriptor for a shareable handle (the caller closes it).
+  [[nodiscard]] virtual int vmm_export_fd(vmm_handle handle) = 0;
 };
 
 /// The process-wide CUDA runtime (stateless; never destroyed).

@@ -36,6 +36,13 @@
 //   allocate_chunk(std::size_t size, cuda_stream_view);  // growth policy; may throw void
 //   deallocate_chunk(free_block chunk) noexcept;
 // and calls release_all() in its destructor.
+// A Derived that backs one address range on demand (the virtual-memory pool) instead provides
+//   free_block grow_in_place(FreeList& idle, std::size_t size);  // backs more of its range and
+//        takes a block of `size` from `idle` (free memory no stream is using); out_of_memory
+//   std::size_t backed_bytes() const;                        // what pool_size() reports
+//   void check_backing(std::vector<free_block> const& blocks) const;  // its own invariants
+// registers its range with register_range() (blocks of it coalesce across growth steps), and
+// reaches the idle memory at a synchronization point through with_idle().
 //
 // Thread safety: allocate/deallocate from any thread. check_invariants() needs no concurrent
 // allocate/deallocate. Lock order: grow_mutex_ < registry < a stream's mutex < table_ shards.
@@ -50,6 +57,7 @@
 #include <gpumem/mr/device_memory_resource.hpp>
 
 #include <atomic>
+#include <concepts>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -100,6 +108,20 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
 
   /// Registers an upstream chunk (e.g. the initial pool) as free memory of no stream.
   void adopt_chunk(free_block chunk);
+  /// Registers an address range whose memory Derived backs on demand (grow_in_place); nothing
+  /// becomes free. Blocks name it as their chunk.
+  void register_range(free_block range);
+  /// Under the grow lock: moves every stream's free memory to the idle list behind a device
+  /// synchronization (as before a growth), then calls f(idle list) and returns its result.
+  template <class F>
+  decltype(auto) with_idle(F&& f);
+  /// Calls f() under the grow lock (state that only slow paths change can be read there).
+  template <class F>
+  void under_grow_lock(F&& f)
+  {
+    std::lock_guard lock{grow_mutex_};
+    f();
+  }
   /// Returns every chunk upstream and forgets all blocks. Derived destructors call it.
   void release_all() noexcept;
   /// describe_free() of the current state.
@@ -164,6 +186,18 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
   void order_after(stream_state& other, cuda_stream_view stream);
   bool reclaim();
   free_block grow(std::size_t size, cuda_stream_view stream);
+  free_block grow_chunk(std::size_t size, cuda_stream_view stream);
+  free_block grow_in_place(std::size_t size);
+  /// True for a Derived that backs one registered range on demand (see the top of this file).
+  static constexpr bool backs_in_place()
+  {
+    return requires(Derived& d, Derived const& cd, FreeList& list, std::size_t n,
+                    std::vector<free_block> const& blocks) {
+      { d.grow_in_place(list, n) } -> std::same_as<free_block>;
+      { cd.backed_bytes() } -> std::convertible_to<std::size_t>;
+      cd.check_backing(blocks);
+    };
+  }
 
   runtime* runtime_;
   FreeList prototype_;            // an empty list, copied for each new stream

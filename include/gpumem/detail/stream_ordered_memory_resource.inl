@@ -115,6 +115,28 @@ bool stream_ordered_memory_resource<D, L>::reclaim()
 template <class D, class L>
 free_block stream_ordered_memory_resource<D, L>::grow(std::size_t size, cuda_stream_view stream)
 {
+  if constexpr (backs_in_place()) {
+    return grow_in_place(size);
+  } else {
+    return grow_chunk(size, stream);
+  }
+}
+
+template <class D, class L>
+free_block stream_ordered_memory_resource<D, L>::grow_in_place(std::size_t size)
+{
+  std::lock_guard lock{unowned_.mutex};
+  struct update_size {  // pool_size() follows the backing whether the growth returns or throws
+    stream_ordered_memory_resource* self;
+    ~update_size() { self->pool_bytes_ = self->derived().backed_bytes(); }
+  } const update{this};
+  return derived().grow_in_place(unowned_.list, size);
+}
+
+template <class D, class L>
+free_block stream_ordered_memory_resource<D, L>::grow_chunk(std::size_t size,
+                                                            cuda_stream_view stream)
+{
   auto chunk  = derived().allocate_chunk(size, stream);
   chunk.chunk = static_cast<std::uint32_t>(chunks_.size());
   try {
@@ -141,6 +163,28 @@ void stream_ordered_memory_resource<D, L>::adopt_chunk(free_block chunk)
   pool_bytes_ += chunk.size;
   std::lock_guard ulock{unowned_.mutex};
   unowned_.list.insert_chunk(chunk);
+}
+
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::register_range(free_block range)
+{
+  std::lock_guard lock{grow_mutex_};
+  range.chunk = static_cast<std::uint32_t>(chunks_.size());
+  chunks_.push_back(range);
+}
+
+template <class D, class L>
+template <class F>
+decltype(auto) stream_ordered_memory_resource<D, L>::with_idle(F&& f)
+{
+  std::lock_guard lock{grow_mutex_};
+  reclaim();
+  std::lock_guard ulock{unowned_.mutex};
+  struct update_size {  // pool_size() follows the backing whatever f does (returns or throws)
+    stream_ordered_memory_resource* self;
+    ~update_size() { self->pool_bytes_ = self->derived().backed_bytes(); }
+  } const update{this};
+  return f(unowned_.list);
 }
 
 template <class D, class L>
@@ -197,11 +241,18 @@ void stream_ordered_memory_resource<D, L>::check_invariants() const
     used_bytes += b.size;
     blocks.push_back(b);
   });
-  std::size_t chunk_bytes{};
-  for (auto const& c : chunks_) { chunk_bytes += c.size; }
-  GPUMEM_INVARIANT(
-      pool_bytes_ == chunk_bytes, D::resource_name,
-      format("pool_bytes_ ", pool_bytes_.load(), " != sum of chunk sizes ", chunk_bytes));
+  if constexpr (backs_in_place()) {
+    derived().check_backing(blocks);
+    GPUMEM_INVARIANT(pool_bytes_ == derived().backed_bytes(), D::resource_name,
+                     format("pool_bytes_ ", pool_bytes_.load(), " != backed bytes ",
+                            derived().backed_bytes()));
+  } else {
+    std::size_t chunk_bytes{};
+    for (auto const& c : chunks_) { chunk_bytes += c.size; }
+    GPUMEM_INVARIANT(
+        pool_bytes_ == chunk_bytes, D::resource_name,
+        format("pool_bytes_ ", pool_bytes_.load(), " != sum of chunk sizes ", chunk_bytes));
+  }
   GPUMEM_INVARIANT(free_bytes + used_bytes == pool_bytes_, D::resource_name,
                    format("free bytes ", free_bytes, " + handed-out bytes ", used_bytes,
                           " != pool_bytes_ ", pool_bytes_.load()));

@@ -4,7 +4,12 @@
 // resources. Every other call forwards unchanged. An observer may be told of every chunk taken or
 // given back (the replayer records the layout at the peak from these, see src/trace).
 //
-// Invariant: held_bytes() == sum of the sizes in chunks() <= peak_held_bytes().
+// Virtual memory: physical handles count as held from creation to release; their mappings are
+// chunks (the address ranges that are backed).
+//
+// Invariant: held_bytes() == bytes allocated + bytes of live physical handles <= peak_held_bytes();
+// chunks() == allocations + mappings (so, when every handle is mapped once, held_bytes() == the
+// sum of the chunk sizes).
 // Thread safety: all members are thread-safe (one mutex; upstream calls are slow paths).
 #pragma once
 
@@ -80,14 +85,43 @@ class metered_runtime final : public detail::runtime {
   }
   void stream_synchronize(cudaStream_t s) override { inner_->stream_synchronize(s); }
   void device_synchronize() override { inner_->device_synchronize(); }
+  [[nodiscard]] std::size_t vmm_granularity(int device) override
+  {
+    return inner_->vmm_granularity(device);
+  }
+  [[nodiscard]] void* vmm_reserve(std::size_t bytes, std::size_t alignment) override
+  {
+    return inner_->vmm_reserve(bytes, alignment);
+  }
+  void vmm_unreserve(void* base, std::size_t bytes) noexcept override
+  {
+    inner_->vmm_unreserve(base, bytes);
+  }
+  [[nodiscard]] detail::vmm_handle vmm_create(std::size_t bytes, int device,
+                                              bool shareable) override;
+  void vmm_release(detail::vmm_handle handle) noexcept override;
+  void vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle, int device) override;
+  void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
+  void vmm_set_access(void* ptr, std::size_t bytes, int device) override
+  {
+    inner_->vmm_set_access(ptr, bytes, device);
+  }
+  [[nodiscard]] int vmm_export_fd(detail::vmm_handle handle) override
+  {
+    return inner_->vmm_export_fd(handle);
+  }
 
  private:
+  void add_chunk(std::uintptr_t address, std::size_t bytes);  // mutex_ held
+  void remove_chunk(std::uintptr_t address) noexcept;         // mutex_ held
+
   detail::runtime* inner_;
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, std::size_t> chunks_;
   std::atomic<std::size_t> held_{};  ///< written under mutex_, read without it
   std::size_t peak_{};
   chunk_observer* observer_{};
+  std::map<detail::vmm_handle, std::size_t> handles_;  // live physical handles -> bytes
 };
 
 }  // namespace gpumem::trace

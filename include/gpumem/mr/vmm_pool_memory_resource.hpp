@@ -1,0 +1,107 @@
+// gpumem/mr/vmm_pool_memory_resource.hpp — a stream-ordered coalescing best-fit pool over one large
+// range of device address space that is backed by physical memory only where it is needed (CUDA's
+// virtual memory management: cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess).
+//
+// As fast as pool_memory_resource on a hit (the same stream-ordered core and free list: no driver
+// call, no global lock), and as lean as the driver's pool: memory is held in physical granules,
+// and when a request needs more contiguous memory than is free, free granules are taken out of
+// free holes (unmapped, once the device has passed the frees) and mapped where the request fits,
+// so address fragmentation never costs physical memory. New physical memory is taken only when
+// the free granules cannot cover the request (plus `growth_percent` of what is mapped, to amortize
+// the driver calls). A request fails with out_of_memory only when the device cannot provide the
+// physical memory; before failing, the pool releases every free granule it holds.
+//
+// Memory goes back to the device: above `release_threshold_bytes` of free memory, free granules
+// are released at each synchronization point (a growth); `trim_to(n)` releases free granules until
+// at most n bytes are mapped; the destructor releases everything.
+//
+// Defaults: the reservation is twice the device's memory (address space is cheap), granules are
+// the device's recommended granularity (2 MiB on current GPUs), no growth beyond a need, and the
+// release threshold is unlimited (like cuda_async_memory_resource's default).
+//
+// Errors: cuda_error naming the attribute when the device has no virtual memory management;
+// logic_error for a granularity that is not a multiple of the device's; out_of_memory naming the
+// request, the physical memory mapped, the free memory and its largest block, and the address
+// space left. A failed growth unwinds (the resource stays usable). deallocate never throws; bad
+// frees are reported and counted (bad_deallocations()). Thread safety: as pool_memory_resource.
+#pragma once
+
+#include <gpumem/detail/coalescing_free_list.hpp>
+#include <gpumem/detail/stream_ordered_memory_resource.hpp>
+#include <gpumem/detail/vmm_backing.hpp>
+
+#include <atomic>
+#include <cstdint>
+
+namespace gpumem::mr {
+
+struct vmm_pool_options {
+  std::size_t reserve_bytes{};      ///< address space reserved; 0: twice the device's memory
+  std::size_t granularity_bytes{};  ///< granule size; 0: the device's recommended granularity
+  unsigned growth_percent{};        ///< new physical memory beyond a need, in % of what is mapped
+  std::size_t release_threshold_bytes{SIZE_MAX};  ///< free memory kept mapped at a growth
+  int device{-1};                                  ///< -1: the current device
+};
+
+/// What the pool holds, for reports (a consistent snapshot).
+struct vmm_pool_stats {
+  std::size_t mapped_bytes{};    ///< physical memory mapped (the pool's footprint)
+  std::size_t reserved_bytes{};  ///< address space reserved
+  std::size_t free_bytes{};      ///< mapped and not handed out
+  std::size_t largest_free_bytes{};
+  std::size_t handles{};  ///< physical allocations mapped
+};
+
+class vmm_pool_memory_resource final
+    : public detail::stream_ordered_memory_resource<vmm_pool_memory_resource,
+                                                    detail::coalescing_free_list> {
+  using base = detail::stream_ordered_memory_resource<vmm_pool_memory_resource,
+                                                      detail::coalescing_free_list>;
+  friend base;
+
+ public:
+  static constexpr std::size_t allocation_alignment = CUDA_ALLOCATION_ALIGNMENT;
+  static constexpr char const* resource_name        = "vmm_pool_memory_resource";
+
+  /// Reserves the address range; maps nothing yet.
+  explicit vmm_pool_memory_resource(vmm_pool_options const& options = {},
+                                    detail::runtime& runtime        = detail::cuda_runtime());
+  ~vmm_pool_memory_resource() override;
+
+  [[nodiscard]] vmm_pool_options const& options() const noexcept { return options_; }
+  [[nodiscard]] std::size_t granularity() const noexcept { return backing_.granularity(); }
+  [[nodiscard]] vmm_pool_stats stats() const;
+  /// Releases free granules (after a device synchronization) until at most `bytes` are mapped.
+  /// Returns the bytes released.
+  std::size_t trim_to(std::size_t bytes);
+  [[nodiscard]] std::size_t release_threshold() const noexcept { return threshold_.load(); }
+  void set_release_threshold(std::size_t bytes) noexcept { threshold_.store(bytes); }
+
+ private:
+  // -- hooks of the stream-ordered core ---------------------------------------------------------
+  [[nodiscard]] std::size_t allocation_size(std::size_t bytes) const;
+  [[nodiscard]] static bool size_matches(std::size_t bytes, std::size_t block) noexcept
+  {
+    return can_align_up(bytes, allocation_alignment) &&
+           align_up(bytes, allocation_alignment) == block;
+  }
+  detail::free_block grow_in_place(detail::coalescing_free_list& idle, std::size_t size);
+  [[nodiscard]] std::size_t backed_bytes() const noexcept { return backing_.mapped_bytes(); }
+  void check_backing(std::vector<detail::free_block> const& blocks) const
+  {
+    backing_.check(blocks);
+  }
+  static void deallocate_chunk(detail::free_block) noexcept {}  // the backing releases all
+
+  void apply_threshold(detail::coalescing_free_list& idle) noexcept;
+  [[noreturn]] void fail(detail::coalescing_free_list const& idle, std::size_t size,
+                         char const* why) const;
+
+  vmm_pool_options options_;
+  detail::vmm_backing backing_;  // guarded by the core's grow lock
+  std::atomic<std::size_t> threshold_;
+};
+
+static_assert(cuda::mr::async_resource_with<vmm_pool_memory_resource, cuda::mr::device_accessible>);
+
+}  // namespace gpumem::mr

@@ -1,0 +1,191 @@
+// The driver's virtual-memory calls behind detail::runtime (see cuda_vmm.hpp). Entry points are
+// looked up once, on first use; a driver without them gives a cuda_error that says so.
+#include "cuda_vmm.hpp"
+
+#include <gpumem/detail/format.hpp>
+#include <gpumem/error.hpp>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <string>
+
+namespace gpumem::detail::cuda_vmm {
+namespace {
+
+struct driver_api {
+  CUresult (*get_granularity)(std::size_t*, CUmemAllocationProp const*,
+                              CUmemAllocationGranularity_flags){};
+  CUresult (*address_reserve)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr,
+                              unsigned long long){};
+  CUresult (*address_free)(CUdeviceptr, std::size_t){};
+  CUresult (*create)(CUmemGenericAllocationHandle*, std::size_t, CUmemAllocationProp const*,
+                     unsigned long long){};
+  CUresult (*release)(CUmemGenericAllocationHandle){};
+  CUresult (*map)(CUdeviceptr, std::size_t, std::size_t, CUmemGenericAllocationHandle,
+                  unsigned long long){};
+  CUresult (*unmap)(CUdeviceptr, std::size_t){};
+  CUresult (*set_access)(CUdeviceptr, std::size_t, CUmemAccessDesc const*, std::size_t){};
+  CUresult (*export_handle)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                            unsigned long long){};
+  CUresult (*error_name)(CUresult, char const**){};
+  CUresult (*device_get)(CUdevice*, int){};
+  CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice){};
+};
+
+template <class Fn>
+void load(Fn& fn, char const* symbol)
+{
+  void* ptr{};
+  cudaDriverEntryPointQueryResult found{};
+  auto const status = cudaGetDriverEntryPointByVersion(symbol, &ptr, 12000, cudaEnableDefault,
+                                                       &found);
+  if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || ptr == nullptr) {
+    (void)cudaGetLastError();
+    throw cuda_error{status == cudaSuccess ? cudaErrorNotSupported : status,
+                     format("virtual memory: the CUDA driver does not provide ", symbol,
+                            " (a driver for CUDA 12.0 or newer is needed)")};
+  }
+  fn = reinterpret_cast<Fn>(ptr);
+}
+
+driver_api const& api()
+{
+  static driver_api const instance = [] {
+    driver_api a;
+    load(a.get_granularity, "cuMemGetAllocationGranularity");
+    load(a.address_reserve, "cuMemAddressReserve");
+    load(a.address_free, "cuMemAddressFree");
+    load(a.create, "cuMemCreate");
+    load(a.release, "cuMemRelease");
+    load(a.map, "cuMemMap");
+    load(a.unmap, "cuMemUnmap");
+    load(a.set_access, "cuMemSetAccess");
+    load(a.export_handle, "cuMemExportToShareableHandle");
+    load(a.error_name, "cuGetErrorName");
+    load(a.device_get, "cuDeviceGet");
+    load(a.device_attribute, "cuDeviceGetAttribute");
+    return a;
+  }();
+  return instance;
+}
+
+std::string describe(CUresult status)
+{
+  char const* name = "unknown error";
+  if (api().error_name != nullptr) { (void)api().error_name(status, &name); }
+  return format(name, " (", static_cast<int>(status), ")");
+}
+
+/// Throws out_of_memory for CUDA_ERROR_OUT_OF_MEMORY, cuda_error for any other failure.
+void check(CUresult status, char const* call, std::string const& what)
+{
+  if (status == CUDA_SUCCESS) { return; }
+  auto msg = format("virtual memory: ", call, " failed for ", what, ": ", describe(status));
+  if (status == CUDA_ERROR_OUT_OF_MEMORY) { throw out_of_memory{msg}; }
+  throw cuda_error{cudaErrorUnknown, msg};
+}
+
+void report(CUresult status, char const* call) noexcept
+{
+  if (status == CUDA_SUCCESS) { return; }
+  std::fprintf(stderr, "gpumem: virtual memory: %s failed: %s\n", call, describe(status).c_str());
+}
+
+CUmemAllocationProp device_prop(int device, bool shareable)
+{
+  CUmemAllocationProp prop{};
+  prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id   = device;
+  prop.requestedHandleTypes =
+      shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  return prop;
+}
+
+CUdeviceptr dptr(void* ptr) { return reinterpret_cast<CUdeviceptr>(ptr); }
+
+}  // namespace
+
+std::size_t granularity(int device)
+{
+  CUdevice dev{};
+  check(api().device_get(&dev, device), "cuDeviceGet", format("device ", device));
+  int supported{};
+  check(api().device_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                               dev),
+        "cuDeviceGetAttribute", format("device ", device));
+  if (supported == 0) {
+    throw cuda_error{cudaErrorNotSupported,
+                     format("virtual memory: device ", device,
+                            " does not support virtual memory management "
+                            "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)")};
+  }
+  auto const prop = device_prop(device, false);
+  std::size_t bytes{};
+  check(api().get_granularity(&bytes, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+        "cuMemGetAllocationGranularity", format("device ", device));
+  return bytes;
+}
+
+void* reserve(std::size_t bytes, std::size_t alignment)
+{
+  CUdeviceptr base{};
+  check(api().address_reserve(&base, bytes, alignment, 0, 0), "cuMemAddressReserve",
+        bytes_str(bytes) + " of address space");
+  return reinterpret_cast<void*>(base);
+}
+
+void unreserve(void* base, std::size_t bytes) noexcept
+{
+  report(api().address_free(dptr(base), bytes), "cuMemAddressFree");
+}
+
+vmm_handle create(std::size_t bytes, int device, bool shareable)
+{
+  auto const prop = device_prop(device, shareable);
+  CUmemGenericAllocationHandle handle{};
+  check(api().create(&handle, bytes, &prop, 0), "cuMemCreate",
+        format(bytes_str(bytes), " on device ", device));
+  return handle;
+}
+
+void release(vmm_handle handle) noexcept { report(api().release(handle), "cuMemRelease"); }
+
+void map(void* ptr, std::size_t bytes, vmm_handle handle, int device)
+{
+  check(api().map(dptr(ptr), bytes, 0, handle, 0), "cuMemMap",
+        format(bytes_str(bytes), " at ", ptr));
+  try {
+    set_access(ptr, bytes, device);
+  } catch (...) {
+    unmap(ptr, bytes);
+    throw;
+  }
+}
+
+void unmap(void* ptr, std::size_t bytes) noexcept
+{
+  report(api().unmap(dptr(ptr), bytes), "cuMemUnmap");
+}
+
+void set_access(void* ptr, std::size_t bytes, int device)
+{
+  CUmemAccessDesc desc{};
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id   = device;
+  desc.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  check(api().set_access(dptr(ptr), bytes, &desc, 1), "cuMemSetAccess",
+        format(bytes_str(bytes), " at ", ptr, " for device ", device));
+}
+
+int export_fd(vmm_handle handle)
+{
+  int fd = -1;
+  check(api().export_handle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        "cuMemExportToShareableHandle", "a POSIX file descriptor");
+  return fd;
+}
+
+}  // namespace gpumem::detail::cuda_vmm

@@ -1,0 +1,22 @@
+// The driver's virtual-memory calls (cuMem*), reached through cudart's driver entry points so that
+// the library does not link libcuda and still loads on a machine without a driver. Used only by
+// the CUDA runtime (src/detail/cuda_runtime.cpp); semantics as in detail/runtime.hpp.
+#pragma once
+
+#include <gpumem/detail/runtime.hpp>
+
+#include <cstddef>
+
+namespace gpumem::detail::cuda_vmm {
+
+[[nodiscard]] std::size_t granularity(int device);
+[[nodiscard]] void* reserve(std::size_t bytes, std::size_t alignment);
+void unreserve(void* base, std::size_t bytes) noexcept;
+[[nodiscard]] vmm_handle create(std::size_t bytes, int device, bool shareable);
+void release(vmm_handle handle) noexcept;
+void map(void* ptr, std::size_t bytes, vmm_handle handle, int device);
+void unmap(void* ptr, std::size_t bytes) noexcept;
+void set_access(void* ptr, std::size_t bytes, int device);
+[[nodiscard]] int export_fd(vmm_handle handle);
+
+}  // namespace gpumem::detail::cuda_vmm
