@@ -178,7 +178,7 @@ def _wrap_over_upstream(cls, takes_runtime: bool):
 
 
 for _name in ("CudaMemoryResource", "ManagedMemoryResource", "SystemMemoryResource",
-              "SamHeadroomMemoryResource"):
+              "SamHeadroomMemoryResource", "VmmPoolMemoryResource"):
     if hasattr(_gpumem, _name):
         _wrap_leaf(getattr(_gpumem, _name))
 for _name, _takes_runtime in (

@@ -11,6 +11,7 @@
 #include <gpumem/mr/caching_memory_resource.hpp>
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
 namespace gpumem::python {
 namespace {
@@ -79,6 +80,57 @@ OutOfMemoryError naming the request, the pool size and maximum, and the largest 
         py::keep_alive<1, 2>(), py::keep_alive<1, 5>())
       .def_property_readonly("maximum_pool_size", &R::maximum_pool_size,
                              "The size the pool may grow to (None: what upstream can give).");
+  def_stream_ordered(c);
+}
+
+void bind_vmm_pool(py::module_& m)
+{
+  using R = mr::vmm_pool_memory_resource;
+  sub_class<R> c(m, "VmmPoolMemoryResource", R"doc(
+A coalescing best-fit pool over one large range of device address space that is backed by
+physical memory only where it is needed (C++ ``gpumem::mr::vmm_pool_memory_resource``): as fast as
+PoolMemoryResource on reuse, and about as lean as the driver's own pool, because free granules are
+moved out of free holes to wherever a request needs contiguous memory.
+
+``reserve_bytes`` (None: twice the device memory) of address space are reserved once;
+``granularity_bytes`` (None: the device's) is the granule; ``growth_percent`` maps that share of
+what is mapped ahead of a need; above ``release_threshold_bytes`` (None: no limit) of free memory,
+free granules go back to the device at each growth. ``trim_to(n)`` releases free granules until
+at most n bytes are mapped. Takes memory from the runtime directly (no upstream).
+)doc");
+  c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
+                    unsigned growth, std::optional<std::size_t> threshold, std::optional<int> device,
+                    py::handle runtime) {
+          mr::vmm_pool_options o;
+          o.reserve_bytes           = reserve.value_or(0);
+          o.granularity_bytes       = granularity.value_or(0);
+          o.growth_percent          = growth;
+          o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
+          o.device                  = device.value_or(-1);
+          return std::make_shared<R>(o, to_runtime(runtime));
+        }),
+        py::kw_only(), py::arg("reserve_bytes") = py::none(),
+        py::arg("granularity_bytes") = py::none(), py::arg("growth_percent") = 0U,
+        py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
+        py::arg("runtime") = py::none(), py::keep_alive<1, 7>())
+      .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
+      .def(
+          "stats",
+          [](R const& r) {
+            auto const s = r.stats();
+            py::dict d;
+            d["mapped_bytes"]       = s.mapped_bytes;
+            d["reserved_bytes"]     = s.reserved_bytes;
+            d["free_bytes"]         = s.free_bytes;
+            d["largest_free_bytes"] = s.largest_free_bytes;
+            d["handles"]            = s.handles;
+            return d;
+          },
+          "{'mapped_bytes', 'reserved_bytes', 'free_bytes', 'largest_free_bytes', 'handles'}.")
+      .def("trim_to", &R::trim_to, py::arg("bytes"),
+           "Releases free granules until at most `bytes` are mapped; returns the bytes released.")
+      .def_property("release_threshold", &R::release_threshold, &R::set_release_threshold,
+                    "Free bytes kept mapped at a growth.");
   def_stream_ordered(c);
 }
 
@@ -193,6 +245,7 @@ namespace gpumem::python {
 void bind_suballocators(py::module_& m)
 {
   bind_pool(m);
+  bind_vmm_pool(m);
   bind_fixed_size(m);
   bind_arena(m);
   bind_binning(m);

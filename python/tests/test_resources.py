@@ -185,3 +185,28 @@ def test_host_resources():
     assert p % 64 == 0
     mr.deallocate(p, 100, 64)
     assert mr == gpumem.NewDeleteResource()
+
+
+def test_vmm_pool_maps_on_demand_and_trims(host):
+    pool = gpumem.VmmPoolMemoryResource(reserve_bytes=64 << 20, runtime=host)
+    assert pool.runtime is host and pool.granularity == 2 << 20
+    assert pool.stats()["mapped_bytes"] == 0
+    p = pool.allocate(3 << 20)
+    s = pool.stats()
+    assert s["mapped_bytes"] == 4 << 20 and s["reserved_bytes"] == 64 << 20
+    assert s["free_bytes"] == 1 << 20 and s["handles"] == 1
+    pool.deallocate(p, 3 << 20)
+    assert pool.trim_to(0) == 4 << 20
+    assert pool.pool_size == 0
+    pool.check_invariants()
+    with pytest.raises(gpumem.OutOfMemoryError) as e:
+        pool.allocate(128 << 20)
+    assert "reserved address space" in str(e.value)
+
+
+def test_vmm_pool_from_spec_takes_its_parameters():
+    sim = gpumem.HostRuntime(capacity_bytes=1 << 30, backed=False)
+    pool = gpumem.from_spec("vmm_pool:reserve=256MiB,growth=10", runtime=sim)
+    assert isinstance(pool, gpumem.VmmPoolMemoryResource)
+    pool.deallocate(pool.allocate(1 << 20), 1 << 20)
+    assert pool.stats()["reserved_bytes"] == 256 << 20

@@ -8,6 +8,7 @@
 #include <gpumem/mr/cuda_memory_resource.hpp>
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
 namespace gpumem::test {
 
@@ -21,6 +22,17 @@ struct pool_maker {
     auto& top      = stack->push<mr::pool_memory_resource<mr::cuda_memory_resource>>(
         &upstream, std::size_t{32} << 20, std::nullopt, b.runtime());
     return keep(stack, top);
+  }
+};
+
+/// The virtual-memory pool: 1 GiB of address space, backed on demand.
+struct vmm_pool_maker {
+  static constexpr char const* name = "vmm_pool";
+  static constexpr bool thread_safe = true;
+  static std::shared_ptr<mr::device_memory_resource> make(backend& b)
+  {
+    return std::make_shared<mr::vmm_pool_memory_resource>(
+        mr::vmm_pool_options{.reserve_bytes = std::size_t{1} << 30}, b.runtime());
   }
 };
 

@@ -24,6 +24,7 @@ using all_configs = ::testing::Types<
   GPUMEM_BOTH(cuda_async_maker),
   GPUMEM_BOTH(cuda_async_view_maker),
   GPUMEM_BOTH(pool_maker),
+  GPUMEM_BOTH(vmm_pool_maker),
   GPUMEM_BOTH(fixed_size_maker),
   GPUMEM_BOTH(binning_maker),
   GPUMEM_BOTH(arena_maker),

@@ -1,5 +1,6 @@
-// Seeded random walk over pool, fixed_size and binning on the host stand-in. After every step:
-// check_invariants(), live allocations disjoint and intact (first/last byte tags), and the stream
+// Seeded random walk over pool, fixed_size, binning and vmm_pool on the host stand-in. After every
+// step: check_invariants(), live allocations disjoint and intact (first/last byte tags; for the
+// virtual-memory pool also wholly mapped, and trim_to() now and then), and the stream
 // rule: memory reused on a stream other than the one that freed it, while the freeing stream's
 // work is unfinished, must find new work on the reusing stream waiting. Smoke-sized for CI; set
 // GPUMEM_FUZZ_STEPS for longer runs (read by the test only).
@@ -8,6 +9,7 @@
 #include <gpumem/mr/cuda_memory_resource.hpp>
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
 #include <gtest/gtest.h>
 
@@ -63,6 +65,7 @@ class walker {
         rt_.complete(pick_stream());
       }
       ASSERT_NO_THROW(res_.check_invariants()) << "step " << step;
+      if constexpr (requires { res_.trim_to(0); }) { check_backing(); }
     }
     while (!live_.empty()) { free_one(); }
     rt_.complete_all();
@@ -71,6 +74,14 @@ class walker {
 
  private:
   cudaStream_t pick_stream() { return streams_[rng_() % streams_.size()]; }
+
+  /// Virtual-memory pools: every live block is mapped; now and then trim to a random size.
+  void check_backing()
+  {
+    for (auto const& [p, info] : live_) { ASSERT_NO_THROW(rt_.vmm_check_mapped(p, info.bytes)); }
+    if (rng_() % 64 == 0) { res_.trim_to(rng_() % (4 * max_bytes_)); }
+    ASSERT_NO_THROW(rt_.check_invariants());
+  }
 
   void allocate()
   {
@@ -166,6 +177,27 @@ TEST_P(suballocator_fuzz, Binning)
 {
   mr::binning_memory_resource<upstream_t> bins{&upstream_, std::int8_t{8}, std::int8_t{14}, rt_};
   walker{rt_, bins, std::size_t{64} << 10, GetParam()}.run(steps());
+}
+
+TEST_P(suballocator_fuzz, VmmPool)
+{
+  // A small device and small granules: holes, moved granules, releases and out-of-memory.
+  detail::host_runtime rt{detail::host_runtime_options{
+      .capacity_bytes = std::size_t{24} << 20, .vmm_granularity_bytes = std::size_t{64} << 10}};
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes = std::size_t{64} << 20}, rt};
+  walker{rt, pool, std::size_t{2} << 20, GetParam()}.run(steps());
+  EXPECT_EQ(pool.bad_deallocations(), 0U);
+}
+
+TEST_P(suballocator_fuzz, VmmPoolWithThresholdAndGrowth)
+{
+  detail::host_runtime rt{detail::host_runtime_options{
+      .capacity_bytes = std::size_t{24} << 20, .vmm_granularity_bytes = std::size_t{64} << 10}};
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes          = std::size_t{64} << 20,
+                                     .growth_percent          = 25,
+                                     .release_threshold_bytes = std::size_t{1} << 20},
+                                    rt};
+  walker{rt, pool, std::size_t{2} << 20, GetParam()}.run(steps());
 }
 
 INSTANTIATE_TEST_SUITE_P(seeds, suballocator_fuzz, ::testing::Values(1, 2, 20261122));

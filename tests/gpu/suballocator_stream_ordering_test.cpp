@@ -1,5 +1,5 @@
 // On the GPU: memory freed on stream A behind a running (spinning) kernel is not handed to stream
-// B before that kernel ends — for pool, fixed_size and binning, through an event wait (explicit
+// B before that kernel ends — for pool, fixed_size, binning and vmm_pool, through an event wait (explicit
 // streams) and through a synchronization (another thread's per-thread default stream). Each setup
 // makes B's request able to succeed only with A's block, so the reuse path is really exercised.
 // Skips with the reason when there is no GPU or the test kernels were not built.
@@ -10,6 +10,7 @@
 #include <gpumem/mr/cuda_memory_resource.hpp>
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
 #include <gtest/gtest.h>
 
@@ -154,6 +155,37 @@ TEST_F(gpu_ordering, AnotherThreadsPerThreadStreamIsReachedOnlyAfterItsKernel)
   expect_after_spin(q, n, cudaStreamPerThread);
   pool.deallocate(q, n, cuda_stream_per_thread);
   pool.check_invariants();
+}
+
+TEST_F(gpu_ordering, VmmPoolBlockFreedBehindASpinningKernelWaitsForIt)
+{
+  constexpr std::size_t n = std::size_t{4} << 20;
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes = std::size_t{1} << 30}};
+  stolen_block_waits_for_spin(pool, n);
+  pool.check_invariants();
+}
+
+// A hole freed on A behind a spinning kernel is moved (unmapped there, mapped where B's larger
+// request fits) only after the kernel ends: A's late writes must not fault, and B's memory is
+// B's alone.
+TEST_F(gpu_ordering, VmmPoolMovesAHoleOnlyAfterTheKernelUsingItEnded)
+{
+  constexpr std::size_t n = std::size_t{8} << 20;
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes = std::size_t{1} << 30}};
+  void* p    = pool.allocate(n, a_);
+  void* keep = pool.allocate(std::size_t{2} << 20, a_);  // p's hole cannot grow in place
+  free_behind_spin(pool, p, n, a_);
+  auto const before = pool.stats();
+  void* q           = pool.allocate(n + (std::size_t{4} << 20), b_);  // needs p's granules
+  EXPECT_EQ(pool.stats().handles, before.handles + 1) << "p's handle moved, 4 MiB more created";
+  expect_after_spin(q, n + (std::size_t{4} << 20), b_);
+  pool.deallocate(q, n + (std::size_t{4} << 20), b_);
+  pool.deallocate(keep, std::size_t{2} << 20, a_);
+  pool.check_invariants();
+  auto const mapped = pool.stats().mapped_bytes;
+  EXPECT_EQ(mapped, std::size_t{14} << 20);
+  EXPECT_EQ(pool.trim_to(0), mapped);
+  EXPECT_EQ(pool.stats().mapped_bytes, 0U);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gpumem/mr/cuda_memory_resource.hpp>
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
 #include <gtest/gtest.h>
 
@@ -116,6 +117,24 @@ TEST_F(suballocator_stress, PoolNearItsMaximumReclaimsUnderContention)
   mr::pool_memory_resource<upstream_t> pool{&upstream, 4 << 20, 24 << 20, rt};
   hammer(rt, pool, 96 << 10);  // 8 x 32 x 96 KiB at most live: close to the maximum
   EXPECT_LE(pool.pool_size(), std::size_t{24} << 20);
+}
+
+TEST_F(suballocator_stress, VmmPool)
+{
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes = std::size_t{1} << 30}, rt};
+  hammer(rt, pool, 64 << 10);
+  EXPECT_EQ(pool.get_free_stats().free_bytes, pool.pool_size());
+  EXPECT_EQ(pool.bad_deallocations(), 0U);
+}
+
+TEST_F(suballocator_stress, VmmPoolOnASmallDeviceMovesGranulesUnderContention)
+{
+  detail::host_runtime small{detail::host_runtime_options{
+      .capacity_bytes = std::size_t{20} << 20, .vmm_granularity_bytes = std::size_t{64} << 10}};
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes = std::size_t{256} << 20}, small};
+  hammer(small, pool, 64 << 10);
+  EXPECT_LE(small.vmm_state().physical_bytes, std::size_t{20} << 20);
+  small.check_invariants();
 }
 
 TEST_F(suballocator_stress, FixedSize)
