@@ -179,6 +179,68 @@ void coalescing_free_list::emplace(free_block block) noexcept
   add_size(block.size, block.ptr, r);
 }
 
+free_block coalescing_free_list::ending_at(char const* at) const noexcept
+{
+  auto const r = by_end_.find_or(at, no_record);
+  return r == no_record ? free_block{} : records_[r];
+}
+
+free_block coalescing_free_list::starting_at(char const* at) const noexcept
+{
+  auto const r = by_start_.find_or(at, no_record);
+  return r == no_record ? free_block{} : records_[r];
+}
+
+void coalescing_free_list::unlink(record r) noexcept
+{
+  auto const b = records_[r];
+  auto const c = class_of(b.size);
+  auto at      = by_size_[c].find(b.size, b.ptr);
+  remove_size(c, at);
+  by_start_.erase(b.ptr);
+  by_end_.erase(b.end());
+  release(r);
+  free_bytes_ -= b.size;
+}
+
+// Room comes first: reserve_one for each remainder; when both remainders fall in one class other
+// than `from`'s, the second slot is reserved after the first remainder went in, and a failure there
+// puts `from` back as it was.
+void coalescing_free_list::carve(free_block const& from, char* ptr, std::size_t n)
+{
+  auto const r = by_start_.find_or(from.ptr, no_record);
+  GPUMEM_EXPECTS(r != no_record && records_[r].size == from.size && from.ptr <= ptr &&
+                     ptr + n <= from.end(),
+                 logic_error,
+                 format("coalescing_free_list: cannot carve ", n, " bytes at ",
+                        static_cast<void*>(ptr), " out of ", static_cast<void*>(from.ptr), " (",
+                        from.size, " bytes)"));
+  free_block const left{from.ptr, static_cast<std::size_t>(ptr - from.ptr), from.chunk};
+  free_block const right{ptr + n, static_cast<std::size_t>(from.end() - ptr - n), from.chunk};
+  if (left.size > 0) { reserve_one(class_of(left.size)); }
+  if (right.size > 0) { reserve_one(class_of(right.size)); }
+  unlink(r);
+  bool const twice = left.size > 0 && right.size > 0 && class_of(left.size) == class_of(right.size) &&
+                     class_of(left.size) != class_of(from.size);
+  if (left.size > 0) {
+    emplace(left);
+    free_bytes_ += left.size;
+  }
+  if (right.size == 0) { return; }
+  if (twice) {
+    try {
+      by_size_[class_of(right.size)].reserve();
+    } catch (...) {
+      unlink(by_start_.find_or(left.ptr, no_record));
+      emplace(from);  // its slots were freed by unlink
+      free_bytes_ += from.size;
+      throw;
+    }
+  }
+  emplace(right);
+  free_bytes_ += right.size;
+}
+
 void coalescing_free_list::merge(coalescing_free_list& other)
 {
   other.for_each([this](free_block b) { insert(b); });

@@ -9,52 +9,7 @@
 namespace gpumem::detail {
 namespace {
 
-/// The block of `free` (address-ordered) that ends at `at`, or null.
-free_block const* ending_at(std::vector<free_block> const& free, char* at)
-{
-  auto it = std::lower_bound(free.begin(), free.end(), at,
-                             [](free_block const& b, char* p) { return b.ptr < p; });
-  if (it == free.begin()) { return nullptr; }
-  --it;
-  return it->end() == at ? &*it : nullptr;
-}
-
-/// The block of `free` (address-ordered) that starts at `at`, or null.
-free_block const* starting_at(std::vector<free_block> const& free, char* at)
-{
-  auto it = std::lower_bound(free.begin(), free.end(), at,
-                             [](free_block const& b, char* p) { return b.ptr < p; });
-  return it != free.end() && it->ptr == at ? &*it : nullptr;
-}
-
-std::vector<free_block> snapshot(coalescing_free_list const& list)
-{
-  std::vector<free_block> blocks;
-  list.for_each([&](free_block b) { blocks.push_back(b); });
-  std::sort(blocks.begin(), blocks.end(),
-            [](free_block const& a, free_block const& b) { return a.ptr < b.ptr; });
-  return blocks;
-}
-
-/// `free` less the ranges `cut` (each inside one free block), as a new list, plus `add` if valid.
-coalescing_free_list rebuild(std::vector<free_block> const& free, std::vector<free_block> cut,
-                             free_block add)
-{
-  std::sort(cut.begin(), cut.end(),
-            [](free_block const& a, free_block const& b) { return a.ptr < b.ptr; });
-  coalescing_free_list out;
-  auto c = cut.begin();
-  for (auto const& b : free) {
-    char* at = b.ptr;
-    for (; c != cut.end() && c->ptr < b.end(); ++c) {
-      if (c->ptr > at) { out.insert({at, static_cast<std::size_t>(c->ptr - at), b.chunk}); }
-      at = c->end();
-    }
-    if (at < b.end()) { out.insert({at, static_cast<std::size_t>(b.end() - at), b.chunk}); }
-  }
-  if (add.valid()) { out.insert(add); }
-  return out;
-}
+bool by_address(free_block const& a, free_block const& b) { return a.ptr < b.ptr; }
 
 }  // namespace
 
@@ -65,6 +20,7 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
       reserved_{},
       growth_percent_{options.growth_percent}
 {
+  handle_bytes_ = options.handle_bytes;
   auto const device_granularity = granularity_;
   if (options.granularity_bytes != 0) {
     GPUMEM_EXPECTS(is_aligned(options.granularity_bytes, device_granularity), logic_error,
@@ -78,6 +34,7 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
   GPUMEM_EXPECTS(wanted > 0 && can_align_up(wanted, granularity_), logic_error,
                  format("vmm_pool_memory_resource: cannot reserve ", wanted, " bytes"));
   reserved_ = align_up(wanted, granularity_);
+  handle_bytes_ = handle_bytes_ == 0 ? SIZE_MAX : std::max(granularity_, align_up(handle_bytes_, granularity_));
   base_     = static_cast<char*>(rt.vmm_reserve(reserved_, granularity_));
   try {
     unmapped_.emplace(base_, reserved_);
@@ -113,17 +70,15 @@ std::string vmm_backing::describe() const
 
 // -- extend --------------------------------------------------------------------------------------
 
-vmm_backing::target vmm_backing::plan(std::vector<free_block> const& free, std::size_t n) const
+vmm_backing::target vmm_backing::plan(coalescing_free_list const& idle, std::size_t n) const
 {
   target best{};
   auto consider = [&](target const& t) {
     if (best.at == nullptr || t.cost < best.cost) { best = t; }
   };
   for (auto const& [u, bytes] : unmapped_) {
-    auto const* below = ending_at(free, u);
-    auto const* above = starting_at(free, u + bytes);
-    auto const lo     = below != nullptr ? below->size : 0;
-    auto const hi     = above != nullptr ? above->size : 0;
+    auto const lo = idle.ending_at(u).size;  // 0 when no free block ends there
+    auto const hi = idle.starting_at(u + bytes).size;
     if (lo + bytes + hi >= n) { consider({u, bytes, 0, false, bytes}); }
     if (auto len = align_up(n - std::min(n, lo), granularity_); len <= bytes) {
       consider({u, len, bytes - len, false, len});
@@ -137,20 +92,20 @@ vmm_backing::target vmm_backing::plan(std::vector<free_block> const& free, std::
   return best;
 }
 
-std::vector<vmm_backing::piece> vmm_backing::idle_handles(std::vector<free_block> const& free,
+std::vector<vmm_backing::piece> vmm_backing::idle_handles(coalescing_free_list const& idle,
                                                           target const* excluded) const
 {
   std::vector<piece> found;
-  for (auto const& b : free) {
+  idle.for_each([&](free_block const& b) {
     // A free block that the target joins is used in place: none of its handles may move.
     if (excluded != nullptr && (b.end() == excluded->at || b.ptr == excluded->at + excluded->bytes)) {
-      continue;
+      return;
     }
     for (auto it = mapped_.lower_bound(b.ptr);
          it != mapped_.end() && it->first + it->second.bytes <= b.end(); ++it) {
-      found.push_back({it->second.handle, it->second.bytes, it->first});
+      found.push_back({it->second.handle, it->second.bytes, it->first, b});
     }
-  }
+  });
   return found;
 }
 
@@ -187,41 +142,77 @@ std::vector<vmm_backing::piece> vmm_backing::fill(target& t, std::vector<piece> 
   if (remaining > 0) {
     auto const extra = std::min(t.room, growth);
     grow(extra);
-    chosen.push_back({runtime_->vmm_create(remaining + extra, device_, false), remaining + extra,
-                      nullptr});
+    create_pieces(remaining + extra, chosen);
   }
   return chosen;
 }
 
+// New memory as handles of at most handle_bytes_: a freed range can later be moved handle by
+// handle, so a small live block pins at most one handle, not a whole growth.
+void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
+{
+  auto const first = out.size();
+  try {
+    while (bytes > 0) {
+      auto const n = std::min(bytes, handle_bytes_);
+      out.push_back({runtime_->vmm_create(n, device_, false), n, nullptr});
+      bytes -= n;
+    }
+  } catch (...) {
+    for (auto i = first; i < out.size(); ++i) { runtime_->vmm_release(out[i].handle); }
+    out.resize(first);
+    throw;
+  }
+}
+
 void vmm_backing::extend(coalescing_free_list& idle, std::size_t n)
 {
-  auto const free  = snapshot(idle);
-  auto t           = plan(free, n);
+  auto t           = plan(idle, n);
   auto const extra = align_up(mapped_bytes_ / 100 * growth_percent_, granularity_);
   std::vector<piece> pieces;
   try {
-    pieces = fill(t, idle_handles(free, &t), extra);
+    pieces = fill(t, idle_handles(idle, &t), extra);
   } catch (out_of_memory const& e) {
     GPUMEM_FAIL(out_of_memory, format(e.what(), "; ", describe()));
   }
-  execute(idle, free, t, pieces);
+  execute(idle, t, pieces);
 }
 
-void vmm_backing::execute(coalescing_free_list& idle, std::vector<free_block> const& free,
-                          target const& t, std::vector<piece>& pieces)
+void vmm_backing::take_out(coalescing_free_list& idle, std::vector<piece> const& pieces)
 {
-  std::vector<free_block> moved;
+  std::vector<piece> donors;
   for (auto const& p : pieces) {
-    if (p.from != nullptr) { moved.push_back({p.from, p.bytes, 0}); }
+    if (p.from != nullptr) { donors.push_back(p); }
   }
-  coalescing_free_list with_target;
-  coalescing_free_list without_target;
-  try {  // host memory first: a bad_alloc here changes nothing
-    with_target    = rebuild(free, moved, {t.at, t.bytes, 0});
-    without_target = rebuild(free, moved, {});
+  std::sort(donors.begin(), donors.end(),
+            [](piece const& a, piece const& b) { return a.from < b.from; });
+  std::size_t done = 0;
+  try {
+    for (; done < donors.size(); ++done) {
+      auto const& d = donors[done];
+      // d's free block as found, or what the last carve left of that block on its right.
+      auto holder = d.in;
+      if (done > 0 && donors[done - 1].in.ptr == d.in.ptr) {
+        char* const start = donors[done - 1].from + donors[done - 1].bytes;
+        holder            = {start, static_cast<std::size_t>(d.in.end() - start), d.in.chunk};
+      }
+      idle.carve(holder, d.from, d.bytes);
+    }
   } catch (...) {
-    if (!pieces.empty() && pieces.back().from == nullptr) {
-      runtime_->vmm_release(pieces.back().handle);
+    for (std::size_t i = 0; i < done; ++i) {
+      idle.insert({donors[i].from, donors[i].bytes, donors[i].in.chunk});
+    }
+    throw;
+  }
+}
+
+void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vector<piece>& pieces)
+{
+  try {
+    take_out(idle, pieces);  // host memory only: a failure changes nothing
+  } catch (...) {
+    for (auto const& p : pieces) {
+      if (p.from == nullptr) { runtime_->vmm_release(p.handle); }
     }
     throw;
   }
@@ -235,12 +226,11 @@ void vmm_backing::execute(coalescing_free_list& idle, std::vector<free_block> co
     } catch (...) {  // unwind: nothing of the target stays mapped; the moved handles are released
       for (std::size_t j = i; j < pieces.size(); ++j) { runtime_->vmm_release(pieces[j].handle); }
       unmap_range(t.at, static_cast<std::size_t>(at - t.at));
-      idle = std::move(without_target);
       throw;
     }
     at += pieces[i].bytes;
   }
-  idle = std::move(with_target);
+  idle.insert({t.at, t.bytes, idle_chunk_});
 }
 
 void vmm_backing::unmap_donor(piece const& p) noexcept
@@ -303,21 +293,18 @@ std::size_t vmm_backing::release_idle(coalescing_free_list& idle,
                                       std::size_t keep_mapped_bytes) noexcept
 {
   try {
-    auto const free = snapshot(idle);
-    auto handles    = idle_handles(free, nullptr);
+    auto handles = idle_handles(idle, nullptr);
     std::sort(handles.begin(), handles.end(),
               [](piece const& a, piece const& b) { return a.bytes > b.bytes; });
-    std::vector<free_block> gone;
+    std::vector<piece> gone;
     std::size_t released{};
     for (auto const& h : handles) {
       if (mapped_bytes_ - released <= keep_mapped_bytes) { break; }
-      gone.push_back({h.from, h.bytes, 0});
+      gone.push_back(h);
       released += h.bytes;
     }
-    if (gone.empty()) { return 0; }
-    auto rest = rebuild(free, gone, {});
-    for (auto const& g : gone) { unmap_range(g.ptr, g.size); }
-    idle = std::move(rest);
+    take_out(idle, gone);
+    for (auto const& g : gone) { unmap_range(g.from, g.bytes); }
     return released;
   } catch (...) {  // host memory exhausted while planning: nothing was changed
     return 0;

@@ -64,6 +64,12 @@ class coalescing_free_list {
   void insert(free_block const& block);
   /// A fresh upstream chunk becomes one free block.
   void insert_chunk(free_block chunk) { insert(chunk); }
+  /// The free block that ends at / starts at `at`, or an invalid block.
+  [[nodiscard]] free_block ending_at(char const* at) const noexcept;
+  [[nodiscard]] free_block starting_at(char const* at) const noexcept;
+  /// Removes [ptr, ptr + n) from the free block `from` (a block of this list that contains it);
+  /// what is left of `from` on either side stays free. May throw bad_alloc (nothing changes then).
+  void carve(free_block const& from, char* ptr, std::size_t n);
   /// Moves every block of `other` here (coalescing); `other` is left empty.
   void merge(coalescing_free_list& other);
 
@@ -107,6 +113,8 @@ class coalescing_free_list {
   /// changes then).
   void reserve_one(std::size_t c);
   void emplace(free_block block) noexcept;
+  /// Removes record r and its index entries (the inverse of emplace).
+  void unlink(record r) noexcept;
   void release(record r) noexcept { free_records_.push_back(r); }  // capacity reserved
   /// Moves the size key of record r from (old_size, old_ptr) to its current size and address.
   void rekey_size(record r, std::size_t old_size, char* old_ptr) noexcept;

@@ -38,6 +38,7 @@ struct vmm_backing_options {
   std::size_t reserve_bytes{};      ///< 0: twice the device's memory
   std::size_t granularity_bytes{};  ///< 0: the device's recommended granularity
   unsigned growth_percent{};        ///< new physical memory taken beyond a need, in % of mapped
+  std::size_t handle_bytes{};       ///< largest new handle (0: one handle per growth)
   int device{-1};                   ///< -1: the current device
 };
 
@@ -82,15 +83,18 @@ class vmm_backing {
   struct piece {  // one handle to map at the target
     vmm_handle handle{};
     std::size_t bytes{};
-    char* from{};  // its current address (a donor), or null (new)
+    char* from{};     // its current address (a donor), or null (new)
+    free_block in{};  // a donor's free block when it was found
   };
 
-  [[nodiscard]] target plan(std::vector<free_block> const& free, std::size_t n) const;
-  [[nodiscard]] std::vector<piece> idle_handles(std::vector<free_block> const& free,
+  [[nodiscard]] target plan(coalescing_free_list const& idle, std::size_t n) const;
+  [[nodiscard]] std::vector<piece> idle_handles(coalescing_free_list const& idle,
                                                 target const* excluded) const;
+  /// Carves the donors' ranges out of idle (host memory only; a failure changes nothing).
+  static void take_out(coalescing_free_list& idle, std::vector<piece> const& pieces);
   std::vector<piece> fill(target& t, std::vector<piece> donors, std::size_t growth);
-  void execute(coalescing_free_list& idle, std::vector<free_block> const& free, target const& t,
-               std::vector<piece>& pieces);
+  void create_pieces(std::size_t bytes, std::vector<piece>& out);
+  void execute(coalescing_free_list& idle, target const& t, std::vector<piece>& pieces);
   void unmap_donor(piece const& p) noexcept;
   void map_at(char* at, piece const& p);
   void unmap_range(char* at, std::size_t bytes) noexcept;
@@ -103,7 +107,9 @@ class vmm_backing {
   std::size_t granularity_;
   std::size_t reserved_;
   unsigned growth_percent_;
+  std::size_t handle_bytes_{};  // largest new handle, a multiple of the granularity
   char* base_{};
+  std::uint32_t idle_chunk_{};  // the chunk number the pool's blocks carry
   std::map<char*, mapping> mapped_;       // address -> mapping
   std::map<char*, std::size_t> unmapped_;  // address -> bytes, coalesced
   std::size_t mapped_bytes_{};            // == sum of mapped_ sizes
