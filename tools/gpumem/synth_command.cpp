@@ -1,4 +1,5 @@
 // `gpumem synth`: a synthetic trace, for measuring the replayer on traces of any length.
+#include "checked_output.hpp"
 #include "commands.hpp"
 
 #include <gpumem/trace/trace_writer.hpp>
@@ -20,7 +21,9 @@ struct live_entry {
 
 int run_synth(synth_options const& o)
 {
-  trace::trace_writer w{o.out};
+  checked_output out{o.out, {}};
+  out.close_stream();  // the trace writer writes the temporary
+  trace::trace_writer w{out.writing_path()};
   std::mt19937_64 rng{o.seed};
   std::uniform_real_distribution<double> log_size{std::log(256.0), std::log(64.0 * 1024 * 1024)};
   std::vector<live_entry> live;
@@ -48,7 +51,12 @@ int run_synth(synth_options const& o)
     e.stream = o.streams <= 1 ? 0 : 1 + e.thread % o.streams;
     w.write(e);
   }
-  w.flush();
+  try {
+    w.close();
+  } catch (trace::trace_error const& e) {
+    throw output_error{"cannot write " + o.out + ": " + e.what()};
+  }
+  out.commit();
   std::cout << "wrote " << o.events << " events to " << o.out << "\n";
   return 0;
 }
