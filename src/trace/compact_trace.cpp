@@ -32,7 +32,7 @@ std::string temp_folder()
 /// An anonymous file in temp_folder(): created, then unlinked at once (gone when closed).
 std::FILE* anonymous_file()
 {
-  auto name = temp_folder() + "/gpumem-trace-XXXXXX";
+  auto name    = temp_folder() + "/gpumem-trace-XXXXXX";
   int const fd = ::mkostemp(name.data(), O_CLOEXEC);
   if (fd < 0) { return nullptr; }
   ::unlink(name.c_str());

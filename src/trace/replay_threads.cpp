@@ -51,14 +51,14 @@ struct replayer::threaded_state {
   {
   }
   std::vector<compact_event> chunk;
-  std::size_t n{};                                ///< events in chunk
-  std::vector<std::vector<std::uint32_t>> mine;   ///< per worker: its events' indexes in chunk
+  std::size_t n{};                                 ///< events in chunk
+  std::vector<std::vector<std::uint32_t>> mine;    ///< per worker: its events' indexes in chunk
   std::vector<std::atomic<std::size_t>> work_gen;  ///< per worker: the generation `mine` is for
-  std::vector<std::size_t> active;                ///< workers with events in the current chunk
-  std::vector<bell> bells;                        ///< per worker, then the main thread's
-  std::atomic<std::size_t> turn{0};               ///< index of the next event to apply
-  std::atomic<std::size_t> generation{0};         ///< bumped when a chunk (or the stop) is out
-  std::atomic<std::size_t> finished{0};           ///< active workers done with the chunk
+  std::vector<std::size_t> active;                 ///< workers with events in the current chunk
+  std::vector<bell> bells;                         ///< per worker, then the main thread's
+  std::atomic<std::size_t> turn{0};                ///< index of the next event to apply
+  std::atomic<std::size_t> generation{0};          ///< bumped when a chunk (or the stop) is out
+  std::atomic<std::size_t> finished{0};            ///< active workers done with the chunk
   std::atomic<bool> stop{false};
   std::exception_ptr error;  ///< an unexpected exception of a worker (set before stop)
 

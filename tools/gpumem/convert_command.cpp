@@ -41,7 +41,7 @@ int run_convert(std::string const& snapshot, std::string const& csv, std::string
   auto const script = converter_path();
   checked_output out{csv, {snapshot}};  // the converter writes a temporary; kept only on success
   out.close_stream();
-  std::vector<std::string> args{python,   script, snapshot, "-o", out.writing_path(),
+  std::vector<std::string> args{python,     script, snapshot, "-o", out.writing_path(),
                                 "--device", device, "--name", csv};
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);

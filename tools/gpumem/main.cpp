@@ -162,8 +162,8 @@ bool is(std::string const& arg, char const* name)
 std::uint64_t count_value(std::string const& opt, std::string const& v, std::uint64_t lo,
                           std::uint64_t hi)
 {
-  auto const range = " (give a whole number from " + std::to_string(lo) + " to " +
-                     std::to_string(hi) + ")";
+  auto const range =
+      " (give a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ")";
   std::uint64_t n = 0;
   bool overflow   = false;
   for (char c : v) {
@@ -172,7 +172,9 @@ std::uint64_t count_value(std::string const& opt, std::string const& v, std::uin
                __builtin_add_overflow(n, static_cast<std::uint64_t>(c - '0'), &n);
   }
   if (v.empty()) { throw usage_error{opt + " needs a value" + range}; }
-  if (overflow || n < lo || n > hi) { throw usage_error{opt + ": " + v + " is out of range" + range}; }
+  if (overflow || n < lo || n > hi) {
+    throw usage_error{opt + ": " + v + " is out of range" + range};
+  }
   return n;
 }
 
@@ -306,14 +308,14 @@ int cmd_synth(args& a)
     } else if (is(arg, "--seed")) {
       o.seed = count_value("--seed", a.value("--seed", arg), 0, UINT64_MAX);
     } else if (is(arg, "--threads")) {
-      o.threads = static_cast<unsigned>(count_value("--threads", a.value("--threads", arg), 1,
-                                                    synth_options::most_ids));
+      o.threads = static_cast<unsigned>(
+          count_value("--threads", a.value("--threads", arg), 1, synth_options::most_ids));
     } else if (is(arg, "--streams")) {
-      o.streams = static_cast<unsigned>(count_value("--streams", a.value("--streams", arg), 0,
-                                                    synth_options::most_ids));
+      o.streams = static_cast<unsigned>(
+          count_value("--streams", a.value("--streams", arg), 0, synth_options::most_ids));
     } else if (is(arg, "--max-live")) {
-      o.max_live = count_value("--max-live", a.value("--max-live", arg), 1,
-                               synth_options::most_live);
+      o.max_live =
+          count_value("--max-live", a.value("--max-live", arg), 1, synth_options::most_live);
     } else if (o.out.empty() && !arg.empty() && arg[0] != '-') {
       o.out = arg;
     } else {

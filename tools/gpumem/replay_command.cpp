@@ -94,9 +94,7 @@ void check_specs(std::vector<std::string> const& specs, std::vector<std::string>
 void run_trace(trace_run& tr, std::string const& path, std::vector<std::string> const& specs,
                replay_command_options const& options, bool simulated, progress_bar& bar)
 {
-  for (auto const& s : specs) {
-    tr.runs.push_back(run_one(tr, path, s, options, simulated, bar));
-  }
+  for (auto const& s : specs) { tr.runs.push_back(run_one(tr, path, s, options, simulated, bar)); }
   if (!tr.profile.compact) {  // no stack could be built: the trace is still described
     tr.profile = trace::profile_trace(
         path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});
@@ -138,7 +136,7 @@ replay_report run_replays(replay_command_options const& options)
       run_trace(tr, path, specs, options, report.simulated, bar);
     } catch (...) {
       if (report.traces.empty()) { throw; }  // nothing finished: only the error to say
-      report.interrupted = std::current_exception();
+      report.interrupted    = std::current_exception();
       report.interrupted_at = path;
       break;
     }
