@@ -74,6 +74,7 @@ resource_run run_one(trace_run& tr, std::string const& path, std::string const& 
     run.result = std::move(both.result);
   }
   dev.synchronize();
+  stack.flush_logs();  // a log that could not be written fails the command
   return run;
 }
 
@@ -100,6 +101,12 @@ void run_trace(trace_run& tr, std::string const& path, std::vector<std::string> 
         path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});
   }
   tr.profile.compact.reset();  // the events' temporary file is not needed any more
+  if (tr.profile.truncated_line != 0) {
+    bar.finish();
+    std::cerr << "gpumem: warning: " << path << ":" << tr.profile.truncated_line
+              << ": the last line is cut off (no newline, not a whole event); replayed the "
+                 "events before it\n";
+  }
 }
 
 }  // namespace
