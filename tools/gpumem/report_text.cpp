@@ -48,6 +48,11 @@ void write_profile(std::ostream& out, trace::trace_profile const& p)
         << " free(s) with a wrong size, " << p.allocate_failures
         << " 'allocate failure' row(s) skipped\n";
   }
+  if (p.truncated_line != 0) {
+    out << "  line " << p.truncated_line
+        << " was cut off (no newline, not a whole event) and was skipped: the program that wrote "
+           "the trace may have stopped while writing\n";
+  }
   if (p.left_live != 0) {
     out << "  " << p.left_live << " block(s) never freed in the trace (freed after the replay)\n";
   }
