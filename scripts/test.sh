@@ -5,7 +5,8 @@
 #   2. install + an out-of-tree consumer that does find_package(gpumem);
 #   3. ASan+UBSan build: the CPU tests;
 #   4. TSan build: the CPU tests (threads, registry, stress);
-#   5. the Python package (pip install . + pytest), when python/ exists.
+#   5. libFuzzer (clang, ASan+UBSan): each fuzzer 25 s from its seed corpus;
+#   6. the Python package (pip install . + pytest), when python/ exists.
 # Ends with one line "gpumem tests: N passed, N failed, N skipped"; exits non-zero on any failure.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,6 +67,9 @@ cfg="$san -DGPUMEM_SANITIZE=address"
 ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0:allocator_may_return_null=1 stage asan "$root/build-asan" -L cpu
 cfg="$san -DGPUMEM_SANITIZE=thread"
 TSAN_OPTIONS=halt_on_error=1 stage tsan "$root/build-tsan" -L cpu
+
+cfg="$san -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_SANITIZE=address -DGPUMEM_BUILD_FUZZERS=ON -DCMAKE_CXX_COMPILER=clang++-14"
+ASAN_OPTIONS=detect_leaks=1 stage fuzz "$root/build-fuzz" -L fuzz
 
 if [ -f "$root/pyproject.toml" ] && [ -x "$root/scripts/test_python.sh" ]; then
   echo "== python" >&2

@@ -1,6 +1,7 @@
 // gpumem/cuda_device_id.hpp — a strong type for a CUDA device ordinal.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 
 namespace gpumem {

@@ -1,11 +1,13 @@
 // The CSV writer of logging_resource_adaptor (see detail/allocation_logger.hpp for the format).
 #include <gpumem/detail/allocation_logger.hpp>
+#include <gpumem/detail/format.hpp>
 #include <gpumem/error.hpp>
 
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 
 namespace gpumem::detail {
 
@@ -50,15 +52,42 @@ void allocation_logger::log(char const* action, void const* ptr, std::size_t byt
     for (auto const& sink : sinks_) {
       *sink << line << '\n';
       if (auto_flush_) { sink->flush(); }
+      if (!*sink) { ++lost_lines_; }
     }
   } catch (...) {  // logging must not turn a free into a throw; a lost line is the lesser harm
+  }
+}
+
+allocation_logger::~allocation_logger()
+{
+  try {
+    flush();
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "gpumem: %s\n", e.what());
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw
   }
 }
 
 void allocation_logger::flush()
 {
   std::lock_guard lock{mutex_};
-  for (auto const& sink : sinks_) { sink->flush(); }
+  bool failed = false;
+  for (auto const& sink : sinks_) {
+    sink->flush();
+    failed = failed || !*sink;
+  }
+  if (failed) {
+    throw std::runtime_error{
+        format("logging_resource_adaptor: writing the log failed (is the disk full?); the log is "
+               "incomplete: ",
+               lost_lines_, " line(s) were lost before this flush, and possibly buffered ones")};
+  }
+}
+
+std::uint64_t allocation_logger::lost_lines()
+{
+  std::lock_guard lock{mutex_};
+  return lost_lines_;
 }
 
 }  // namespace gpumem::detail

@@ -140,7 +140,7 @@ std::optional<std::size_t> optional_size(layer_args const& a, char const* key)
 unsigned bin_param(layer_args const& args, char const* key)
 {
   if (args.text(key) == "max") { return cub::CachingDeviceAllocator::INVALID_BIN; }
-  return static_cast<unsigned>(args.number(key));
+  return static_cast<unsigned>(args.count(key, 0xfffffffeU));
 }
 
 }  // namespace

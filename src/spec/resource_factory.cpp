@@ -1,5 +1,7 @@
 // The factory machinery: typed parameters, lookup with diagnoses, building a stack.
 #include <gpumem/detail/format.hpp>
+#include <gpumem/align.hpp>
+#include <gpumem/mr/logging_resource_adaptor.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 
 #include <cstdlib>
@@ -121,6 +123,33 @@ double layer_args::number(std::string_view key) const
   return v;
 }
 
+std::uint64_t layer_args::count(std::string_view key, std::uint64_t most) const
+{
+  std::string const s{raw(key)};
+  std::uint64_t v = 0;
+  bool ok         = !s.empty();
+  for (char c : s) {
+    ok = ok && c >= '0' && c <= '9' && !__builtin_mul_overflow(v, 10U, &v) &&
+         !__builtin_add_overflow(v, static_cast<std::uint64_t>(c - '0'), &v);
+  }
+  if (!ok || v > most) {
+    throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", s,
+                                    "' is not a whole number from 0 to ", most)};
+  }
+  return v;
+}
+
+std::size_t layer_args::aligned_bytes(std::string_view key, std::size_t alignment) const
+{
+  auto const v = bytes(key);
+  if (!can_align_up(v, alignment)) {
+    throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", raw(key),
+                                    "' cannot be rounded up to a multiple of ", alignment,
+                                    " bytes; give at most ", v & ~(alignment - 1))};
+  }
+  return align_up(v, alignment);
+}
+
 bool layer_args::flag(std::string_view key) const
 {
   auto const s = raw(key);
@@ -141,6 +170,16 @@ resource_stack& resource_stack::operator=(resource_stack&&) noexcept = default;
 resource_stack::~resource_stack()
 {
   while (!layers_.empty()) { layers_.pop_back(); }
+}
+
+void resource_stack::flush_logs()
+{
+  for (auto const& layer : layers_) {
+    if (auto* log =
+            dynamic_cast<mr::logging_resource_adaptor<mr::device_memory_resource>*>(layer.get())) {
+      log->flush();
+    }
+  }
 }
 
 footprint_source const* resource_stack::footprint() const noexcept

@@ -127,20 +127,37 @@ std::size_t parse_size(std::string_view text, std::string_view what)
   if (s == "max") { return std::numeric_limits<std::size_t>::max(); }
   std::size_t i = 0;
   while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) { ++i; }
-  auto const number = std::string{s.substr(0, i)};
+  auto const number = s.substr(0, i);
   auto const unit   = unit_of(trim(s.substr(i)));
-  char* end         = nullptr;
-  double const v    = number.empty() ? -1.0 : std::strtod(number.c_str(), &end);
-  if (number.empty() || end != number.c_str() + number.size() || unit == 0) {
+  auto const dot    = number.find('.');
+  if (number.empty() || number == "." || unit == 0 ||
+      (dot != std::string_view::npos && number.find('.', dot + 1) != std::string_view::npos)) {
     throw spec_error{detail::format(
         what, ": cannot read '", text,
         "' as a size; write a number with an optional unit: 4096, 256KiB, 1.5GiB, 80GB or max")};
   }
-  double const bytes = v * static_cast<double>(unit);
-  if (bytes >= 0x1p64) {
-    throw spec_error{detail::format(what, ": '", text, "' is larger than 2^64 bytes")};
+  auto too_large = [&] {
+    return spec_error{detail::format(what, ": '", text, "' is more than 2^64-1 bytes (",
+                                     std::numeric_limits<std::size_t>::max(),
+                                     "); write max for no limit")};
+  };
+  if (dot == std::string_view::npos) {  // whole numbers exactly, however large
+    std::size_t v = 0;
+    for (char c : number) {
+      if (__builtin_mul_overflow(v, std::size_t{10}, &v) ||
+          __builtin_add_overflow(v, static_cast<std::size_t>(c - '0'), &v)) {
+        throw too_large();
+      }
+    }
+    if (__builtin_mul_overflow(v, unit, &v)) { throw too_large(); }
+    return v;
   }
-  return static_cast<std::size_t>(std::llround(bytes));
+  long double const bytes =
+      std::strtold(std::string{number}.c_str(), nullptr) * static_cast<long double>(unit);
+  if (!(bytes < 0x1p64L)) { throw too_large(); }
+  auto const rounded = std::roundl(bytes);
+  if (!(rounded < 0x1p64L)) { throw too_large(); }
+  return static_cast<std::size_t>(rounded);
 }
 
 std::string size_to_string(std::size_t bytes)
@@ -154,7 +171,12 @@ std::string size_to_string(std::size_t bytes)
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f%s", static_cast<double>(bytes) / static_cast<double>(scale),
                 units[u]);
-  return buf;
+  try {  // rounded up near 2^64, the short form would not read back: give the exact bytes then
+    (void)parse_size(buf);
+    return buf;
+  } catch (spec_error const&) {
+    return detail::format(bytes, "B");
+  }
 }
 
 }  // namespace gpumem::spec

@@ -1,7 +1,11 @@
 // The profiled trace in a temporary binary file.
 #include <gpumem/trace/compact_trace.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 #include <stdexcept>
@@ -10,16 +14,36 @@
 namespace gpumem::trace {
 namespace {
 
+/// $TMPDIR, else /tmp.
+std::string temp_folder()
+{
+  char const* dir = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe)
+  return dir != nullptr && *dir != '\0' ? dir : "/tmp";
+}
+
 [[noreturn]] void io_failure(char const* what)
 {
   throw std::runtime_error{std::string{"gpumem trace cache: cannot "} + what +
-                           " the temporary file: " + std::generic_category().message(errno) +
+                           " the temporary file in " + temp_folder() + ": " +
+                           std::generic_category().message(errno) +
                            " (set TMPDIR to a folder with free space)"};
+}
+
+/// An anonymous file in temp_folder(): created, then unlinked at once (gone when closed).
+std::FILE* anonymous_file()
+{
+  auto name    = temp_folder() + "/gpumem-trace-XXXXXX";
+  int const fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) { return nullptr; }
+  ::unlink(name.c_str());
+  std::FILE* f = ::fdopen(fd, "w+b");
+  if (f == nullptr) { ::close(fd); }
+  return f;
 }
 
 }  // namespace
 
-compact_trace::compact_trace() : file_{std::tmpfile()}
+compact_trace::compact_trace() : file_{anonymous_file()}
 {
   if (file_ == nullptr) { io_failure("create"); }
   buffer_.reserve(capacity);

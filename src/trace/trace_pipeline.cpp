@@ -87,6 +87,7 @@ void trace_pipeline::produce_chunks()
     if (!hand_over(std::move(c))) { return; }
   }
   prof.finish();
+  profile_.truncated_line = reader.truncated_line();
   profile_.compact->finish();
   profile_.parse_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -

@@ -179,8 +179,8 @@ trace_reader::~trace_reader()
 void trace_reader::rewind()
 {
   ::lseek(fd_, 0, SEEK_SET);
-  pos_ = limit_ = line_ = consumed_ = 0;
-  eof_                              = false;
+  pos_ = limit_ = line_ = consumed_ = truncated_line_ = 0;
+  eof_ = terminated_ = false;
 }
 
 bool trace_reader::refill()
@@ -218,6 +218,7 @@ bool trace_reader::next_line(char const*& begin, char const*& end)
     if (nl == nullptr && pos_ == limit_) { return false; }
     begin = base + pos_;
     end   = nl ? nl : base + limit_;
+    terminated_ = nl != nullptr;
     consumed_ += static_cast<std::size_t>(end - begin) + (nl ? 1 : 0);
     pos_ = static_cast<std::size_t>(end - base) + (nl ? 1 : 0);
     ++line_;
@@ -258,8 +259,17 @@ bool trace_reader::next(event& out)
       }
       continue;
     }
-    parse(begin, end, out);
-    return true;
+    if (terminated_) {
+      parse(begin, end, out);
+      return true;
+    }
+    try {  // the last line, without a newline: a cut-off line ends the trace
+      parse(begin, end, out);
+      return true;
+    } catch (trace_error const&) {
+      truncated_line_ = line_;
+      return false;
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <system_error>
+#include <utility>
 
 namespace gpumem::trace {
 
@@ -41,6 +42,16 @@ void trace_writer::flush()
   if (std::fflush(file_) != 0) {
     throw trace_error{path_, 0,
                       detail::format("write failed: ", std::generic_category().message(errno))};
+  }
+}
+
+void trace_writer::close()
+{
+  flush();
+  std::FILE* f = std::exchange(file_, nullptr);
+  if (std::fclose(f) != 0) {
+    throw trace_error{path_, 0,
+                      detail::format("closing failed: ", std::generic_category().message(errno))};
   }
 }
 

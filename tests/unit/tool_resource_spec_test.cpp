@@ -61,6 +61,33 @@ TEST(ResourceSpec, SizesWithUnits)
   EXPECT_EQ(parse_size(size_to_string(3U << 20)), 3U << 20);
 }
 
+TEST(ResourceSpec, SizesNear2To64AreExactOrRefused)
+{
+  EXPECT_EQ(parse_size("9223372036854775808"), std::size_t{1} << 63);  // read as double before
+  EXPECT_EQ(parse_size("18446744073709551615"), SIZE_MAX);
+  EXPECT_EQ(parse_size("16777215TiB"), std::size_t{16777215} << 40);
+  for (auto const* too_big : {"18446744073709551616", "16777216TiB", "99999999999999999999999",
+                              "16384.5PiB", "18446744073709551615.9", "1e30"}) {
+    EXPECT_THROW((void)parse_size(too_big), spec_error) << too_big;
+  }
+  EXPECT_THROW((void)parse_size("-1"), spec_error);
+  EXPECT_THROW((void)parse_size("1.2.3KiB"), spec_error);
+  // found by the size_parser fuzzer: the 2-decimal form rounded past 2^64-1 and did not read back
+  auto const near = std::size_t{18446744073510957615ULL};
+  EXPECT_EQ(parse_size(size_to_string(near)), near);
+}
+
+TEST(ResourceFactory, CountsAndAlignedSizesAreChecked)
+{
+  detail::host_runtime rt;
+  auto e = error_of([&] { (void)build("pool:initial=max", rt, true); });
+  EXPECT_NE(e.find("cannot be rounded up to a multiple of 256"), std::string::npos) << e;
+  e = error_of([&] { (void)build("fixed_size:blocks=-3", rt, true); });
+  EXPECT_NE(e.find("'-3' is not a whole number from 0 to"), std::string::npos) << e;
+  e = error_of([&] { (void)build("fixed_size:blocks=99999999999999999999", rt, true); });
+  EXPECT_NE(e.find("is not a whole number"), std::string::npos) << e;
+}
+
 TEST(ResourceFactory, UnknownNameListsTheValidOnes)
 {
   auto e = error_of([] { (void)find_entry("poool"); });

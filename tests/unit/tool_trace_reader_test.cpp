@@ -149,5 +149,27 @@ TEST(TraceReader, LineLongerThanBufferIsAnError)
   std::remove(path.c_str());
 }
 
+TEST(TraceReader, CutOffLastLineEndsTheTraceAndIsNamed)
+{
+  auto path = write_file("cut", "0,1,allocate,0x10,256,0\n0,2,free,0x10,256,0\n0,3,allocate,0x2");
+  trace_reader r{path};
+  event e;
+  int n = 0;
+  while (r.next(e)) { ++n; }
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(r.truncated_line(), 3U);
+  std::remove(path.c_str());
+  // the same line with its newline is malformed, not cut off
+  EXPECT_NE(error_of("0,1,allocate,0x10,256,0\n0,3,allocate,0x2\n").find(":2: "),
+            std::string::npos);
+  // a whole last line without a newline is an event
+  path = write_file("whole", "0,1,allocate,0x10,256,0");
+  trace_reader whole{path};
+  EXPECT_TRUE(whole.next(e));
+  EXPECT_FALSE(whole.next(e));
+  EXPECT_EQ(whole.truncated_line(), 0U);
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace gpumem::trace

@@ -16,6 +16,8 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <exception>
+#include <system_error>
 #include <thread>
 
 namespace gpumem::tool {
@@ -175,6 +177,34 @@ bench_table random_workload(bench_context const& c, bool large)
   return t;
 }
 
+/// Runs fn(0) .. fn(n-1) on threads of their own; after all have ended, rethrows the first
+/// exception any of them threw (an allocation that failed), or the system's refusal of a thread.
+template <class Fn>
+void run_on_threads(unsigned n, Fn&& fn)
+{
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> pool;
+  std::exception_ptr refused;
+  for (unsigned i = 0; i < n && !refused; ++i) {
+    try {
+      pool.emplace_back([&, i] {
+        try {
+          fn(i);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    } catch (std::system_error const&) {
+      refused = std::current_exception();
+    }
+  }
+  for (auto& th : pool) { th.join(); }
+  if (refused) { std::rethrow_exception(refused); }
+  for (auto const& e : errors) {
+    if (e) { std::rethrow_exception(e); }
+  }
+}
+
 bench_table threads_workload(bench_context const& c)
 {
   bench_table t{
@@ -188,15 +218,11 @@ bench_table threads_workload(bench_context const& c)
     each_stack(c, t, row, [&](bench_stack& b, std::string const& s) {
       std::vector<cudaStream_t> streams;
       for (unsigned i = 0; i < threads; ++i) { streams.push_back(b.dev.new_stream()); }
-      std::vector<std::thread> pool;
       std::vector<std::size_t> done(threads);
       auto const t0 = clock_type::now();
-      for (unsigned i = 0; i < threads; ++i) {
-        pool.emplace_back([&, i] {
-          done[i] = random_walk(b.stack.top(), streams[i], ops, 64, 256.0, 65536.0, 7 + i).ops;
-        });
-      }
-      for (auto& th : pool) { th.join(); }
+      run_on_threads(threads, [&](unsigned i) {
+        done[i] = random_walk(b.stack.top(), streams[i], ops, 64, 256.0, 65536.0, 7 + i).ops;
+      });
       double total = 0;
       for (auto d : done) { total += static_cast<double>(d); }
       put(t, row, s, total / seconds_since(t0) / 1e6, 2);

@@ -31,6 +31,9 @@ int run_convert(std::string const& snapshot, std::string const& csv, std::string
                 std::string const& python);
 
 struct synth_options {
+  static constexpr std::uint64_t most_events = std::uint64_t{1} << 40;  ///< ~50 TB of text
+  static constexpr unsigned most_ids         = 65535;  ///< threads / streams a trace may name
+  static constexpr std::size_t most_live     = std::size_t{1} << 24;
   std::string out;
   std::uint64_t events{10'000'000};
   std::uint64_t seed{1};

@@ -1,4 +1,5 @@
 // `gpumem convert`: a PyTorch memory snapshot (pickle) to the CSV trace, by snapshot_to_csv.py.
+#include "checked_output.hpp"
 #include "commands.hpp"
 
 #include <sys/wait.h>
@@ -38,7 +39,10 @@ int run_convert(std::string const& snapshot, std::string const& csv, std::string
                 std::string const& python)
 {
   auto const script = converter_path();
-  std::vector<std::string> args{python, script, snapshot, "-o", csv, "--device", device};
+  checked_output out{csv, {snapshot}};  // the converter writes a temporary; kept only on success
+  out.close_stream();
+  std::vector<std::string> args{python,     script, snapshot, "-o", out.writing_path(),
+                                "--device", device, "--name", csv};
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (auto& a : args) { argv.push_back(a.data()); }
@@ -56,7 +60,9 @@ int run_convert(std::string const& snapshot, std::string const& csv, std::string
     std::cerr << "gpumem convert: cannot start " << python << "\n";
     return 1;
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  int const rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (rc == 0) { out.commit(); }
+  return rc;
 }
 
 }  // namespace gpumem::tool

@@ -158,11 +158,23 @@ bool is(std::string const& arg, char const* name)
   return arg == name || arg.rfind(std::string{name} + "=", 0) == 0;
 }
 
-std::uint64_t count_value(std::string const& opt, std::string const& v)
+/// A whole number in [lo, hi]: digits only (no sign, no spaces), no overflow.
+std::uint64_t count_value(std::string const& opt, std::string const& v, std::uint64_t lo,
+                          std::uint64_t hi)
 {
-  char* end    = nullptr;
-  auto const n = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') { throw usage_error{opt + ": '" + v + "' is not a count"}; }
+  auto const range =
+      " (give a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ")";
+  std::uint64_t n = 0;
+  bool overflow   = false;
+  for (char c : v) {
+    if (c < '0' || c > '9') { throw usage_error{opt + ": '" + v + "' is not a count" + range}; }
+    overflow = overflow || __builtin_mul_overflow(n, 10U, &n) ||
+               __builtin_add_overflow(n, static_cast<std::uint64_t>(c - '0'), &n);
+  }
+  if (v.empty()) { throw usage_error{opt + " needs a value" + range}; }
+  if (overflow || n < lo || n > hi) {
+    throw usage_error{opt + ": " + v + " is out of range" + range};
+  }
   return n;
 }
 
@@ -292,16 +304,18 @@ int cmd_synth(args& a)
     auto arg = a.take();
     if (arg == "--help" || arg == "-h") { return std::cout << synth_help, 0; }
     if (is(arg, "--events")) {
-      o.events = count_value("--events", a.value("--events", arg));
+      o.events = count_value("--events", a.value("--events", arg), 0, synth_options::most_events);
     } else if (is(arg, "--seed")) {
-      o.seed = count_value("--seed", a.value("--seed", arg));
+      o.seed = count_value("--seed", a.value("--seed", arg), 0, UINT64_MAX);
     } else if (is(arg, "--threads")) {
       o.threads = static_cast<unsigned>(
-          std::max<std::uint64_t>(1, count_value("--threads", a.value("--threads", arg))));
+          count_value("--threads", a.value("--threads", arg), 1, synth_options::most_ids));
     } else if (is(arg, "--streams")) {
-      o.streams = static_cast<unsigned>(count_value("--streams", a.value("--streams", arg)));
+      o.streams = static_cast<unsigned>(
+          count_value("--streams", a.value("--streams", arg), 0, synth_options::most_ids));
     } else if (is(arg, "--max-live")) {
-      o.max_live = count_value("--max-live", a.value("--max-live", arg));
+      o.max_live =
+          count_value("--max-live", a.value("--max-live", arg), 1, synth_options::most_live);
     } else if (o.out.empty() && !arg.empty() && arg[0] != '-') {
       o.out = arg;
     } else {

@@ -16,7 +16,9 @@ void progress_bar::update(std::string const& label, std::size_t done, std::size_
   if (drawn_ && now - last_ < std::chrono::milliseconds{100} && done < total) { return; }
   last_               = now;
   drawn_              = true;
-  double const frac   = total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total);
+  // done may pass total (a file that grows while it is read): the bar stays full, not longer.
+  double const frac =
+      total == 0 || done >= total ? 1.0 : static_cast<double>(done) / static_cast<double>(total);
   int constexpr width = 30;
   int const filled    = static_cast<int>(frac * width);
   std::string bar(static_cast<std::size_t>(width), ' ');

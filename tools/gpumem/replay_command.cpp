@@ -1,6 +1,7 @@
 // Replaying traces over resource stacks (default run and `gpumem replay`).
 #include "replay_command.hpp"
 
+#include "checked_output.hpp"
 #include "device.hpp"
 #include "progress.hpp"
 #include "report.hpp"
@@ -73,7 +74,39 @@ resource_run run_one(trace_run& tr, std::string const& path, std::string const& 
     run.result = std::move(both.result);
   }
   dev.synchronize();
+  stack.flush_logs();  // a log that could not be written fails the command
   return run;
+}
+
+/// Fails before any work for what can be known up front: a malformed spec, an unknown resource or
+/// parameter, a logging layer whose file is one of the traces.
+void check_specs(std::vector<std::string> const& specs, std::vector<std::string> const& traces)
+{
+  for (auto const& s : specs) {
+    for (auto const& layer : spec::parse_resource_spec(s).layers) {
+      auto const& entry = spec::find_entry(layer.name);
+      spec::layer_args const args{layer, entry};
+      if (layer.name == "logging") { refuse_input_as_output(args.text("file"), traces); }
+    }
+  }
+}
+
+/// Replays one trace over every spec into `tr`.
+void run_trace(trace_run& tr, std::string const& path, std::vector<std::string> const& specs,
+               replay_command_options const& options, bool simulated, progress_bar& bar)
+{
+  for (auto const& s : specs) { tr.runs.push_back(run_one(tr, path, s, options, simulated, bar)); }
+  if (!tr.profile.compact) {  // no stack could be built: the trace is still described
+    tr.profile = trace::profile_trace(
+        path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});
+  }
+  tr.profile.compact.reset();  // the events' temporary file is not needed any more
+  if (tr.profile.truncated_line != 0) {
+    bar.finish();
+    std::cerr << "gpumem: warning: " << path << ":" << tr.profile.truncated_line
+              << ": the last line is cut off (no newline, not a whole event); replayed the "
+                 "events before it\n";
+  }
 }
 
 }  // namespace
@@ -102,16 +135,17 @@ replay_report run_replays(replay_command_options const& options)
   }
   auto const specs =
       options.resources.empty() ? default_resources(report.simulated) : options.resources;
-  for (auto const& s : specs) { (void)spec::parse_resource_spec(s); }  // fail before any work
+  check_specs(specs, traces);
   progress_bar bar{options.progress};
   for (auto const& path : traces) {
     trace_run tr;
-    for (auto const& s : specs) {
-      tr.runs.push_back(run_one(tr, path, s, options, report.simulated, bar));
-    }
-    if (!tr.profile.compact) {  // no stack could be built: the trace is still described
-      tr.profile = trace::profile_trace(
-          path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});
+    try {
+      run_trace(tr, path, specs, options, report.simulated, bar);
+    } catch (...) {
+      if (report.traces.empty()) { throw; }  // nothing finished: only the error to say
+      report.interrupted    = std::current_exception();
+      report.interrupted_at = path;
+      break;
     }
     report.traces.push_back(std::move(tr));
   }
@@ -125,6 +159,10 @@ namespace gpumem::tool {
 
 int print_and_report(replay_report const& report, replay_command_options const& options)
 {
+  if (report.interrupted) {
+    std::cerr << "gpumem: stopped at " << report.interrupted_at << "; the results of the "
+              << report.traces.size() << " trace(s) before it follow\n";
+  }
   switch (options.format) {
     case output_format::table:
       write_table(std::cout, report);
@@ -136,12 +174,16 @@ int print_and_report(replay_report const& report, replay_command_options const& 
       write_csv(std::cout, report);
       break;
   }
+  std::cout.flush();
+  if (!std::cout) { throw output_error{"cannot write the results to standard output"}; }
   if (!options.report_dir.empty()) {
-    auto const page = write_report_folder(options.report_dir, report);
+    auto const page = write_report_folder(
+        options.report_dir, report, options.traces.empty() ? bundled_traces() : options.traces);
     (options.format == output_format::table ? std::cout : std::cerr)
         << "\nreport: " << page
         << " (open it in any browser; results.json and results.csv beside)\n";
   }
+  if (report.interrupted) { std::rethrow_exception(report.interrupted); }
   for (auto const& t : report.traces) {
     for (auto const& r : t.runs) {
       if (!r.error.empty() || r.result.failure) { return 3; }

@@ -4,6 +4,7 @@
 
 #include <gpumem/trace/replay.hpp>
 
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -38,17 +39,22 @@ struct replay_report {
   bool simulated{};
   std::size_t capacity_bytes{};
   std::string device;  ///< "simulated 80GiB" or the GPU's name
-  std::vector<trace_run> traces;
+  std::vector<trace_run> traces;  ///< the traces replayed to the end
+  /// Why the run stopped before the trace `interrupted_at` (null: it did not stop early).
+  std::exception_ptr interrupted;
+  std::string interrupted_at;
 };
 
 /// The bundled traces (tools/gpumem/traces/*.csv), sorted; empty when none can be found.
 [[nodiscard]] std::vector<std::string> bundled_traces();
 
-/// Runs the replays; throws trace_error / spec_error for bad input.
+/// Runs the replays; throws trace_error / spec_error for bad input found before any trace finished,
+/// else keeps the error in `interrupted` beside the finished traces.
 [[nodiscard]] replay_report run_replays(replay_command_options const& options);
 
 /// Prints in the chosen format, writes the report folder; returns the exit status
-/// (0, or 3 when a replay ran out of memory or a stack could not be built).
+/// (0, or 3 when a replay ran out of memory or a stack could not be built). Rethrows
+/// `report.interrupted` after printing the traces that finished.
 int print_and_report(replay_report const& report, replay_command_options const& options);
 
 }  // namespace gpumem::tool

@@ -6,6 +6,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace gpumem::tool {
 
@@ -16,11 +17,15 @@ void write_json(std::ostream& out, replay_report const& report, bool timelines);
 void write_html(std::ostream& out, replay_report const& report);
 
 /// Writes index.html, results.json and results.csv into `dir` (created); returns index.html's
-/// absolute path. Throws std::runtime_error when the folder cannot be written.
-std::string write_report_folder(std::string const& dir, replay_report const& report);
+/// absolute path. Throws output_error when a file cannot be written or is one of `inputs`.
+std::string write_report_folder(std::string const& dir, replay_report const& report,
+                                std::vector<std::string> const& inputs);
 
 /// "1.50 GiB", "256 B" — compact sizes for tables.
 [[nodiscard]] std::string human_bytes(std::size_t bytes);
+/// One CSV field as RFC 4180 writes it: quoted (inner quotes doubled) when it holds a comma, a
+/// quote or a line break, else as it is.
+[[nodiscard]] std::string csv_field(std::string const& s);
 /// A JSON string literal.
 [[nodiscard]] std::string json_string(std::string const& s);
 

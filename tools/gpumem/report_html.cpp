@@ -2,6 +2,8 @@
 // (report_page.js, embedded at build time as report_page_js.inc).
 #include "report.hpp"
 
+#include "checked_output.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -54,19 +56,20 @@ void write_html(std::ostream& out, replay_report const& report)
       << "</script>\n<script>" << page_script << "</script></body></html>\n";
 }
 
-std::string write_report_folder(std::string const& dir, replay_report const& report)
+std::string write_report_folder(std::string const& dir, replay_report const& report,
+                                std::vector<std::string> const& inputs)
 {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
-    throw std::runtime_error{"cannot create the report folder " + dir + ": " + ec.message() +
-                             " (choose another with --report DIR)"};
+    throw output_error{"cannot create the report folder " + dir + ": " + ec.message() +
+                       " (choose another with --report DIR)"};
   }
   auto write = [&](char const* name, auto&& fn) {
-    std::ofstream f{fs::path{dir} / name};
-    fn(f);
-    if (!f) { throw std::runtime_error{"cannot write " + (fs::path{dir} / name).string()}; }
+    checked_output out{(fs::path{dir} / name).string(), inputs};
+    fn(out.stream());
+    out.commit();
   };
   write("index.html", [&](std::ostream& o) { write_html(o, report); });
   write("results.json", [&](std::ostream& o) { write_json(o, report, true); });

@@ -30,7 +30,7 @@ void write_profile(std::ostream& out, trace::trace_profile const& p)
       << ",\"allocate_failures\":" << p.allocate_failures
       << ",\"unknown_frees\":" << p.unknown_frees << ",\"double_allocates\":" << p.double_allocates
       << ",\"size_mismatches\":" << p.size_mismatches << ",\"left_live\":" << p.left_live
-      << ",\"peak_live_bytes\":" << p.peak_live_bytes
+      << ",\"truncated_line\":" << p.truncated_line << ",\"peak_live_bytes\":" << p.peak_live_bytes
       << ",\"peak_live_event\":" << p.peak_live_event << ",\"threads\":" << p.threads.size()
       << ",\"streams\":" << p.streams.size() << ",\"parse_seconds\":" << num(p.parse_seconds);
 }

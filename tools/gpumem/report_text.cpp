@@ -48,6 +48,11 @@ void write_profile(std::ostream& out, trace::trace_profile const& p)
         << " free(s) with a wrong size, " << p.allocate_failures
         << " 'allocate failure' row(s) skipped\n";
   }
+  if (p.truncated_line != 0) {
+    out << "  line " << p.truncated_line
+        << " was cut off (no newline, not a whole event) and was skipped: the program that wrote "
+           "the trace may have stopped while writing\n";
+  }
   if (p.left_live != 0) {
     out << "  " << p.left_live << " block(s) never freed in the trace (freed after the replay)\n";
   }
@@ -106,6 +111,17 @@ std::string human_bytes(std::size_t bytes)
   return u == 0 ? std::to_string(bytes) + " B" : fixed(v, 2) + " " + units[u];
 }
 
+std::string csv_field(std::string const& s)
+{
+  if (s.find_first_of(",\"\r\n") == std::string::npos) { return s; }
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') { out += '"'; }
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string json_string(std::string const& s)
 {
   std::string out = "\"";
@@ -152,7 +168,7 @@ void write_csv(std::ostream& out, replay_report const& report)
       auto const& res = r.result;
       std::string const status =
           !r.error.empty() ? "build_error" : (res.failure ? "out_of_memory" : "ok");
-      out << name_of(t.profile.path) << "," << r.spec << "," << status << ","
+      out << csv_field(name_of(t.profile.path)) << "," << csv_field(r.spec) << "," << status << ","
           << t.profile.peak_live_bytes << "," << res.peak_held_bytes << ","
           << fixed(res.footprint_ratio(t.profile), 6) << ","
           << fixed(res.at_peak.internal_fragmentation(), 6) << ","

@@ -67,6 +67,7 @@ def main():
     ap.add_argument("snapshot")
     ap.add_argument("-o", "--output", default="-", help="CSV file to write (default: stdout)")
     ap.add_argument("--device", type=int, default=0, help="which device's trace (default 0)")
+    ap.add_argument("--name", help="the output's name in messages (default: --output)")
     args = ap.parse_args()
     snap = load(args.snapshot)
     if not isinstance(snap, dict) or ("segments" not in snap and "device_traces" not in snap):
@@ -86,7 +87,7 @@ def main():
         for time, action, addr, size, stream in rows:
             out.write(f"0,{int(time)},{action},0x{addr:x},{size},{stream}\n")
     if args.output != "-":
-        print(f"wrote {len(rows)} events to {args.output}", file=sys.stderr)
+        print(f"wrote {len(rows)} events to {args.name or args.output}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 // `gpumem synth`: a synthetic trace, for measuring the replayer on traces of any length.
+#include "checked_output.hpp"
 #include "commands.hpp"
 
 #include <gpumem/trace/trace_writer.hpp>
@@ -16,11 +17,10 @@ struct live_entry {
   std::uint64_t thread;
 };
 
-}  // namespace
-
-int run_synth(synth_options const& o)
+/// Writes the header and o.events events to `path`; throws trace_error when a write fails.
+void write_trace(std::string const& path, synth_options const& o)
 {
-  trace::trace_writer w{o.out};
+  trace::trace_writer w{path};
   std::mt19937_64 rng{o.seed};
   std::uniform_real_distribution<double> log_size{std::log(256.0), std::log(64.0 * 1024 * 1024)};
   std::vector<live_entry> live;
@@ -48,7 +48,21 @@ int run_synth(synth_options const& o)
     e.stream = o.streams <= 1 ? 0 : 1 + e.thread % o.streams;
     w.write(e);
   }
-  w.flush();
+  w.close();
+}
+
+}  // namespace
+
+int run_synth(synth_options const& o)
+{
+  checked_output out{o.out, {}};
+  out.close_stream();  // the trace writer writes the temporary
+  try {
+    write_trace(out.writing_path(), o);
+  } catch (trace::trace_error const& e) {
+    throw output_error{"cannot write " + o.out + " (" + e.what() + "); nothing was left behind"};
+  }
+  out.commit();
   std::cout << "wrote " << o.events << " events to " << o.out << "\n";
   return 0;
 }

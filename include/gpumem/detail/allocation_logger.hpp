@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -28,6 +29,10 @@ class allocation_logger {
  public:
   /// Writes the header to each sink. Throws logic_error when `sinks` is empty or holds a null.
   allocation_logger(std::vector<std::shared_ptr<std::ostream>> sinks, bool auto_flush);
+  /// Flushes the sinks; says on stderr when lines were lost (a sink failed). Never throws.
+  ~allocation_logger();
+  allocation_logger(allocation_logger const&)            = delete;
+  allocation_logger& operator=(allocation_logger const&) = delete;
 
   [[nodiscard]] static char const* header() noexcept
   {
@@ -36,7 +41,11 @@ class allocation_logger {
 
   /// Appends one line to every sink (flushing them when auto_flush). Never throws.
   void log(char const* action, void const* ptr, std::size_t bytes, cudaStream_t stream) noexcept;
+  /// Flushes every sink; throws std::runtime_error when a sink has failed (a full disk, a
+  /// closed stream): the log is then incomplete.
   void flush();
+  /// Lines that went to a sink in a failed state (lost).
+  [[nodiscard]] std::uint64_t lost_lines();
 
  private:
   [[nodiscard]] int thread_index();  // caller holds mutex_
@@ -45,6 +54,7 @@ class allocation_logger {
   std::vector<std::shared_ptr<std::ostream>> sinks_;
   bool auto_flush_;
   std::unordered_map<std::thread::id, int> threads_;
+  std::uint64_t lost_lines_{};  ///< lines written to a sink that had failed (guarded by mutex_)
 };
 
 /// "Thread,...,Stream" fields of one line (no newline); exposed for tests and the trace writer.

@@ -6,7 +6,13 @@
 // remembers the upstream pointer to free it. Smaller allocations (and every allocation when
 // `alignment` <= 256) pass straight through.
 //
-// Invariant: pointers_ holds exactly the live over-aligned allocations (aligned -> upstream ptr).
+// Bad frees: a deallocate is matched by its pointer, not its size: an over-aligned block freed
+// with a wrong size (even one below the threshold) still goes back as the upstream block it came
+// from, reported and counted in bad_deallocations(); any other pointer passes straight through
+// (the upstream judges it).
+//
+// Invariant: pointers_ holds exactly the live over-aligned allocations (aligned -> upstream ptr,
+// size asked).
 // Thread safety: thread-safe if the upstream is (pointers_ is guarded by a mutex).
 // Throws: logic_error for a null upstream or a non-power-of-two alignment; out_of_memory when the
 // padded size overflows; whatever the upstream throws (nothing is recorded then).
@@ -14,10 +20,12 @@
 
 #include <gpumem/align.hpp>
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/live_allocations.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -59,6 +67,11 @@ class aligned_resource_adaptor
   }
   [[nodiscard]] std::size_t alignment() const noexcept { return alignment_; }
   [[nodiscard]] std::size_t alignment_threshold() const noexcept { return alignment_threshold_; }
+  /// Deallocates of an over-aligned block with a wrong size (reported; freed as allocated).
+  [[nodiscard]] std::uint64_t bad_deallocations() const noexcept
+  {
+    return bad_deallocations_.load();
+  }
 
  private:
   [[nodiscard]] bool passes_through(std::size_t bytes) const noexcept
@@ -78,7 +91,7 @@ class aligned_resource_adaptor
         reinterpret_cast<void*>(align_up(reinterpret_cast<std::uintptr_t>(raw), alignment_));
     try {
       std::lock_guard lock{mutex_};
-      pointers_.emplace(aligned, raw);
+      pointers_.emplace(aligned, over_aligned{raw, bytes});
     } catch (...) {
       upstream_.deallocate_async(raw, bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
       throw;
@@ -88,20 +101,26 @@ class aligned_resource_adaptor
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    if (passes_through(bytes)) {
-      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
-      return;
-    }
-    void* raw = ptr;
-    {
+    over_aligned block{ptr, bytes};
+    bool found = false;
+    if (alignment_ > CUDA_ALLOCATION_ALIGNMENT) {
       std::lock_guard lock{mutex_};
       if (auto it = pointers_.find(ptr); it != pointers_.end()) {
-        raw = it->second;
+        block = it->second;
+        found = true;
         pointers_.erase(it);
       }
     }
+    if (!found) {
+      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      return;
+    }
+    if (block.bytes != bytes) {
+      detail::report_wrong_size_free("aligned_resource_adaptor", ptr, bytes, block.bytes,
+                                     bad_deallocations_.fetch_add(1) + 1);
+    }
     std::size_t const padding = alignment_ - CUDA_ALLOCATION_ALIGNMENT;
-    upstream_.deallocate_async(raw, bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
+    upstream_.deallocate_async(block.raw, block.bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   void* upstream_allocate(std::size_t bytes, cuda_stream_view stream)
@@ -112,8 +131,13 @@ class aligned_resource_adaptor
   device_async_resource_ref upstream_;
   std::size_t alignment_;
   std::size_t alignment_threshold_;
+  struct over_aligned {
+    void* raw;          ///< the upstream's pointer
+    std::size_t bytes;  ///< the size asked (the upstream block is bytes + alignment - 256)
+  };
   std::mutex mutex_;
-  std::unordered_map<void*, void*> pointers_;  // over-aligned ptr -> upstream ptr
+  std::unordered_map<void*, over_aligned> pointers_;  // over-aligned ptr -> its upstream block
+  std::atomic<std::uint64_t> bad_deallocations_{0};
 };
 
 static_assert(cuda::mr::async_resource_with<aligned_resource_adaptor<device_memory_resource>,

@@ -11,10 +11,15 @@
 // Thread safety: thread-safe if the upstream is (the accounting is one atomic).
 // Throws: logic_error for a null upstream or a non-power-of-two alignment; out_of_memory when the
 // limit would be exceeded (says asked, allocated and limit); whatever the upstream throws.
+// Bad frees: the adaptor records its live allocations (detail::live_allocations), so a double
+// free, a wrong size or a foreign pointer never changes the charge wrongly: a wrong size is
+// reported, counted in bad_deallocations() and freed as allocated; a pointer not live here is
+// passed upstream with the charge unchanged (counted in untracked_deallocations()).
 #pragma once
 
 #include <gpumem/align.hpp>
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/live_allocations.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
@@ -35,7 +40,8 @@ class limiting_resource_adaptor
       : upstream_{upstream},
         allocation_limit_{allocation_limit},
         alignment_{alignment},
-        allocated_bytes_{std::make_unique<std::atomic<std::size_t>>(0)}
+        allocated_bytes_{std::make_unique<std::atomic<std::size_t>>(0)},
+        live_{std::make_unique<detail::live_allocations>()}
   {
     GPUMEM_EXPECTS(is_supported_alignment(alignment), logic_error,
                    detail::format("limiting_resource_adaptor: alignment must be a power of two, "
@@ -68,6 +74,18 @@ class limiting_resource_adaptor
   /// The most bytes this adaptor lets be allocated at once (not what the device can hold).
   [[nodiscard]] std::size_t get_allocation_limit() const { return allocation_limit_; }
 
+  /// Deallocates of a live allocation with a wrong size (reported; the right size was freed).
+  [[nodiscard]] std::uint64_t bad_deallocations() const noexcept
+  {
+    return live_->bad_deallocations();
+  }
+  /// Deallocates of pointers not allocated through this adaptor (or already freed): passed
+  /// upstream, not charged.
+  [[nodiscard]] std::uint64_t untracked_deallocations() const noexcept
+  {
+    return live_->untracked_deallocations();
+  }
+
   /// Throws logic_error when allocated bytes exceed the limit.
   void check_invariants() const
   {
@@ -82,18 +100,25 @@ class limiting_resource_adaptor
   {
     std::size_t const charge = charge_of(bytes);
     reserve(bytes, charge);
+    void* ptr = nullptr;
     try {
-      return upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      live_->insert(ptr, bytes);
     } catch (...) {
+      if (ptr != nullptr) {
+        upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      }
       allocated_bytes_->fetch_sub(charge);
       throw;
     }
+    return ptr;
   }
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
-    allocated_bytes_->fetch_sub(charge_of(bytes));
+    auto const allocated = live_->take(ptr, bytes, "limiting_resource_adaptor");
+    upstream_.deallocate_async(ptr, allocated.value_or(bytes), CUDA_ALLOCATION_ALIGNMENT, stream);
+    if (allocated) { allocated_bytes_->fetch_sub(charge_of(*allocated)); }
   }
 
   [[nodiscard]] std::size_t charge_of(std::size_t bytes) const noexcept
@@ -126,6 +151,7 @@ class limiting_resource_adaptor
   std::size_t allocation_limit_;
   std::size_t alignment_;
   std::unique_ptr<std::atomic<std::size_t>> allocated_bytes_;  // in a box so the adaptor moves
+  std::unique_ptr<detail::live_allocations> live_;  // what allocated_bytes_ charges, by pointer
 };
 
 static_assert(cuda::mr::async_resource_with<limiting_resource_adaptor<device_memory_resource>,

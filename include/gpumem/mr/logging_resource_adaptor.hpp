@@ -13,6 +13,8 @@
 // `auto_flush` every line is flushed (slow); otherwise call flush().
 // Creating two adaptors on the same file name is undefined (they overwrite each other).
 //
+// Write failures: log() never throws (a free must not); a sink that fails (full disk) is found by
+// flush(), which throws, and at destruction, which says on stderr how many lines were lost.
 // Thread safety: all members are thread-safe; lines of different threads never interleave.
 // Throws: logic_error for a null upstream or when no file name is given and GPUMEM_LOG_FILE is
 // unset; std::runtime_error when the file cannot be opened; whatever the upstream throws.
@@ -102,7 +104,8 @@ class logging_resource_adaptor
     return upstream_;
   }
 
-  /// Flushes every sink.
+  /// Flushes every sink. Throws std::runtime_error when a sink failed (a full disk, a closed
+  /// stream): the log is incomplete. The destructor says so on stderr instead.
   void flush() { logger_->flush(); }
 
   /// "Thread,Time,Action,Pointer,Size,Stream"

@@ -7,6 +7,10 @@
 // outer.peak = max(outer.peak, outer.value + inner.peak)). A free inside a scope of memory taken
 // before it lowers that scope's value below zero; that is expected. Allocations made before the
 // adaptor existed are not counted. A debug adaptor: every call takes a lock.
+// Bad frees: the adaptor records its live allocations (detail::live_allocations): a wrong size is
+// reported, counted in bad_deallocations() and counted off (and freed) as allocated; a pointer
+// not live here (a double free, a foreign pointer) is passed upstream and leaves the counters
+// alone (untracked_deallocations()). So the bottom pair's values never go below zero.
 //
 // Invariant: counters_ is never empty (the bottom pair lives as long as the adaptor); for each
 // counter, peak >= value and total >= peak when no free crossed a scope.
@@ -15,6 +19,7 @@
 // scope; whatever the upstream throws (counters are then unchanged).
 #pragma once
 
+#include <gpumem/detail/live_allocations.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
@@ -104,6 +109,17 @@ class statistics_resource_adaptor
     return state_->counters.back().second;
   }
 
+  /// Deallocates of a live allocation with a wrong size (reported; counted as allocated).
+  [[nodiscard]] std::uint64_t bad_deallocations() const noexcept
+  {
+    return state_->live.bad_deallocations();
+  }
+  /// Deallocates of pointers not allocated through this adaptor (or already freed): not counted.
+  [[nodiscard]] std::uint64_t untracked_deallocations() const noexcept
+  {
+    return state_->live.untracked_deallocations();
+  }
+
   /// Starts a scope with zeroed counters; returns the (bytes, allocations) pair before the push.
   std::pair<counter, counter> push_counters()
   {
@@ -145,11 +161,18 @@ class statistics_resource_adaptor
   struct state {
     std::shared_mutex mutex;
     std::vector<std::pair<counter, counter>> counters{1};  // (bytes, allocations); never empty
+    detail::live_allocations live;                         // what the counters count
   };
 
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
     void* ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    try {
+      state_->live.insert(ptr, bytes);
+    } catch (...) {
+      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      throw;
+    }
     write_lock_t lock{state_->mutex};
     state_->counters.back().first += static_cast<std::int64_t>(bytes);
     state_->counters.back().second += 1;
@@ -158,9 +181,11 @@ class statistics_resource_adaptor
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    auto const allocated = state_->live.take(ptr, bytes, "statistics_resource_adaptor");
+    upstream_.deallocate_async(ptr, allocated.value_or(bytes), CUDA_ALLOCATION_ALIGNMENT, stream);
+    if (!allocated) { return; }
     write_lock_t lock{state_->mutex};
-    state_->counters.back().first -= static_cast<std::int64_t>(bytes);
+    state_->counters.back().first -= static_cast<std::int64_t>(*allocated);
     state_->counters.back().second -= 1;
   }
 

@@ -5,7 +5,9 @@
 // one entry per live allocation naming its pointer and size, followed by its stack when captured;
 // log_outstanding_allocations() writes that report to a stream (default std::clog) when there is
 // anything outstanding. Allocations made before the adaptor existed are not tracked; freeing one
-// is forwarded upstream untracked. A debug adaptor: every call takes a lock, stacks cost more.
+// is forwarded upstream untracked (so is a double free: the upstream reports it). A live pointer
+// freed with a wrong size is reported, counted in bad_deallocations() and freed with the size it
+// was allocated with. A debug adaptor: every call takes a lock, stacks cost more.
 // Stack symbols of the executable need linking with -rdynamic.
 //
 // Invariant: allocated_bytes == sum of allocation_size over outstanding allocations.
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/live_allocations.hpp>
 #include <gpumem/detail/stack_trace.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
@@ -81,6 +84,12 @@ class tracking_resource_adaptor
   }
 
   /// Sum of the sizes of the live allocations.
+  /// Deallocates of a live allocation with a wrong size (reported; freed as allocated).
+  [[nodiscard]] std::uint64_t bad_deallocations() const noexcept
+  {
+    return state_->bad_deallocations.load();
+  }
+
   [[nodiscard]] std::size_t get_allocated_bytes() const noexcept
   {
     return state_->allocated_bytes.load();
@@ -125,6 +134,7 @@ class tracking_resource_adaptor
     std::shared_mutex mutex;
     std::map<void*, allocation_info> allocations;
     std::atomic<std::size_t> allocated_bytes{0};
+    std::atomic<std::uint64_t> bad_deallocations{0};
   };
 
   [[nodiscard]] std::size_t get_outstanding_allocations_count() const
@@ -150,14 +160,20 @@ class tracking_resource_adaptor
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
+    std::size_t allocated = bytes;
     {
       write_lock_t lock{state_->mutex};
       if (auto it = state_->allocations.find(ptr); it != state_->allocations.end()) {
-        state_->allocated_bytes -= it->second.allocation_size;
+        allocated = it->second.allocation_size;
+        state_->allocated_bytes -= allocated;
         state_->allocations.erase(it);
       }
     }
-    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    if (allocated != bytes) {
+      detail::report_wrong_size_free("tracking_resource_adaptor", ptr, bytes, allocated,
+                                     state_->bad_deallocations.fetch_add(1) + 1);
+    }
+    upstream_.deallocate_async(ptr, allocated, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   device_async_resource_ref upstream_;

@@ -72,6 +72,10 @@ class layer_args {
   layer_args(layer_spec const& layer, factory_entry const& entry);
   [[nodiscard]] std::size_t bytes(std::string_view key) const;
   [[nodiscard]] double number(std::string_view key) const;
+  /// A whole number in [0, most]; throws spec_error naming the accepted range otherwise.
+  [[nodiscard]] std::uint64_t count(std::string_view key, std::uint64_t most) const;
+  /// bytes(key) rounded up to `alignment`; throws spec_error when that passes the largest size.
+  [[nodiscard]] std::size_t aligned_bytes(std::string_view key, std::size_t alignment) const;
   [[nodiscard]] bool flag(std::string_view key) const;
   [[nodiscard]] std::string text(std::string_view key) const;
   /// True when the user gave `key` (not defaulted).
@@ -97,6 +101,8 @@ class resource_stack {
   /// The layer implementing footprint_source, if any (nullptr: count runtime allocations).
   [[nodiscard]] footprint_source const* footprint() const noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return layers_.size(); }
+  /// Flushes every logging layer; throws std::runtime_error when a log could not be written.
+  void flush_logs();
 
  private:
   friend resource_stack build(resource_spec const&, detail::runtime&, bool);

@@ -5,7 +5,10 @@
 // allocate into an occupied slot means "free the stale block first"; skipped rows are no-ops.
 //
 // Memory: a fixed write/read buffer; the events live in the file (page cache), whatever the length.
-// Errors: std::runtime_error when the temporary file cannot be created, written or read.
+// The file lives in $TMPDIR (else /tmp) and has no name: it is unlinked when created, so it goes
+// away with the object (or the process), whatever happens.
+// Errors: std::runtime_error when the temporary file cannot be created, written or read (naming
+// the folder).
 // Thread safety: none; one reader at a time (rewind() restarts).
 #pragma once
 

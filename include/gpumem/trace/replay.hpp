@@ -48,6 +48,8 @@ struct trace_profile {
   std::uint64_t double_allocates{};   ///< allocate of a live pointer (stale block freed first)
   std::uint64_t size_mismatches{};    ///< free size != allocate size (allocate size used)
   std::uint64_t left_live{};          ///< blocks never freed (freed at the end)
+  /// The last line, cut off (no newline, not a whole event: a crashed writer), skipped; 0: none.
+  std::size_t truncated_line{};
   std::size_t peak_live_bytes{};
   std::uint64_t peak_live_event{};     ///< 0-based index of the first event reaching the peak
   std::size_t peak_live_blocks{};      ///< live blocks at that event

@@ -8,7 +8,9 @@
 // Memory: one fixed buffer (buffer_bytes), whatever the trace length. Parsing is hand-written over
 // that buffer (no iostreams, no per-field allocation).
 // Errors: a file that cannot be opened or a malformed line throws trace_error naming the file, the
-// line number and what was expected there.
+// line number and what was expected there. A malformed last line without a newline is what a
+// program that crashed while logging leaves: it ends the trace instead, and truncated_line() says
+// which line was skipped.
 // Thread safety: none (one reader per thread).
 #pragma once
 
@@ -47,6 +49,8 @@ class trace_reader {
   [[nodiscard]] std::size_t file_bytes() const noexcept { return file_bytes_; }
   /// Bytes consumed so far (for progress).
   [[nodiscard]] std::size_t bytes_read() const noexcept { return consumed_; }
+  /// The number of the cut-off last line that was skipped; 0 when there was none.
+  [[nodiscard]] std::size_t truncated_line() const noexcept { return truncated_line_; }
 
  private:
   bool refill();
@@ -59,6 +63,8 @@ class trace_reader {
   std::size_t pos_{};    ///< first unparsed byte in buffer_
   std::size_t limit_{};  ///< bytes valid in buffer_
   bool eof_{};
+  bool terminated_{};  ///< the line last returned by next_line ended with a newline
+  std::size_t truncated_line_{};
   std::size_t line_{};
   std::size_t file_bytes_{};
   std::size_t consumed_{};

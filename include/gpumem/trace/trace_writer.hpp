@@ -1,6 +1,7 @@
 // gpumem/trace/trace_writer.hpp — writes events in the logging adaptor's CSV format, so that what
 // trace_reader reads back is what was written. Buffered; flushes on flush() and destruction.
-// Errors: a file that cannot be created or written throws trace_error.
+// Errors: a file that cannot be created or written throws trace_error (write(), flush() or close();
+// the destructor closes without checking).
 // Thread safety: none.
 #pragma once
 
@@ -21,6 +22,8 @@ class trace_writer {
 
   void write(event const& e);
   void flush();
+  /// Flushes and closes the file, checking both (a full disk is found here at the latest).
+  void close();
 
  private:
   std::string path_;
