@@ -153,16 +153,10 @@ vmm_handle create(std::size_t bytes, int device, bool shareable)
 
 void release(vmm_handle handle) noexcept { report(api().release(handle), "cuMemRelease"); }
 
-void map(void* ptr, std::size_t bytes, vmm_handle handle, int device)
+void map(void* ptr, std::size_t bytes, vmm_handle handle)
 {
   check(api().map(dptr(ptr), bytes, 0, handle, 0), "cuMemMap",
         format(bytes_str(bytes), " at ", ptr));
-  try {
-    set_access(ptr, bytes, device);
-  } catch (...) {
-    unmap(ptr, bytes);
-    throw;
-  }
 }
 
 void unmap(void* ptr, std::size_t bytes) noexcept

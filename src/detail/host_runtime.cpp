@@ -533,7 +533,7 @@ void host_runtime::vmm_release(vmm_handle handle) noexcept
   state_->used -= state_->vmm.release(handle);
 }
 
-void host_runtime::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, int device)
+void host_runtime::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle)
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
@@ -542,7 +542,6 @@ void host_runtime::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, int 
     --st.map_failures_to_inject;
     throw cuda_error{cudaErrorUnknown, "host_runtime: virtual memory: injected map failure"};
   }
-  expect_valid(device >= 0 && device < st.options.device_count, format("invalid device ", device));
   st.vmm.map(ptr, bytes, handle);
 }
 
@@ -558,7 +557,7 @@ void host_runtime::vmm_set_access(void* ptr, std::size_t bytes, int device)
   std::lock_guard lock{state_->mutex};
   expect_valid(device >= 0 && device < state_->options.device_count,
                format("invalid device ", device));
-  state_->vmm.check_mapped(ptr, bytes);
+  state_->vmm.set_access(ptr, bytes);
 }
 
 int host_runtime::vmm_export_fd(vmm_handle handle)

@@ -136,9 +136,8 @@ void host_vmm_model::map(void* ptr, std::size_t bytes, vmm_handle handle)
   if (overlaps_mapping(addr, bytes)) {
     invalid(format("cannot map at ", ptr, " (", bytes, " bytes): already mapped"));
   }
-  mappings_.emplace(addr, mapping_rec{bytes, handle});
+  mappings_.emplace(addr, mapping_rec{bytes, handle, false});
   ++it->second.mappings;
-  protect(addr, bytes, true);
 }
 
 std::size_t host_vmm_model::unmap(void* ptr, std::size_t bytes) noexcept
@@ -158,7 +157,8 @@ std::size_t host_vmm_model::unmap(void* ptr, std::size_t bytes) noexcept
   return freed;
 }
 
-void host_vmm_model::check_mapped(void* ptr, std::size_t bytes) const
+template <class F>
+void host_vmm_model::for_range(void* ptr, std::size_t bytes, F&& f) const
 {
   auto at        = as_addr(ptr);
   auto const end = at + bytes;
@@ -168,9 +168,28 @@ void host_vmm_model::check_mapped(void* ptr, std::size_t bytes) const
     if (it == mappings_.end() || it->first > at || it->first + it->second.bytes <= at) {
       invalid(format("range ", ptr, " (", bytes, " bytes) is not wholly mapped"));
     }
+    f(*it);
     at = it->first + it->second.bytes;
     ++it;
   }
+}
+
+void host_vmm_model::set_access(void* ptr, std::size_t bytes)
+{
+  for_range(ptr, bytes, [](auto const&) {});  // validate first: nothing changes on a throw
+  for_range(ptr, bytes, [this](auto const& m) {
+    const_cast<mapping_rec&>(m.second).accessible = true;
+    protect(m.first, m.second.bytes, true);
+  });
+}
+
+void host_vmm_model::check_mapped(void* ptr, std::size_t bytes) const
+{
+  for_range(ptr, bytes, [&](auto const& m) {
+    if (!m.second.accessible) {
+      invalid(format("range ", ptr, " (", bytes, ") is mapped, but access was never granted"));
+    }
+  });
 }
 
 bool host_vmm_model::shareable(vmm_handle handle) const

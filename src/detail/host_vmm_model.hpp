@@ -6,7 +6,7 @@
 // crashes as it would on a GPU. Otherwise addresses are simulated (nothing is touched).
 // Physical handles: a size (multiple of the granularity), mappings counted; released handles are
 // freed once their last mapping goes (as cuMemRelease of a mapped handle does).
-// Mappings: the whole of one handle at a granularity-aligned address inside one reservation, over
+// Mappings start with no access (backed: still faulting) until set_access. Mappings: the whole of one handle at a granularity-aligned address inside one reservation, over
 // no other mapping; an unmap must name a whole mapping.
 // Misuse gives what CUDA gives: cuda_error (invalid value) from the calls that may throw, a
 // recorded misuse from the noexcept ones (misuse_count(), and check_invariants() fails).
@@ -44,7 +44,9 @@ class host_vmm_model {
   void map(void* ptr, std::size_t bytes, vmm_handle handle);
   /// Returns the bytes that became free now (a released handle's last mapping went).
   [[nodiscard]] std::size_t unmap(void* ptr, std::size_t bytes) noexcept;
-  /// Throws unless [ptr, ptr + bytes) is wholly mapped.
+  /// Grants access to whole mappings covering [ptr, ptr + bytes) (throws unless wholly mapped).
+  void set_access(void* ptr, std::size_t bytes);
+  /// Throws unless [ptr, ptr + bytes) is wholly mapped and accessible.
   void check_mapped(void* ptr, std::size_t bytes) const;
   [[nodiscard]] bool shareable(vmm_handle handle) const;
 
@@ -67,7 +69,11 @@ class host_vmm_model {
   struct mapping_rec {
     std::size_t bytes{};
     vmm_handle handle{};
+    bool accessible{};  // set_access called (mappings start with no access, as in CUDA)
   };
+  /// Calls f(mapping) for the mappings covering [ptr, ptr + bytes); throws unless wholly mapped.
+  template <class F>
+  void for_range(void* ptr, std::size_t bytes, F&& f) const;
 
   [[nodiscard]] std::uintptr_t find_gap(std::size_t bytes, std::size_t alignment) const;
   [[nodiscard]] bool inside_one_reservation(std::uintptr_t addr, std::size_t bytes) const;

@@ -220,15 +220,14 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
     if (p.from != nullptr) { unmap_donor(p); }
   }
   char* at = t.at;
-  for (std::size_t i = 0; i < pieces.size(); ++i) {
-    try {
-      map_at(at, pieces[i]);
-    } catch (...) {  // unwind: nothing of the target stays mapped; the moved handles are released
-      for (std::size_t j = i; j < pieces.size(); ++j) { runtime_->vmm_release(pieces[j].handle); }
-      unmap_range(t.at, static_cast<std::size_t>(at - t.at));
-      throw;
-    }
-    at += pieces[i].bytes;
+  std::size_t i = 0;
+  try {
+    for (; i < pieces.size(); at += pieces[i++].bytes) { map_at(at, pieces[i]); }
+    runtime_->vmm_set_access(t.at, t.bytes, device_);  // one call for the whole target
+  } catch (...) {  // unwind: nothing of the target stays mapped; the moved handles are released
+    for (std::size_t j = i; j < pieces.size(); ++j) { runtime_->vmm_release(pieces[j].handle); }
+    unmap_range(t.at, static_cast<std::size_t>(at - t.at));
+    throw;
   }
   idle.insert({t.at, t.bytes, idle_chunk_});
 }
@@ -243,7 +242,7 @@ void vmm_backing::unmap_donor(piece const& p) noexcept
 
 void vmm_backing::map_at(char* at, piece const& p)
 {
-  runtime_->vmm_map(at, p.bytes, p.handle, device_);
+  runtime_->vmm_map(at, p.bytes, p.handle);
   mapped_.emplace(at, mapping{p.bytes, p.handle});
   mapped_bytes_ += p.bytes;
   take_unmapped(at, p.bytes);

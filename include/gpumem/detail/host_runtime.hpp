@@ -90,7 +90,7 @@ class host_runtime final : public runtime {
   /// The next `count` vmm_map() calls fail with cuda_error.
   void fail_next_maps(std::size_t count);
   [[nodiscard]] host_vmm_state vmm_state() const;
-  /// Throws cuda_error unless [ptr, ptr + bytes) is wholly mapped.
+  /// Throws cuda_error unless [ptr, ptr + bytes) is wholly mapped and accessible.
   void vmm_check_mapped(void const* ptr, std::size_t bytes) const;
   [[nodiscard]] std::size_t used_bytes() const;
   [[nodiscard]] std::size_t peak_used_bytes() const;
@@ -125,7 +125,7 @@ class host_runtime final : public runtime {
   void vmm_unreserve(void* base, std::size_t bytes) noexcept override;
   [[nodiscard]] vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) override;
   void vmm_release(vmm_handle handle) noexcept override;
-  void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, int device) override;
+  void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) override;
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override;
   [[nodiscard]] int vmm_export_fd(vmm_handle handle) override;

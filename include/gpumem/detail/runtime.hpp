@@ -99,11 +99,11 @@ class runtime {
   /// Frees the physical memory once no mapping uses it.
   virtual void vmm_release(vmm_handle handle) noexcept = 0;
   /// Maps all of `handle` (`bytes` long) at `ptr`, inside a reservation and over no other
-  /// mapping, and grants `device` read-write access to it.
-  virtual void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, int device) = 0;
+  /// mapping. Nothing may access it before vmm_set_access.
+  virtual void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) = 0;
   /// Removes the mapping made at `ptr` (`bytes` must be its whole length).
   virtual void vmm_unmap(void* ptr, std::size_t bytes) noexcept = 0;
-  /// Grants `device` read-write access to a mapped range.
+  /// Grants `device` read-write access to a mapped range (one or several whole mappings).
   virtual void vmm_set_access(void* ptr, std::size_t bytes, int device) = 0;
   /// A new POSIX file descriptor for a shareable handle (the caller closes it).
   [[nodiscard]] virtual int vmm_export_fd(vmm_handle handle) = 0;
