@@ -154,9 +154,9 @@ class cuda_runtime_impl final : public runtime {
     return cuda_vmm::create(bytes, device, shareable);
   }
   void vmm_release(vmm_handle handle) noexcept override { cuda_vmm::release(handle); }
-  void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, std::size_t offset) override
+  void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) override
   {
-    cuda_vmm::map(ptr, bytes, handle, offset);
+    cuda_vmm::map(ptr, bytes, handle);
   }
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override { cuda_vmm::unmap(ptr, bytes); }
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override

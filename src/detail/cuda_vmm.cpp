@@ -153,10 +153,10 @@ vmm_handle create(std::size_t bytes, int device, bool shareable)
 
 void release(vmm_handle handle) noexcept { report(api().release(handle), "cuMemRelease"); }
 
-void map(void* ptr, std::size_t bytes, vmm_handle handle, std::size_t offset)
+void map(void* ptr, std::size_t bytes, vmm_handle handle)
 {
-  check(api().map(dptr(ptr), bytes, offset, handle, 0), "cuMemMap",
-        format(bytes_str(bytes), " at ", ptr, " (offset ", offset, ")"));
+  check(api().map(dptr(ptr), bytes, 0, handle, 0), "cuMemMap",
+        format(bytes_str(bytes), " at ", ptr));
 }
 
 void unmap(void* ptr, std::size_t bytes) noexcept

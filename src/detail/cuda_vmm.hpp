@@ -14,7 +14,7 @@ namespace gpumem::detail::cuda_vmm {
 void unreserve(void* base, std::size_t bytes) noexcept;
 [[nodiscard]] vmm_handle create(std::size_t bytes, int device, bool shareable);
 void release(vmm_handle handle) noexcept;
-void map(void* ptr, std::size_t bytes, vmm_handle handle, std::size_t offset);
+void map(void* ptr, std::size_t bytes, vmm_handle handle);
 void unmap(void* ptr, std::size_t bytes) noexcept;
 void set_access(void* ptr, std::size_t bytes, int device);
 [[nodiscard]] int export_fd(vmm_handle handle);

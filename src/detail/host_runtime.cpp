@@ -533,7 +533,7 @@ void host_runtime::vmm_release(vmm_handle handle) noexcept
   state_->used -= state_->vmm.release(handle);
 }
 
-void host_runtime::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, std::size_t offset)
+void host_runtime::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle)
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
@@ -542,7 +542,7 @@ void host_runtime::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, std:
     --st.map_failures_to_inject;
     throw cuda_error{cudaErrorUnknown, "host_runtime: virtual memory: injected map failure"};
   }
-  st.vmm.map(ptr, bytes, handle, offset);
+  st.vmm.map(ptr, bytes, handle);
 }
 
 void host_runtime::vmm_unmap(void* ptr, std::size_t bytes) noexcept

@@ -119,17 +119,15 @@ std::size_t host_vmm_model::release(vmm_handle handle) noexcept
   return bytes;
 }
 
-void host_vmm_model::map(void* ptr, std::size_t bytes, vmm_handle handle, std::size_t offset)
+void host_vmm_model::map(void* ptr, std::size_t bytes, vmm_handle handle)
 {
   auto const addr = as_addr(ptr);
   auto const it   = handles_.find(handle);
   if (it == handles_.end() || it->second.released) {
     invalid(format("cannot map unknown or released handle ", handle));
   }
-  if (bytes == 0 || !is_aligned(bytes, granularity_) || !is_aligned(offset, granularity_) ||
-      offset > it->second.bytes || bytes > it->second.bytes - offset) {
-    invalid(format("cannot map ", bytes, " bytes at offset ", offset, " of a ", it->second.bytes,
-                   "-byte handle"));
+  if (bytes != it->second.bytes) {
+    invalid(format("cannot map ", bytes, " bytes of a ", it->second.bytes, "-byte handle"));
   }
   if (!is_aligned(addr, granularity_) || !inside_one_reservation(addr, bytes)) {
     invalid(format("cannot map at ", ptr, " (", bytes,

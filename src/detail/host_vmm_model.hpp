@@ -6,7 +6,7 @@
 // crashes as it would on a GPU. Otherwise addresses are simulated (nothing is touched).
 // Physical handles: a size (multiple of the granularity), mappings counted; released handles are
 // freed once their last mapping goes (as cuMemRelease of a mapped handle does).
-// Mappings start with no access (backed: still faulting) until set_access. Mappings: a granular piece of one handle at a granularity-aligned address inside one reservation, over
+// Mappings start with no access (backed: still faulting) until set_access. Mappings: the whole of one handle at a granularity-aligned address inside one reservation, over
 // no other mapping; an unmap must name a whole mapping.
 // Misuse gives what CUDA gives: cuda_error (invalid value) from the calls that may throw, a
 // recorded misuse from the noexcept ones (misuse_count(), and check_invariants() fails).
@@ -41,7 +41,7 @@ class host_vmm_model {
   [[nodiscard]] vmm_handle create(std::size_t bytes, bool shareable);
   /// Returns the bytes that became free now (0 while the handle is still mapped).
   [[nodiscard]] std::size_t release(vmm_handle handle) noexcept;
-  void map(void* ptr, std::size_t bytes, vmm_handle handle, std::size_t offset);
+  void map(void* ptr, std::size_t bytes, vmm_handle handle);
   /// Returns the bytes that became free now (a released handle's last mapping went).
   [[nodiscard]] std::size_t unmap(void* ptr, std::size_t bytes) noexcept;
   /// Grants access to whole mappings covering [ptr, ptr + bytes) (throws unless wholly mapped).

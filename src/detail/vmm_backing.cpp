@@ -20,7 +20,7 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
       reserved_{},
       growth_percent_{options.growth_percent}
 {
-  piece_bytes_ = options.piece_bytes;
+  handle_bytes_ = options.handle_bytes;
   auto const device_granularity = granularity_;
   if (options.granularity_bytes != 0) {
     GPUMEM_EXPECTS(is_aligned(options.granularity_bytes, device_granularity), logic_error,
@@ -34,7 +34,7 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
   GPUMEM_EXPECTS(wanted > 0 && can_align_up(wanted, granularity_), logic_error,
                  format("vmm_pool_memory_resource: cannot reserve ", wanted, " bytes"));
   reserved_ = align_up(wanted, granularity_);
-  piece_bytes_ = piece_bytes_ == 0 ? SIZE_MAX : std::max(granularity_, align_up(piece_bytes_, granularity_));
+  handle_bytes_ = handle_bytes_ == 0 ? SIZE_MAX : std::max(granularity_, align_up(handle_bytes_, granularity_));
   base_     = static_cast<char*>(rt.vmm_reserve(reserved_, granularity_));
   try {
     unmapped_.emplace(base_, reserved_);
@@ -46,8 +46,10 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
 
 vmm_backing::~vmm_backing()
 {
-  for (auto const& [at, m] : mapped_) { runtime_->vmm_unmap(at, m.bytes); }
-  for (auto const& [h, rec] : handles_) { runtime_->vmm_release(h); }
+  for (auto const& [at, m] : mapped_) {
+    runtime_->vmm_unmap(at, m.bytes);
+    runtime_->vmm_release(m.handle);
+  }
   runtime_->vmm_unreserve(base_, reserved_);
 }
 
@@ -60,8 +62,7 @@ std::size_t vmm_backing::largest_unmapped() const noexcept
 
 std::string vmm_backing::describe() const
 {
-  return format("physical memory mapped ", bytes_str(mapped_bytes_), " of ",
-                bytes_str(physical_bytes_), " held in ", handles_.size(),
+  return format("physical memory mapped ", bytes_str(mapped_bytes_), " in ", mapped_.size(),
                 " handles; address space left ", bytes_str(unmapped_bytes()), " of ",
                 bytes_str(reserved_), " (largest unmapped range ", bytes_str(largest_unmapped()),
                 ")");
@@ -102,7 +103,7 @@ std::vector<vmm_backing::piece> vmm_backing::idle_handles(coalescing_free_list c
     }
     for (auto it = mapped_.lower_bound(b.ptr);
          it != mapped_.end() && it->first + it->second.bytes <= b.end(); ++it) {
-      found.push_back({it->second.handle, it->second.bytes, it->second.offset, it->first, b});
+      found.push_back({it->second.handle, it->second.bytes, it->first, b});
     }
   });
   return found;
@@ -111,7 +112,6 @@ std::vector<vmm_backing::piece> vmm_backing::idle_handles(coalescing_free_list c
 std::vector<vmm_backing::piece> vmm_backing::fill(target& t, std::vector<piece> donors,
                                                   std::size_t growth)
 {
-  donors.insert(donors.end(), spare_.begin(), spare_.end());  // spares: mapped without an unmap
   std::sort(donors.begin(), donors.end(),
             [](piece const& a, piece const& b) { return a.bytes > b.bytes; });
   std::vector<piece> chosen;
@@ -147,13 +147,21 @@ std::vector<vmm_backing::piece> vmm_backing::fill(target& t, std::vector<piece> 
   return chosen;
 }
 
-// New memory: one handle, mapped in pieces of at most piece_bytes_ (each its own mapping, so each
-// can later move alone; a small live block pins one piece, not the growth).
+// New memory as handles of at most handle_bytes_: a freed range can later be moved handle by
+// handle, so a small live block pins at most one handle, not a whole growth.
 void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
 {
-  auto const handle = runtime_->vmm_create(bytes, device_, false);
-  for (std::size_t offset = 0; offset < bytes; offset += piece_bytes_) {
-    out.push_back({handle, std::min(piece_bytes_, bytes - offset), offset, nullptr, {}});
+  auto const first = out.size();
+  try {
+    while (bytes > 0) {
+      auto const n = std::min(bytes, handle_bytes_);
+      out.push_back({runtime_->vmm_create(n, device_, false), n, nullptr});
+      bytes -= n;
+    }
+  } catch (...) {
+    for (auto i = first; i < out.size(); ++i) { runtime_->vmm_release(out[i].handle); }
+    out.resize(first);
+    throw;
   }
 }
 
@@ -200,40 +208,25 @@ void vmm_backing::take_out(coalescing_free_list& idle, std::vector<piece> const&
 
 void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vector<piece>& pieces)
 {
-  std::vector<piece> fresh;  // pieces of a handle made by fill(): no record of it yet
-  for (auto const& p : pieces) {
-    if (p.from == nullptr && !handles_.contains(p.handle)) { fresh.push_back(p); }
-  }
   try {
     take_out(idle, pieces);  // host memory only: a failure changes nothing
-    if (!fresh.empty()) {
-      std::size_t bytes{};
-      for (auto const& p : fresh) { bytes += p.bytes; }
-      handles_.emplace(fresh.front().handle, handle_rec{bytes, 0});
-      physical_bytes_ += bytes;
-      spare_.insert(spare_.end(), fresh.begin(), fresh.end());  // unmapped for now
-    }
   } catch (...) {
-    if (!fresh.empty()) { runtime_->vmm_release(fresh.front().handle); }
+    for (auto const& p : pieces) {
+      if (p.from == nullptr) { runtime_->vmm_release(p.handle); }
+    }
     throw;
   }
   for (auto const& p : pieces) {
     if (p.from != nullptr) { unmap_donor(p); }
   }
-  std::erase_if(spare_, [&](piece const& sp) {  // every piece below is taken from the spares
-    return std::any_of(pieces.begin(), pieces.end(), [&](piece const& p) {
-      return p.from == nullptr && p.handle == sp.handle && p.offset == sp.offset;
-    });
-  });
-  char* at      = t.at;
+  char* at = t.at;
   std::size_t i = 0;
   try {
     for (; i < pieces.size(); at += pieces[i++].bytes) { map_at(at, pieces[i]); }
     runtime_->vmm_set_access(t.at, t.bytes, device_);  // one call for the whole target
-  } catch (...) {  // unwind: nothing of the target stays mapped; its pieces become spares
-    std::vector<piece> back(pieces.begin() + static_cast<std::ptrdiff_t>(i), pieces.end());
-    for (auto& p : back) { p.from = nullptr; }
-    retire(unmap_range(t.at, static_cast<std::size_t>(at - t.at), back));
+  } catch (...) {  // unwind: nothing of the target stays mapped; the moved handles are released
+    for (std::size_t j = i; j < pieces.size(); ++j) { runtime_->vmm_release(pieces[j].handle); }
+    unmap_range(t.at, static_cast<std::size_t>(at - t.at));
     throw;
   }
   idle.insert({t.at, t.bytes, idle_chunk_});
@@ -244,47 +237,25 @@ void vmm_backing::unmap_donor(piece const& p) noexcept
   runtime_->vmm_unmap(p.from, p.bytes);
   mapped_.erase(p.from);
   mapped_bytes_ -= p.bytes;
-  handles_[p.handle].mapped -= p.bytes;
   add_unmapped(p.from, p.bytes);
 }
 
 void vmm_backing::map_at(char* at, piece const& p)
 {
-  runtime_->vmm_map(at, p.bytes, p.handle, p.offset);
-  mapped_.emplace(at, mapping{p.bytes, p.handle, p.offset});
+  runtime_->vmm_map(at, p.bytes, p.handle);
+  mapped_.emplace(at, mapping{p.bytes, p.handle});
   mapped_bytes_ += p.bytes;
-  handles_[p.handle].mapped += p.bytes;
   take_unmapped(at, p.bytes);
 }
 
-std::vector<vmm_backing::piece> vmm_backing::unmap_range(char* at, std::size_t bytes,
-                                                         std::vector<piece> out) noexcept
+void vmm_backing::unmap_range(char* at, std::size_t bytes) noexcept
 {
   for (auto it = mapped_.lower_bound(at); it != mapped_.end() && it->first < at + bytes;) {
-    auto const m = it->second;
-    runtime_->vmm_unmap(it->first, m.bytes);
-    mapped_bytes_ -= m.bytes;
-    handles_[m.handle].mapped -= m.bytes;
-    add_unmapped(it->first, m.bytes);
-    out.push_back({m.handle, m.bytes, m.offset, nullptr, {}});
+    runtime_->vmm_unmap(it->first, it->second.bytes);
+    runtime_->vmm_release(it->second.handle);
+    mapped_bytes_ -= it->second.bytes;
+    add_unmapped(it->first, it->second.bytes);
     it = mapped_.erase(it);
-  }
-  return out;
-}
-
-void vmm_backing::retire(std::vector<piece> const& unmapped) noexcept
-{
-  spare_.insert(spare_.end(), unmapped.begin(), unmapped.end());
-  for (auto it = handles_.begin(); it != handles_.end();) {
-    if (it->second.mapped > 0) {
-      ++it;
-      continue;
-    }
-    auto const h = it->first;
-    std::erase_if(spare_, [h](piece const& p) { return p.handle == h; });
-    runtime_->vmm_release(h);
-    physical_bytes_ -= it->second.bytes;
-    it = handles_.erase(it);
   }
 }
 
@@ -332,9 +303,7 @@ std::size_t vmm_backing::release_idle(coalescing_free_list& idle,
       released += h.bytes;
     }
     take_out(idle, gone);
-    std::vector<piece> unmapped;
-    for (auto const& g : gone) { unmapped = unmap_range(g.from, g.bytes, std::move(unmapped)); }
-    retire(unmapped);
+    for (auto const& g : gone) { unmap_range(g.from, g.bytes); }
     return released;
   } catch (...) {  // host memory exhausted while planning: nothing was changed
     return 0;
@@ -351,25 +320,6 @@ void vmm_backing::check(std::vector<free_block> const& blocks) const
   std::size_t sum{};
   for (auto const& [at, m] : mapped_) { sum += m.bytes; }
   if (sum != mapped_bytes_) { fail(format("mapped_bytes_ ", mapped_bytes_, " != sum ", sum)); }
-  std::map<vmm_handle, std::size_t> mapped_of;
-  std::map<vmm_handle, std::size_t> pieces_of;
-  for (auto const& [at, m] : mapped_) {
-    mapped_of[m.handle] += m.bytes;
-    pieces_of[m.handle] += m.bytes;
-  }
-  for (auto const& p : spare_) { pieces_of[p.handle] += p.bytes; }
-  std::size_t physical{};
-  for (auto const& [h, rec] : handles_) {
-    physical += rec.bytes;
-    if (rec.mapped != mapped_of[h] || pieces_of[h] != rec.bytes) {
-      fail(format("handle ", h, ": mapped ", rec.mapped, " (counted ", mapped_of[h],
-                  "), pieces ", pieces_of[h], " of ", rec.bytes, " bytes"));
-    }
-  }
-  if (physical != physical_bytes_ || pieces_of.size() != handles_.size()) {
-    fail(format("physical_bytes_ ", physical_bytes_, " != sum of handles ", physical,
-                " (or a piece of an unknown handle)"));
-  }
   // Mappings and unmapped ranges tile the reservation; unmapped ranges are coalesced.
   char* at     = base_;
   auto m       = mapped_.begin();

@@ -6,7 +6,7 @@ namespace {
 
 detail::vmm_backing_options backing_options(vmm_pool_options const& o)
 {
-  return {o.reserve_bytes, o.granularity_bytes, o.growth_percent, o.piece_bytes, o.device};
+  return {o.reserve_bytes, o.granularity_bytes, o.growth_percent, o.handle_bytes, o.device};
 }
 
 }  // namespace

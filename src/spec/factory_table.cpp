@@ -43,7 +43,7 @@ std::vector<factory_entry> leaves()
                {{"reserve", "none", "address space reserved, or none for twice the device memory"},
                 {"granularity", "none", "granule bytes, or none for the device's granularity"},
                 {"growth", "0", "new memory mapped beyond a need, in % of what is mapped"},
-                {"piece", "16MiB", "largest mapped piece (the unit that moves), or none for whole growths"},
+                {"handle", "16MiB", "largest physical handle, or none for one per growth"},
                 {"release_threshold", "none", "free bytes kept mapped at a growth, or none for all"}},
                false,
                [](layer_args const& a, dmr*, build_context const& c) -> dmr_ptr {
@@ -53,7 +53,7 @@ std::vector<factory_entry> leaves()
                  };
                  o.reserve_bytes           = bytes_or("reserve", 0);
                  o.granularity_bytes       = bytes_or("granularity", 0);
-                 o.piece_bytes            = bytes_or("piece", 0);
+                 o.handle_bytes            = bytes_or("handle", 0);
                  auto const growth         = a.number("growth");
                  if (!(growth >= 0 && growth <= 1000)) {
                    throw spec_error{"vmm_pool: growth must be a percentage from 0 to 1000, got " +

@@ -81,10 +81,9 @@ void metered_runtime::vmm_release(detail::vmm_handle handle) noexcept
   inner_->vmm_release(handle);
 }
 
-void metered_runtime::vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle,
-                              std::size_t offset)
+void metered_runtime::vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle)
 {
-  inner_->vmm_map(ptr, bytes, handle, offset);
+  inner_->vmm_map(ptr, bytes, handle);
   std::lock_guard lock{mutex_};
   add_chunk(reinterpret_cast<std::uintptr_t>(ptr), bytes);
 }

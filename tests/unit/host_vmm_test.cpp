@@ -29,7 +29,7 @@ TEST_P(host_vmm, MapsGrantsAccessAndGivesMemoryBack)
   EXPECT_EQ(rt.vmm_granularity(0), 2 * MiB);
   auto h = rt.vmm_create(4 * MiB, 0, false);
   EXPECT_EQ(rt.used_bytes(), 4 * MiB);  // physical memory counts against the device
-  rt.vmm_map(base + 2 * MiB, 4 * MiB, h, 0);
+  rt.vmm_map(base + 2 * MiB, 4 * MiB, h);
   EXPECT_THROW(rt.vmm_check_mapped(base + 2 * MiB, MiB), cuda_error) << "no access granted yet";
   rt.vmm_set_access(base + 2 * MiB, 4 * MiB, 0);
   rt.vmm_check_mapped(base + 2 * MiB, 4 * MiB);
@@ -51,13 +51,13 @@ TEST_P(host_vmm, MisuseGetsCudasErrors)
   EXPECT_THROW((void)bad.vmm_create(2 * MiB, 5, false), cuda_error);      // no such device
   EXPECT_THROW((void)bad.vmm_create(18 * MiB, 0, false), out_of_memory);  // beyond the device
   auto h = bad.vmm_create(2 * MiB, 0, false);
-  EXPECT_THROW(bad.vmm_map(base + MiB, 2 * MiB, h, 0), cuda_error);          // unaligned
-  EXPECT_THROW(bad.vmm_map(base, 4 * MiB, h, 0), cuda_error);                // past the handle's end
-  EXPECT_THROW(bad.vmm_map(base + 63 * MiB, 2 * MiB, h, 0), cuda_error);     // past the reservation
-  EXPECT_THROW(bad.vmm_map(reinterpret_cast<char*>(4096), 2 * MiB, h, 0), cuda_error);
-  bad.vmm_map(base, 2 * MiB, h, 0);
+  EXPECT_THROW(bad.vmm_map(base + MiB, 2 * MiB, h), cuda_error);          // unaligned
+  EXPECT_THROW(bad.vmm_map(base, 4 * MiB, h), cuda_error);                // not the handle's size
+  EXPECT_THROW(bad.vmm_map(base + 63 * MiB, 2 * MiB, h), cuda_error);     // past the reservation
+  EXPECT_THROW(bad.vmm_map(reinterpret_cast<char*>(4096), 2 * MiB, h), cuda_error);
+  bad.vmm_map(base, 2 * MiB, h);
   auto g = bad.vmm_create(2 * MiB, 0, false);
-  EXPECT_THROW(bad.vmm_map(base, 2 * MiB, g, 0), cuda_error);                // over a mapping
+  EXPECT_THROW(bad.vmm_map(base, 2 * MiB, g), cuda_error);                // over a mapping
   EXPECT_THROW(bad.vmm_set_access(base, 4 * MiB, 0), cuda_error);         // partly unmapped
   EXPECT_THROW((void)bad.vmm_export_fd(h), cuda_error);                   // not shareable
   bad.vmm_unmap(base, MiB);  // not a whole mapping: recorded, as CUDA refuses it
@@ -72,33 +72,16 @@ TEST_P(host_vmm, MisuseGetsCudasErrors)
   EXPECT_THROW((void)bad.vmm_create(2 * MiB, 0, false), out_of_memory);
   bad.fail_next_maps(1);
   auto k = bad.vmm_create(2 * MiB, 0, false);
-  EXPECT_THROW(bad.vmm_map(base, 2 * MiB, k, 0), cuda_error);
+  EXPECT_THROW(bad.vmm_map(base, 2 * MiB, k), cuda_error);
   bad.vmm_release(k);
   EXPECT_EQ(bad.used_bytes(), 0U);
   bad.vmm_unreserve(base, 64 * MiB);
 }
 
-TEST_P(host_vmm, OneHandleMapsInPiecesAtOffsets)
-{
-  auto h = rt.vmm_create(6 * MiB, 0, false);
-  rt.vmm_map(base + 10 * MiB, 2 * MiB, h, 4 * MiB);  // its last piece first, anywhere
-  rt.vmm_map(base, 4 * MiB, h, 0);
-  EXPECT_THROW(rt.vmm_map(base + 20 * MiB, 4 * MiB, h, 4 * MiB), cuda_error);  // past its end
-  EXPECT_THROW(rt.vmm_map(base + 20 * MiB, 2 * MiB, h, MiB), cuda_error);      // unaligned offset
-  rt.vmm_set_access(base, 4 * MiB, 0);
-  rt.vmm_set_access(base + 10 * MiB, 2 * MiB, 0);
-  EXPECT_EQ(rt.vmm_state().mappings, 2U);
-  rt.vmm_release(h);
-  rt.vmm_unmap(base, 4 * MiB);
-  EXPECT_EQ(rt.used_bytes(), 6 * MiB) << "one piece still mapped holds the whole handle";
-  rt.vmm_unmap(base + 10 * MiB, 2 * MiB);
-  EXPECT_EQ(rt.used_bytes(), 0U);
-}
-
 TEST_P(host_vmm, UnreservingAMappedRangeIsMisuseAndShareableHandlesExport)
 {
   auto h = rt.vmm_create(2 * MiB, 0, true);
-  rt.vmm_map(base, 2 * MiB, h, 0);
+  rt.vmm_map(base, 2 * MiB, h);
   int const fd = rt.vmm_export_fd(h);
   EXPECT_GE(fd, 0);
   ::close(fd);
@@ -110,7 +93,7 @@ TEST_P(host_vmm, UnreservingAMappedRangeIsMisuseAndShareableHandlesExport)
   host_runtime other{host_runtime_options{.backed = GetParam()}};
   auto* b2 = static_cast<char*>(other.vmm_reserve(4 * MiB, 0));
   auto g   = other.vmm_create(2 * MiB, 0, false);
-  other.vmm_map(b2, 2 * MiB, g, 0);
+  other.vmm_map(b2, 2 * MiB, g);
   other.vmm_unreserve(b2, 4 * MiB);  // still mapped: refused
   EXPECT_EQ(other.vmm_state().misuse_count, 1U);
   other.vmm_unmap(b2, 2 * MiB);

@@ -235,27 +235,6 @@ TEST_F(vmm_pool_test, DestructorGivesEverythingBack)
   rt.check_invariants();
 }
 
-TEST_F(vmm_pool_test, AGrowthIsOneHandleMappedInPiecesThatMoveAlone)
-{
-  auto pool    = make({.piece_bytes = 4 * MiB});
-  void* big    = pool.allocate(10 * MiB, a);  // one handle of 10 MiB: pieces of 4, 4, 2 MiB
-  auto const c = rt.calls();
-  EXPECT_EQ(c.vmm_create, 1U);
-  EXPECT_EQ(c.vmm_map, 3U);
-  EXPECT_EQ(rt.vmm_state().mappings, 3U);
-  void* pin = pool.allocate(MiB, a);  // a new growth: it sits above big
-  pool.deallocate(big, 10 * MiB, a);
-  void* x = pool.allocate(12 * MiB, a);  // big's pieces move next to pin's free remainder
-  EXPECT_EQ(rt.calls().vmm_create, 3U) << "only what the moved pieces lack is new";
-  EXPECT_EQ(rt.vmm_state().physical_bytes, 14 * MiB);
-  check(pool, {{pin, MiB}, {x, 12 * MiB}});
-  pool.deallocate(x, 12 * MiB, a);
-  pool.deallocate(pin, MiB, a);
-  EXPECT_EQ(pool.trim_to(0), 14 * MiB);
-  EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
-  check(pool);
-}
-
 TEST_F(vmm_pool_test, StatsReportTheFootprint)
 {
   auto pool = make();

@@ -125,7 +125,7 @@ class host_runtime final : public runtime {
   void vmm_unreserve(void* base, std::size_t bytes) noexcept override;
   [[nodiscard]] vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) override;
   void vmm_release(vmm_handle handle) noexcept override;
-  void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, std::size_t offset) override;
+  void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) override;
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override;
   [[nodiscard]] int vmm_export_fd(vmm_handle handle) override;

@@ -98,10 +98,9 @@ class runtime {
   [[nodiscard]] virtual vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) = 0;
   /// Frees the physical memory once no mapping uses it.
   virtual void vmm_release(vmm_handle handle) noexcept = 0;
-  /// Maps `bytes` of `handle` from `offset` (both multiples of the granularity) at `ptr`, inside a
-  /// reservation and over no other mapping; one handle may be mapped in several pieces. Nothing
-  /// may access it before vmm_set_access.
-  virtual void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle, std::size_t offset) = 0;
+  /// Maps all of `handle` (`bytes` long) at `ptr`, inside a reservation and over no other
+  /// mapping. Nothing may access it before vmm_set_access.
+  virtual void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) = 0;
   /// Removes the mapping made at `ptr` (`bytes` must be its whole length).
   virtual void vmm_unmap(void* ptr, std::size_t bytes) noexcept = 0;
   /// Grants `device` read-write access to a mapped range (one or several whole mappings).

@@ -8,21 +8,15 @@
 //   extend(idle, n)   makes idle hold a block of n bytes: picks the unmapped range whose mapping
 //                     joins the most free memory already mapped next to it, fills it first with
 //                     handles taken from free holes elsewhere (unmapped there, mapped here: address
-//                     fragmentation never costs physical memory) and with spare pieces, and only
-//                     then with one new handle (plus growth_percent of what is mapped), mapped in
-//                     pieces of at most piece_bytes: a piece is what moves, so a small live
-//                     block pins one piece, and one cuMemCreate serves a whole growth.
-//   release_idle(idle, keep)  unmaps pieces lying wholly in idle free blocks, largest first, until
-//                     at most `keep` bytes are mapped (trim, release threshold, OOM); a handle
-//                     none of whose pieces is mapped any more is released, the others' unmapped
-//                     pieces are kept as spares (the next growth maps them first).
+//                     fragmentation never costs physical memory), and only then with a new handle
+//                     (plus growth_percent of what is mapped, to amortize the driver calls).
+//   release_idle(idle, keep)  unmaps and releases handles lying wholly in idle free blocks, largest
+//                     first, until at most `keep` bytes are mapped (trim, release threshold, OOM).
 // Every driver call that may fail comes after the new idle list is built, and a failure unwinds:
 // the idle list and the tiling always agree with what is really mapped.
 //
 // Invariants (check()):
-//   mapped_bytes_ == sum of mapping sizes; for each handle: its mapped pieces + its spare pieces
-//   == its size, and handles_[h].mapped == its mapped pieces; physical_bytes_ == sum of handles;
-//   mappings and unmapped ranges are disjoint, lie in the
+//   mapped_bytes_ == sum of mapping sizes; mappings and unmapped ranges are disjoint, lie in the
 //   reservation and cover it exactly; unmapped ranges are coalesced;
 //   every block (free or handed out) lies inside one run of adjacent mappings;
 //   sum of block sizes == mapped_bytes_.
@@ -44,7 +38,7 @@ struct vmm_backing_options {
   std::size_t reserve_bytes{};      ///< 0: twice the device's memory
   std::size_t granularity_bytes{};  ///< 0: the device's recommended granularity
   unsigned growth_percent{};        ///< new physical memory taken beyond a need, in % of mapped
-  std::size_t piece_bytes{};        ///< largest mapped piece of a handle (0: whole handles)
+  std::size_t handle_bytes{};       ///< largest new handle (0: one handle per growth)
   int device{-1};                   ///< -1: the current device
 };
 
@@ -63,9 +57,7 @@ class vmm_backing {
   [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
   [[nodiscard]] int device() const noexcept { return device_; }
   [[nodiscard]] std::size_t mapped_bytes() const noexcept { return mapped_bytes_; }
-  [[nodiscard]] std::size_t handle_count() const noexcept { return handles_.size(); }
-  /// Physical memory held: every live handle, mapped or spare.
-  [[nodiscard]] std::size_t physical_bytes() const noexcept { return physical_bytes_; }
+  [[nodiscard]] std::size_t handle_count() const noexcept { return mapped_.size(); }
   [[nodiscard]] std::size_t unmapped_bytes() const noexcept { return reserved_ - mapped_bytes_; }
   [[nodiscard]] std::size_t largest_unmapped() const noexcept;
 
@@ -77,14 +69,9 @@ class vmm_backing {
   void check(std::vector<free_block> const& blocks) const;
 
  private:
-  struct mapping {  // a piece of a handle, mapped
+  struct mapping {
     std::size_t bytes{};
     vmm_handle handle{};
-    std::size_t offset{};
-  };
-  struct handle_rec {
-    std::size_t bytes{};
-    std::size_t mapped{};  // bytes of it mapped now; the rest are spare pieces
   };
   struct target {  // where extend() maps: [at, at + bytes) of one unmapped range
     char* at{};
@@ -93,12 +80,11 @@ class vmm_backing {
     bool downward{};     // grows towards lower addresses (joins the free block above it)
     std::size_t cost{};  // bytes to map
   };
-  struct piece {  // one piece of a handle to map at the target
+  struct piece {  // one handle to map at the target
     vmm_handle handle{};
     std::size_t bytes{};
-    std::size_t offset{};  // in the handle
-    char* from{};          // its current address (a mapped donor), or null (spare or new)
-    free_block in{};       // a mapped donor's free block when it was found
+    char* from{};     // its current address (a donor), or null (new)
+    free_block in{};  // a donor's free block when it was found
   };
 
   [[nodiscard]] target plan(coalescing_free_list const& idle, std::size_t n) const;
@@ -108,13 +94,10 @@ class vmm_backing {
   static void take_out(coalescing_free_list& idle, std::vector<piece> const& pieces);
   std::vector<piece> fill(target& t, std::vector<piece> donors, std::size_t growth);
   void create_pieces(std::size_t bytes, std::vector<piece>& out);
-  /// Unmapped pieces go to the spares; a handle with nothing mapped is released with its spares.
-  void retire(std::vector<piece> const& unmapped) noexcept;
   void execute(coalescing_free_list& idle, target const& t, std::vector<piece>& pieces);
   void unmap_donor(piece const& p) noexcept;
   void map_at(char* at, piece const& p);
-  /// Unmaps every mapping in [at, at + bytes); returns `out` plus the unmapped pieces.
-  std::vector<piece> unmap_range(char* at, std::size_t bytes, std::vector<piece> out) noexcept;
+  void unmap_range(char* at, std::size_t bytes) noexcept;
   void add_unmapped(char* at, std::size_t bytes);
   void take_unmapped(char* at, std::size_t bytes);
   [[nodiscard]] std::string describe() const;
@@ -124,15 +107,12 @@ class vmm_backing {
   std::size_t granularity_;
   std::size_t reserved_;
   unsigned growth_percent_;
-  std::size_t piece_bytes_{};  // largest mapped piece, a multiple of the granularity
+  std::size_t handle_bytes_{};  // largest new handle, a multiple of the granularity
   char* base_{};
   std::uint32_t idle_chunk_{};  // the chunk number the pool's blocks carry
   std::map<char*, mapping> mapped_;       // address -> mapping
   std::map<char*, std::size_t> unmapped_;  // address -> bytes, coalesced
   std::size_t mapped_bytes_{};            // == sum of mapped_ sizes
-  std::map<vmm_handle, handle_rec> handles_;  // live physical allocations
-  std::vector<piece> spare_;  // unmapped pieces of live handles, ready to map
-  std::size_t physical_bytes_{};  // == sum of handles_ sizes == mapped_bytes_ + spare bytes
 };
 
 }  // namespace gpumem::detail

@@ -16,9 +16,8 @@
 // at most n bytes are mapped; the destructor releases everything.
 //
 // Defaults: the reservation is twice the device's memory (address space is cheap), granules are
-// the device's recommended granularity (2 MiB on current GPUs), each growth's new memory is one
-// physical allocation mapped in pieces of at most 16 MiB (a small live block pins at most one
-// piece; pieces move one by one), no growth beyond a need, and the
+// the device's recommended granularity (2 MiB on current GPUs), new memory comes in handles of at
+// most 16 MiB (a small live block pins at most one handle), no growth beyond a need, and the
 // release threshold is unlimited (like cuda_async_memory_resource's default).
 //
 // Errors: cuda_error naming the attribute when the device has no virtual memory management;
@@ -41,7 +40,7 @@ struct vmm_pool_options {
   std::size_t reserve_bytes{};      ///< address space reserved; 0: twice the device's memory
   std::size_t granularity_bytes{};  ///< granule size; 0: the device's recommended granularity
   unsigned growth_percent{};        ///< new physical memory beyond a need, in % of what is mapped
-  std::size_t piece_bytes{std::size_t{16} << 20};  ///< largest mapped piece (what moves); 0: whole
+  std::size_t handle_bytes{std::size_t{16} << 20};  ///< largest physical handle; 0: one per growth
   std::size_t release_threshold_bytes{SIZE_MAX};  ///< free memory kept mapped at a growth
   int device{-1};                                  ///< -1: the current device
 };

@@ -100,8 +100,7 @@ class metered_runtime final : public detail::runtime {
   [[nodiscard]] detail::vmm_handle vmm_create(std::size_t bytes, int device,
                                               bool shareable) override;
   void vmm_release(detail::vmm_handle handle) noexcept override;
-  void vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle,
-               std::size_t offset) override;
+  void vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle) override;
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override
   {
