@@ -6,7 +6,7 @@
 // crashes as it would on a GPU. Otherwise addresses are simulated (nothing is touched).
 // Physical handles: a size (multiple of the granularity), mappings counted; released handles are
 // freed once their last mapping goes (as cuMemRelease of a mapped handle does).
-// Mappings start with no access (backed: still faulting) until set_access. Mappings: the whole of one handle at a granularity-aligned address inside one reservation, over
+// Mappings start with no access (backed: still faulting) until set_access. Mappings: the whole of one handle (CUDA refuses a part: CUDA_ERROR_NOT_SUPPORTED) at a granularity-aligned address inside one reservation, over
 // no other mapping; an unmap must name a whole mapping.
 // Misuse gives what CUDA gives: cuda_error (invalid value) from the calls that may throw, a
 // recorded misuse from the noexcept ones (misuse_count(), and check_invariants() fails).
