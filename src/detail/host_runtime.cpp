@@ -358,8 +358,7 @@ void host_runtime::prefetch(void const*, std::size_t, mem_location, cudaStream_t
   if (state_->options.auto_complete) { s.completed = s.enqueued; }
 }
 
-void host_runtime::advise_preferred_location(void const* ptr, std::size_t bytes,
-                                             mem_location where)
+void host_runtime::advise_preferred_location(void const* ptr, std::size_t bytes, mem_location where)
 {
   constexpr std::size_t max_recorded = 4096;  // bounded: replays may advise millions of times
   std::lock_guard lock{state_->mutex};

@@ -123,8 +123,7 @@ bool sam_headroom_memory_resource::do_is_equal(device_memory_resource const& oth
 
 namespace detail {
 
-void* pinned_host_allocate(runtime& rt, char const* who, std::size_t bytes,
-                           std::size_t alignment)
+void* pinned_host_allocate(runtime& rt, char const* who, std::size_t bytes, std::size_t alignment)
 {
   auto take = [&](std::size_t n) {
     try {

@@ -57,13 +57,13 @@ auto find_block(over_aligned_table& t, void* ptr, mr::device_memory_resource con
 void* over_aligned_allocate(mr::device_memory_resource& mr, std::size_t bytes,
                             std::size_t alignment, cuda_stream_view stream)
 {
-  GPUMEM_EXPECTS(bytes <= SIZE_MAX - alignment, out_of_memory,
-                 format("cannot allocate ", bytes, " bytes aligned to ", alignment,
-                        ": size overflows"));
+  GPUMEM_EXPECTS(
+      bytes <= SIZE_MAX - alignment, out_of_memory,
+      format("cannot allocate ", bytes, " bytes aligned to ", alignment, ": size overflows"));
   auto const padded = padded_size(bytes, alignment);
   void* original    = mr.allocate(padded, stream);
-  auto* aligned     = reinterpret_cast<void*>(
-      align_up(reinterpret_cast<std::uintptr_t>(original), alignment));
+  auto* aligned =
+      reinterpret_cast<void*>(align_up(reinterpret_cast<std::uintptr_t>(original), alignment));
   try {
     auto& t = table();
     std::lock_guard lock{t.mutex};

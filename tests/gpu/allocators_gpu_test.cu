@@ -99,7 +99,7 @@ TEST_F(gpu_allocators, ThrustAllocatorMakesItsDeviceCurrentForEachCall)
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   int const caller = devices > 1 ? 1 : 0;
   ASSERT_EQ(cudaSetDevice(caller), cudaSuccess);
-  auto p = alloc.allocate(1000);
+  auto p      = alloc.allocate(1000);
   int current = -1;
   ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
   EXPECT_EQ(current, caller);  // restored after the call

@@ -61,8 +61,7 @@ class noexcept_form_resource final : public device_memory_resource {
   {
     upstream_->deallocate(ptr, bytes, stream);
   }
-  [[nodiscard]] std::pair<std::size_t, std::size_t> do_get_mem_info(
-      cuda_stream_view) const override
+  [[nodiscard]] std::pair<std::size_t, std::size_t> do_get_mem_info(cuda_stream_view) const override
   {
     return {123, 456};
   }
@@ -189,13 +188,14 @@ TEST(device_memory_resource, seed_001_queries_answer_through_a_base_reference)
   device_memory_resource const& base_cuda   = cuda;
   EXPECT_TRUE(base_custom.supports_streams());
   EXPECT_TRUE(base_custom.supports_get_mem_info());
-  EXPECT_EQ(base_custom.get_mem_info(cuda_stream_view{}), (std::pair<std::size_t, std::size_t>{
-                                                              123, 456}));
+  EXPECT_EQ(base_custom.get_mem_info(cuda_stream_view{}),
+            (std::pair<std::size_t, std::size_t>{123, 456}));
   EXPECT_TRUE(base_arena.supports_streams());
   EXPECT_FALSE(base_arena.supports_get_mem_info());
   EXPECT_FALSE(base_cuda.supports_streams());  // the defaults
   EXPECT_FALSE(base_cuda.supports_get_mem_info());
-  EXPECT_EQ(base_cuda.get_mem_info(cuda_stream_view{}), (std::pair<std::size_t, std::size_t>{0, 0}));
+  EXPECT_EQ(base_cuda.get_mem_info(cuda_stream_view{}),
+            (std::pair<std::size_t, std::size_t>{0, 0}));
 }
 
 TEST(host_memory_resource, non_power_of_two_alignment_falls_back_to_max_align)

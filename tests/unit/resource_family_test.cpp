@@ -39,13 +39,13 @@ static_assert(std::is_convertible_v<cuda_mr*, mr::statistics_resource_adaptor<cu
 static_assert(std::is_convertible_v<cuda_mr*, mr::thread_safe_resource_adaptor<cuda_mr>>);
 static_assert(std::is_convertible_v<cuda_mr*, mr::tracking_resource_adaptor<cuda_mr>>);
 static_assert(std::is_convertible_v<cuda_mr*, mr::prefetch_resource_adaptor<cuda_mr>>);
-static_assert(std::is_convertible_v<device_async_resource_ref,
-                                    mr::statistics_resource_adaptor<cuda_mr>>);
+static_assert(
+    std::is_convertible_v<device_async_resource_ref, mr::statistics_resource_adaptor<cuda_mr>>);
 static_assert(std::is_convertible_v<cudaMemPool_t, mr::cuda_async_view_memory_resource>);
 static_assert(std::is_convertible_v<std::optional<std::size_t>, mr::cuda_async_memory_resource>);
-static_assert(std::is_convertible_v<std::tuple<std::shared_ptr<cuda_mr>>,
-                                    mr::owning_wrapper<mr::statistics_resource_adaptor<cuda_mr>,
-                                                       cuda_mr>>);
+static_assert(
+    std::is_convertible_v<std::tuple<std::shared_ptr<cuda_mr>>,
+                          mr::owning_wrapper<mr::statistics_resource_adaptor<cuda_mr>, cuda_mr>>);
 // The seed keeps these explicit; so do we.
 static_assert(!std::is_convertible_v<cuda_mr*, mr::aligned_resource_adaptor<cuda_mr>>);
 
@@ -61,9 +61,10 @@ TEST_F(family, EveryAdaptorReturnsItsUpstream)
 {
   std::ostringstream log;
   expect_upstream_is(mr::aligned_resource_adaptor<cuda_mr>{&base, 4096}, base);
-  expect_upstream_is(mr::failure_callback_resource_adaptor<cuda_mr>{
-                         &base, [](std::size_t, void*) { return false; }, nullptr},
-                     base);
+  expect_upstream_is(
+      mr::failure_callback_resource_adaptor<cuda_mr>{
+          &base, [](std::size_t, void*) { return false; }, nullptr},
+      base);
   expect_upstream_is(mr::limiting_resource_adaptor<cuda_mr>{&base, 1 << 20}, base);
   expect_upstream_is(mr::logging_resource_adaptor<cuda_mr>{&base, log}, base);
   expect_upstream_is(mr::prefetch_resource_adaptor<cuda_mr>{&base, rt}, base);
@@ -166,7 +167,10 @@ template <typename Ref>
 void round_trip(Ref ref, bool async)
 {
   void* p = nullptr;
-  if constexpr (requires { ref.allocate_async(std::size_t{1}, std::size_t{1}, cuda::stream_ref{cudaStream_t{}}); }) {
+  if constexpr (requires {
+                  ref.allocate_async(std::size_t{1}, std::size_t{1},
+                                     cuda::stream_ref{cudaStream_t{}});
+                }) {
     if (async) {
       p = ref.allocate_async(1000, 256, cuda::stream_ref{cudaStream_t{}});
       ref.deallocate_async(p, 1000, 256, cuda::stream_ref{cudaStream_t{}});

@@ -8,7 +8,8 @@
 //    must equal the size passed to allocate. Never throws: do_deallocate may be declared with or
 //    without noexcept (the seed's form); if it throws, the error is reported on stderr.
 //  * allocate(bytes, alignment) and the _async forms accept any power-of-two alignment. Up to 256
-//    the request goes straight to do_allocate; above, it is padded and aligned (detail/over_aligned).
+//    the request goes straight to do_allocate; above, it is padded and aligned
+//    (detail/over_aligned).
 //  * A request of 0 bytes returns nullptr without calling do_allocate; deallocating nullptr is a
 //    no-op. This holds for every resource, so adaptors and suballocators never see size 0.
 //  * is_equal: memory from one can be freed by the other. Default: identity.
@@ -137,8 +138,7 @@ class device_memory_resource {
   virtual void* do_allocate(std::size_t bytes, cuda_stream_view stream) = 0;
   /// Derived classes may declare it noexcept (all of gpumem's do) or not (the seed's form).
   virtual void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) = 0;
-  [[nodiscard]] virtual std::pair<std::size_t, std::size_t> do_get_mem_info(
-      cuda_stream_view) const
+  [[nodiscard]] virtual std::pair<std::size_t, std::size_t> do_get_mem_info(cuda_stream_view) const
   {
     return {0, 0};
   }

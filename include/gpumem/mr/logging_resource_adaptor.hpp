@@ -8,10 +8,10 @@
 // exception is rethrown), Pointer hex, Size bytes, Stream the stream handle as a decimal integer.
 // A successful allocate is logged after the upstream returns and a free before the memory goes
 // back, so in the log a pointer is never allocated again before its free: the log replays.
-// Sinks: a file (truncated; name from GPUMEM_LOG_FILE, else RMM_LOG_FILE, when not given), an ostream the caller keeps
-// alive, or several shared sinks. The header line goes to each sink at construction. With
-// `auto_flush` every line is flushed (slow); otherwise call flush().
-// Creating two adaptors on the same file name is undefined (they overwrite each other).
+// Sinks: a file (truncated; name from GPUMEM_LOG_FILE, else RMM_LOG_FILE, when not given), an
+// ostream the caller keeps alive, or several shared sinks. The header line goes to each sink at
+// construction. With `auto_flush` every line is flushed (slow); otherwise call flush(). Creating
+// two adaptors on the same file name is undefined (they overwrite each other).
 //
 // Thread safety: all members are thread-safe; lines of different threads never interleave.
 // Throws: logic_error for a null upstream or when no file name is given and neither GPUMEM_LOG_FILE

@@ -5,9 +5,10 @@
 // one entry per live allocation naming its pointer and size, followed by its stack when captured.
 // log_outstanding_allocations() writes that report at debug level, when there is anything
 // outstanding: to the debug sink chosen with set_debug_sink(), and nowhere when none is set (as a
-// debug-level log is off by default); log_outstanding_allocations(os) writes it to `os`. Allocations made before the adaptor existed are not tracked; freeing one
-// is forwarded upstream untracked. A debug adaptor: every call takes a lock, stacks cost more.
-// Stack symbols of the executable need linking with -rdynamic.
+// debug-level log is off by default); log_outstanding_allocations(os) writes it to `os`.
+// Allocations made before the adaptor existed are not tracked; freeing one is forwarded upstream
+// untracked. A debug adaptor: every call takes a lock, stacks cost more. Stack symbols of the
+// executable need linking with -rdynamic.
 //
 // Invariant: allocated_bytes == sum of allocation_size over outstanding allocations.
 // Thread safety: all members are thread-safe (a shared_mutex guards the map).
@@ -52,8 +53,7 @@ class tracking_resource_adaptor
     }
   };
 
-  tracking_resource_adaptor(device_async_resource_ref upstream,
-                                     bool capture_stacks = false)
+  tracking_resource_adaptor(device_async_resource_ref upstream, bool capture_stacks = false)
       : upstream_{upstream}, capture_stacks_{capture_stacks}, state_{std::make_unique<state>()}
   {
   }
