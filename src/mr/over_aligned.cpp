@@ -30,8 +30,9 @@ struct over_aligned_table {
 
 over_aligned_table& table()
 {
-  static over_aligned_table instance;  // the library's one lazily made table; never destroyed
-  return instance;
+  // Never destroyed: resources with static storage may free over-aligned memory during exit.
+  static auto* const instance = new over_aligned_table;
+  return *instance;
 }
 
 std::size_t padded_size(std::size_t bytes, std::size_t alignment) noexcept

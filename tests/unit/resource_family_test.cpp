@@ -71,6 +71,10 @@ TEST_F(family, EveryAdaptorReturnsItsUpstream)
   expect_upstream_is(mr::statistics_resource_adaptor<cuda_mr>{&base}, base);
   expect_upstream_is(mr::thread_safe_resource_adaptor<cuda_mr>{&base}, base);
   expect_upstream_is(mr::tracking_resource_adaptor<cuda_mr>{&base}, base);
+  // owning_wrapper's upstream is the resource it wraps.
+  auto owned = mr::make_owning_wrapper<mr::statistics_resource_adaptor>(
+      std::make_shared<cuda_mr>(rt));
+  EXPECT_TRUE(owned->get_upstream_resource() == device_async_resource_ref{owned->wrapped()});
 }
 
 /// Move-assigns `source` (holding one live allocation of 1000 bytes) over `target` (which made
