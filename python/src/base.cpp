@@ -83,6 +83,11 @@ PyTorch stream. Prefer DeviceBuffer, which frees automatically.
           "allocate_aligned",
           [](device_memory_resource& r, std::size_t nbytes, std::size_t alignment,
              py::handle stream) {
+            // Above 256 the C++ base pads the request, and only a free that names the alignment
+            // finds it again; deallocate here takes none, so such alignments are refused.
+            GPUMEM_EXPECTS(alignment <= CUDA_ALLOCATION_ALIGNMENT, logic_error,
+                           detail::format("allocate_aligned: alignment must be at most 256, got ",
+                                          alignment, "; use AlignedResourceAdaptor for more"));
             auto const s = to_stream(stream);
             py::gil_scoped_release nogil;
             return to_int(r.allocate_async(nbytes, alignment, s));

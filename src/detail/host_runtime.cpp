@@ -114,6 +114,7 @@ struct host_runtime::state {
   std::size_t map_failures_to_inject{};
   host_vmm_model vmm;
   host_runtime_calls calls;
+  std::vector<host_runtime_advice> advice;  ///< the first advise_preferred_location calls
   stream_rec legacy;
   std::map<std::thread::id, std::unique_ptr<stream_rec>> per_thread;
   std::set<stream_rec*> created_set;
@@ -357,7 +358,18 @@ void host_runtime::prefetch(void const*, std::size_t, mem_location, cudaStream_t
   if (state_->options.auto_complete) { s.completed = s.enqueued; }
 }
 
-void host_runtime::advise_preferred_location(void const*, std::size_t, mem_location) {}
+void host_runtime::advise_preferred_location(void const* ptr, std::size_t bytes, mem_location where)
+{
+  constexpr std::size_t max_recorded = 4096;  // bounded: replays may advise millions of times
+  std::lock_guard lock{state_->mutex};
+  if (state_->advice.size() < max_recorded) { state_->advice.push_back({ptr, bytes, where}); }
+}
+
+std::vector<host_runtime_advice> host_runtime::advice() const
+{
+  std::lock_guard lock{state_->mutex};
+  return state_->advice;
+}
 
 int host_runtime::current_device()
 {

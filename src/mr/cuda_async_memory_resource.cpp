@@ -25,7 +25,7 @@ int current_device_or_throw(char const* who)
   return device;
 }
 
-void require_stream_ordered_allocation(int device)
+void require_stream_ordered_allocation(char const* who, int device)
 {
   auto const caps = query_pool_capabilities(cuda_device_id{device});
   auto why        = caps.device_unusable_reason;
@@ -37,7 +37,7 @@ void require_stream_ordered_allocation(int device)
     why = detail::format("device ", device, " does not support memory pools");
   }
   GPUMEM_EXPECTS(why.empty(), logic_error,
-                 "cuda_async_memory_resource: cudaMallocAsync is not supported: " + why);
+                 detail::format(who, ": cudaMallocAsync is not supported: ", why));
 }
 
 memory_pool make_async_pool(std::optional<std::size_t> initial_pool_size,
@@ -49,7 +49,7 @@ memory_pool make_async_pool(std::optional<std::size_t> initial_pool_size,
   validate(props);  // e.g. win32 on POSIX: refused before any CUDA call
   int const device = current_device_or_throw("cuda_async_memory_resource");
   props.location   = pool_location::device(device);
-  require_stream_ordered_allocation(device);
+  require_stream_ordered_allocation("cuda_async_memory_resource", device);
   memory_pool pool{props};
   std::size_t free{}, total{};
   GPUMEM_CUDA_TRY(cudaMemGetInfo(&free, &total));
@@ -104,11 +104,12 @@ bool cuda_async_memory_resource::do_is_equal(device_memory_resource const& other
 
 cuda_async_view_memory_resource::cuda_async_view_memory_resource(cudaMemPool_t pool_handle)
     : pool_{[&] {
+        char const* who = "cuda_async_view_memory_resource";
         GPUMEM_EXPECTS(pool_handle != nullptr, logic_error,
                        "cuda_async_view_memory_resource: the pool handle is null");
-        return memory_pool_ref{
-            pool_handle,
-            pool_location::device(current_device_or_throw("cuda_async_view_memory_resource"))};
+        int const device = current_device_or_throw(who);
+        require_stream_ordered_allocation(who, device);
+        return memory_pool_ref{pool_handle, pool_location::device(device)};
       }()}
 {
 }

@@ -1,6 +1,7 @@
 // Bodies of the leaf resources that are not header-only: system, sam_headroom, pinned host.
 #include <gpumem/detail/aligned_host.hpp>
 #include <gpumem/detail/runtime_leaf_resource.hpp>
+#include <gpumem/detail/pinned_host.hpp>
 #include <gpumem/mr/pinned_host_memory_resource.hpp>
 #include <gpumem/mr/pinned_memory_resource.hpp>
 #include <gpumem/mr/sam_headroom_memory_resource.hpp>
@@ -118,53 +119,54 @@ bool sam_headroom_memory_resource::do_is_equal(device_memory_resource const& oth
 
 // -- pinned host ---------------------------------------------------------------------------------
 
-namespace {
+}  // namespace mr
 
-void* pinned_allocate(detail::runtime& rt, char const* who, std::size_t bytes,
-                      std::size_t alignment)
+namespace detail {
+
+void* pinned_host_allocate(runtime& rt, char const* who, std::size_t bytes, std::size_t alignment)
 {
-  GPUMEM_EXPECTS(is_supported_alignment(alignment), logic_error,
-                 detail::format(who, ": alignment must be a power of two, got ", alignment));
   auto take = [&](std::size_t n) {
     try {
-      return rt.allocate(detail::memory_kind::pinned_host, n);
+      return rt.allocate(memory_kind::pinned_host, n);
     } catch (out_of_memory const& e) {
-      detail::throw_leaf_oom(who, rt, n, e.what());
+      throw_leaf_oom(who, rt, n, e.what());
     } catch (cuda_error const& e) {
-      GPUMEM_FAIL(bad_alloc,
-                  detail::format(who, ": cannot allocate ", detail::bytes_str(n), ": ", e.what()));
+      GPUMEM_FAIL(bad_alloc, format(who, ": cannot allocate ", bytes_str(n), ": ", e.what()));
     }
   };
-  return detail::aligned_host_allocate(bytes, alignment, take);
+  return aligned_host_allocate(bytes, host_alignment(alignment), take);
 }
 
-void pinned_deallocate(detail::runtime& rt, void* ptr, std::size_t alignment) noexcept
+void pinned_host_deallocate(runtime& rt, void* ptr, std::size_t alignment) noexcept
 {
-  detail::aligned_host_deallocate(ptr, alignment,
-                                  [&](void* p) { rt.free(detail::memory_kind::pinned_host, p); });
+  aligned_host_deallocate(ptr, host_alignment(alignment),
+                          [&](void* p) { rt.free(memory_kind::pinned_host, p); });
 }
 
-}  // namespace
+}  // namespace detail
+
+namespace mr {
 
 void* pinned_host_memory_resource::allocate(std::size_t bytes, std::size_t alignment)
 {
   if (bytes == 0) { return nullptr; }
-  return pinned_allocate(detail::cuda_runtime(), "pinned_host_memory_resource", bytes, alignment);
+  return detail::pinned_host_allocate(detail::cuda_runtime(), "pinned_host_memory_resource", bytes,
+                                      alignment);
 }
 
 void pinned_host_memory_resource::deallocate(void* ptr, std::size_t, std::size_t alignment) noexcept
 {
-  if (ptr != nullptr) { pinned_deallocate(detail::cuda_runtime(), ptr, alignment); }
+  if (ptr != nullptr) { detail::pinned_host_deallocate(detail::cuda_runtime(), ptr, alignment); }
 }
 
 void* pinned_memory_resource::do_allocate(std::size_t bytes, std::size_t alignment)
 {
-  return pinned_allocate(*runtime_, "pinned_memory_resource", bytes, alignment);
+  return detail::pinned_host_allocate(*runtime_, "pinned_memory_resource", bytes, alignment);
 }
 
 void pinned_memory_resource::do_deallocate(void* ptr, std::size_t, std::size_t alignment) noexcept
 {
-  pinned_deallocate(*runtime_, ptr, alignment);
+  detail::pinned_host_deallocate(*runtime_, ptr, alignment);
 }
 
 }  // namespace mr

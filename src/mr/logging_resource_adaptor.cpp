@@ -26,11 +26,14 @@ log_sink_ptr make_ostream_sink(std::ostream& os)
 
 std::string logging_default_filename()
 {
-  char const* name = std::getenv("GPUMEM_LOG_FILE");  // NOLINT(concurrency-mt-unsafe)
-  GPUMEM_EXPECTS(name != nullptr && *name != '\0', logic_error,
-                 "logging_resource_adaptor: no log file name was given and the environment "
-                 "variable GPUMEM_LOG_FILE is not set; set it or pass a file name or stream");
-  return name;
+  // GPUMEM_LOG_FILE first; RMM_LOG_FILE so that programs set up for RMM log without changes.
+  for (char const* variable : {"GPUMEM_LOG_FILE", "RMM_LOG_FILE"}) {
+    char const* name = std::getenv(variable);  // NOLINT(concurrency-mt-unsafe)
+    if (name != nullptr && *name != '\0') { return name; }
+  }
+  GPUMEM_FAIL(logic_error,
+              "logging_resource_adaptor: no log file name was given and neither GPUMEM_LOG_FILE "
+              "nor RMM_LOG_FILE is set; set one or pass a file name or stream");
 }
 
 }  // namespace gpumem::mr

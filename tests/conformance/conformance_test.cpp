@@ -1,6 +1,7 @@
 // The conformance suite: every device resource in resources.hpp, over the host stand-in and CUDA.
 #include <conformance/resources.hpp>
 
+#include <gpumem/detail/over_aligned.hpp>
 #include <gpumem/error.hpp>
 
 #include <algorithm>
@@ -40,9 +41,51 @@ TYPED_TEST_P(conformance, HonoursAlignmentAndRejectsBadAlignment)
     this->mr().deallocate_async(q, 100, alignment, cuda_stream_view{});
   }
   EXPECT_THROW((void)this->mr().allocate(100, std::size_t{3}), gpumem::logic_error);
-  EXPECT_THROW((void)this->mr().allocate(100, std::size_t{512}), gpumem::logic_error);
+  EXPECT_THROW((void)this->mr().allocate(100, std::size_t{768}), gpumem::logic_error);
   void* p = this->mr().allocate(256);  // still usable
   this->mr().deallocate(p, 256);
+}
+
+// Alignments above 256: the base pads and aligns; the memory is usable and disjoint, and freeing
+// through the matching call (or a resource ref) returns all of it.
+TYPED_TEST_P(conformance, HonoursAlignmentsAbove256)
+{
+  auto const live_before = detail::over_aligned_live_count();
+  live_set live{this->be().host_accessible()};
+  unsigned char tag = 1;
+  for (std::size_t alignment : {512, 1024, 4096}) {
+    for (std::size_t n : {1, 300, 5000}) {
+      void* p = this->mr().allocate(n, alignment);
+      EXPECT_TRUE(is_pointer_aligned(p, alignment)) << p << " " << alignment;
+      live.add(p, n, tag++);
+      void* q = this->mr().allocate_async(n, alignment, cuda_stream_view{});
+      EXPECT_TRUE(is_pointer_aligned(q, alignment)) << q << " " << alignment;
+      live.add(q, n, tag++);
+      this->mr().deallocate(p, live.remove(p), alignment);
+      this->mr().deallocate_async(q, live.remove(q), alignment, cuda_stream_view{});
+    }
+  }
+  device_async_resource_ref ref{this->mr()};
+  void* r = ref.allocate_async(700, 2048, ::cuda::stream_ref{cudaStream_t{}});
+  EXPECT_TRUE(is_pointer_aligned(r, 2048));
+  ref.deallocate_async(r, 700, 2048, ::cuda::stream_ref{cudaStream_t{}});
+  EXPECT_EQ(detail::over_aligned_live_count(), live_before);
+}
+
+// The _async forms without an alignment are allocate/deallocate on the given stream.
+TYPED_TEST_P(conformance, AsyncFormsWithoutAlignment)
+{
+  auto s1 = this->be().create_stream();
+  live_set live{this->be().host_accessible()};
+  void* a = this->mr().allocate_async(3000, s1);
+  EXPECT_TRUE(is_pointer_aligned(a));
+  live.add(a, 3000, 1);
+  void* b = this->mr().allocate_async(1, cuda_stream_view{});
+  live.add(b, 1, 2);
+  EXPECT_EQ(this->mr().allocate_async(0, s1), nullptr);
+  this->mr().deallocate_async(a, live.remove(a), s1);
+  this->mr().deallocate_async(b, live.remove(b), cuda_stream_view{});
+  this->mr().deallocate_async(nullptr, 0, s1);
 }
 
 TYPED_TEST_P(conformance, EqualityAndResourceRef)
@@ -178,7 +221,8 @@ TYPED_TEST_P(conformance, ManyThreadsAllocateConcurrently)
 
 REGISTER_TYPED_TEST_SUITE_P(conformance, AllocatesManySizesAlignedAndDisjoint,
                             ZeroBytesIsNullAndFreeingNullIsANoOp,
-                            HonoursAlignmentAndRejectsBadAlignment, EqualityAndResourceRef,
+                            HonoursAlignmentAndRejectsBadAlignment, HonoursAlignmentsAbove256,
+                            AsyncFormsWithoutAlignment, EqualityAndResourceRef,
                             AbsurdSizesThrowBadAllocAndLeaveResourceUsable,
                             DeallocatesOnAnotherThread, AllocatesAndFreesOnOtherStreams,
                             FreedMemoryReachesAnotherStreamOnlyInOrder,

@@ -86,6 +86,33 @@ TEST_F(gpu_allocators, ThrustAllocatorDefaultsToTheCurrentDeviceResource)
   EXPECT_EQ(stats.get_bytes_counter().value, 0);
 }
 
+// The allocator makes its recorded device current for each call and restores the caller's.
+// With one GPU it checks that the current device is left alone; with two it allocates from
+// device 1 through an allocator (and a resource) of device 0.
+TEST_F(gpu_allocators, ThrustAllocatorMakesItsDeviceCurrentForEachCall)
+{
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  mr::cuda_memory_resource cuda;
+  mr::thrust_allocator<int> alloc{cuda_stream_view{}, cuda};
+  EXPECT_EQ(alloc.device().value(), 0);
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  int const caller = devices > 1 ? 1 : 0;
+  ASSERT_EQ(cudaSetDevice(caller), cudaSuccess);
+  auto p      = alloc.allocate(1000);
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, caller);  // restored after the call
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, thrust::raw_pointer_cast(p)), cudaSuccess);
+  EXPECT_EQ(attr.device, 0);  // allocated on the allocator's device
+  alloc.deallocate(p, 1000);
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, caller);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  if (devices < 2) { RecordProperty("device_switch", "not exercised: one GPU"); }
+}
+
 TEST_F(gpu_allocators, PrefetchMovesManagedMemoryToTheDeviceOnTheStream)
 {
   int device = 0;

@@ -145,6 +145,7 @@ TEST_F(logging_test, SeveralSinksGetTheSameLines)
 TEST_F(logging_test, DefaultFileNameComesFromTheEnvironment)
 {
   ::unsetenv("GPUMEM_LOG_FILE");
+  ::unsetenv("RMM_LOG_FILE");
   try {
     logging mr{&base};
     FAIL() << "no error without GPUMEM_LOG_FILE";
@@ -163,6 +164,60 @@ TEST_F(logging_test, DefaultFileNameComesFromTheEnvironment)
   EXPECT_EQ(lines_of(slurp(path)).size(), 3u);
   std::remove(path.c_str());
   EXPECT_THROW((logging{&base, std::string{"/nonexistent-dir/x.csv"}}), std::runtime_error);
+}
+
+TEST_F(logging_test, RmmLogFileIsHonouredWhenOursIsUnset)
+{
+  ::unsetenv("GPUMEM_LOG_FILE");
+  auto const rmm_path = temp_path("gpumem_rmm_env_log");
+  ::setenv("RMM_LOG_FILE", rmm_path.c_str(), 1);
+  EXPECT_EQ(logging::get_default_filename(), rmm_path);
+  {
+    logging mr{&base};
+    mr.deallocate(mr.allocate(512), 512);
+  }
+  EXPECT_EQ(lines_of(slurp(rmm_path)).size(), 3u);
+  std::remove(rmm_path.c_str());
+  auto const ours = temp_path("gpumem_ours_env_log");
+  ::setenv("GPUMEM_LOG_FILE", ours.c_str(), 1);
+  EXPECT_EQ(logging::get_default_filename(), ours);  // ours first when both are set
+  ::unsetenv("GPUMEM_LOG_FILE");
+  ::unsetenv("RMM_LOG_FILE");
+  try {
+    (void)logging::get_default_filename();
+    FAIL() << "no error with neither variable set";
+  } catch (gpumem::logic_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("RMM_LOG_FILE"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(logging_test, AFileThatCannotBeOpenedIsARuntimeErrorNamingIt)
+{
+  std::string const path = "/nonexistent-gpumem-dir/log.csv";
+  try {
+    logging mr{device_async_resource_ref{base}, path};
+    FAIL() << "opened " << path;
+  } catch (std::runtime_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find(path), std::string::npos) << e.what();
+  }
+  void* p = base.allocate(256);  // the upstream is untouched
+  base.deallocate(p, 256);
+  EXPECT_EQ(rt.live_allocations(), 0u);
+}
+
+TEST_F(logging_test, RefAndOstreamConstructorLogsToTheStream)
+{
+  std::ostringstream out;
+  logging mr{device_async_resource_ref{base}, out};
+  EXPECT_TRUE(mr.get_upstream_resource() == device_async_resource_ref{base});
+  void* p = mr.allocate(1000);
+  mr.deallocate(p, 1000);
+  mr.flush();
+  auto const lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], mr.header());
+  EXPECT_EQ(fields_of(lines[1])[2], "allocate");
+  EXPECT_EQ(fields_of(lines[2])[2], "free");
 }
 
 TEST_F(logging_test, AutoFlushAndFlushMakeLinesVisible)

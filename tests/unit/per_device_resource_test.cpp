@@ -40,6 +40,20 @@ TEST(per_device_resource, set_returns_previous_and_null_restores_initial)
   EXPECT_EQ(get_per_device_resource(cuda_device_id{0}), initial);
 }
 
+TEST(per_device_resource, set_current_device_resource_sets_the_current_devices_pointer_and_ref)
+{
+  auto const device = get_current_cuda_device();
+  auto* initial     = get_per_device_resource(device);
+  detail::host_runtime rt;
+  cuda_memory_resource mine{rt};
+  EXPECT_EQ(set_current_device_resource(&mine), initial);
+  EXPECT_EQ(get_current_device_resource(), &mine);
+  EXPECT_EQ(get_per_device_resource(device), &mine);
+  EXPECT_TRUE(get_current_device_resource_ref() == base_ref(mine));
+  EXPECT_EQ(set_current_device_resource(nullptr), &mine);  // null restores the initial one
+  EXPECT_EQ(get_current_device_resource(), initial);
+}
+
 TEST(per_device_resource, devices_are_independent)
 {
   detail::host_runtime rt;

@@ -76,7 +76,7 @@ TEST_F(pool_test, SizesRoundUpTo256AndPointersAreAligned)
   EXPECT_TRUE(is_pointer_aligned(p, 256));
   EXPECT_TRUE(is_pointer_aligned(q, 256));
   EXPECT_EQ(pool.get_free_stats().free_bytes, MiB - 256 - 512);
-  EXPECT_THROW((void)pool.allocate(100, std::size_t{512}), gpumem::logic_error);
+  EXPECT_THROW((void)pool.allocate(100, std::size_t{384}), gpumem::logic_error);
   pool.deallocate(p, 1, a);
   pool.deallocate(q, 257, a);
   pool.check_invariants();

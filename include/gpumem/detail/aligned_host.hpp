@@ -10,6 +10,13 @@
 
 namespace gpumem::detail {
 
+/// The alignment a host resource uses for a request of `alignment`: itself when it is a power of
+/// two, else RMM_DEFAULT_HOST_ALIGNMENT (the host resources' documented fallback).
+[[nodiscard]] constexpr std::size_t host_alignment(std::size_t alignment) noexcept
+{
+  return is_supported_alignment(alignment) ? alignment : RMM_DEFAULT_HOST_ALIGNMENT;
+}
+
 /// Allocates `bytes` aligned to `alignment` (a power of two) with `alloc(n)` (which returns
 /// 256-byte aligned memory or throws).
 template <class Alloc>

@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace gpumem::detail {
 
@@ -69,6 +70,13 @@ struct host_vmm_state {
   std::uint64_t misuse_count{};  ///< misuse in calls that cannot throw (unmap, release, ...)
 };
 
+/// One advise_preferred_location call, as the stand-in recorded it.
+struct host_runtime_advice {
+  void const* ptr{};
+  std::size_t bytes{};
+  mem_location where{};
+};
+
 class host_runtime final : public runtime {
  public:
   explicit host_runtime(host_runtime_options options = {});
@@ -96,6 +104,9 @@ class host_runtime final : public runtime {
   [[nodiscard]] std::size_t peak_used_bytes() const;
   [[nodiscard]] std::size_t live_allocations() const;
   [[nodiscard]] host_runtime_calls calls() const;
+  /// The advise_preferred_location calls so far, in order (the first 4096; advice is only
+  /// recorded).
+  [[nodiscard]] std::vector<host_runtime_advice> advice() const;
   [[nodiscard]] host_runtime_options const& options() const noexcept;
   /// Throws logic_error naming the broken invariant.
   void check_invariants() const;

@@ -59,8 +59,8 @@ class arena_memory_resource final : public device_memory_resource {
   arena_memory_resource(arena_memory_resource&&) noexcept            = delete;
   arena_memory_resource& operator=(arena_memory_resource&&) noexcept = delete;
 
-  [[nodiscard]] bool supports_streams() const noexcept { return true; }
-  [[nodiscard]] bool supports_get_mem_info() const noexcept { return false; }
+  [[nodiscard]] bool supports_streams() const noexcept override { return true; }
+  [[nodiscard]] bool supports_get_mem_info() const noexcept override { return false; }
   [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept
   {
     return upstream_;

@@ -1,6 +1,6 @@
 // gpumem/mr/callback_memory_resource.hpp — a device resource whose allocate and deallocate are
-// user callbacks. The callbacks' thread safety is the resource's; a throwing deallocate callback
-// terminates (deallocate is noexcept). Move-only.
+// user callbacks. The callbacks' thread safety is the resource's; an exception from the deallocate
+// callback is reported on stderr and swallowed (deallocate never throws). Move-only.
 #pragma once
 
 #include <gpumem/mr/device_memory_resource.hpp>
@@ -37,7 +37,7 @@ class callback_memory_resource final : public device_memory_resource {
     return allocate_callback_(bytes, stream, allocate_callback_arg_);
   }
 
-  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) override
   {
     deallocate_callback_(ptr, bytes, stream, deallocate_callback_arg_);
   }

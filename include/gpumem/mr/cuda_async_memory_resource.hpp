@@ -27,10 +27,9 @@ class cuda_async_memory_resource final : public device_memory_resource {
  public:
   using allocation_handle_type = gpumem::allocation_handle_type;
 
-  explicit cuda_async_memory_resource(
-      std::optional<std::size_t> initial_pool_size             = {},
-      std::optional<std::size_t> release_threshold             = {},
-      std::optional<allocation_handle_type> export_handle_type = {});
+  cuda_async_memory_resource(std::optional<std::size_t> initial_pool_size             = {},
+                             std::optional<std::size_t> release_threshold             = {},
+                             std::optional<allocation_handle_type> export_handle_type = {});
 
   /// The underlying CUDA pool.
   [[nodiscard]] cudaMemPool_t pool_handle() const noexcept { return pool_.handle(); }

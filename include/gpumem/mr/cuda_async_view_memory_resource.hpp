@@ -14,8 +14,10 @@ namespace gpumem::mr {
 
 class cuda_async_view_memory_resource final : public device_memory_resource {
  public:
-  /// Views `pool_handle`, whose memory is on the current device.
-  explicit cuda_async_view_memory_resource(cudaMemPool_t pool_handle);
+  /// Views `pool_handle`, whose memory is on the current device (implicit, as the seed documents).
+  /// Throws logic_error for a null handle, no current device, or a driver or device without
+  /// stream-ordered allocation (as the owning resource does).
+  cuda_async_view_memory_resource(cudaMemPool_t pool_handle);
   /// Views `pool`.
   explicit cuda_async_view_memory_resource(memory_pool_ref pool) noexcept : pool_{pool} {}
 

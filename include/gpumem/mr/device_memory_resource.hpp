@@ -5,7 +5,11 @@
 //    on another stream needs synchronization first. Failure throws bad_alloc (out_of_memory when
 //    memory is exhausted); a failed call leaves the resource usable.
 //  * deallocate(ptr, bytes, stream): `stream` is where the memory may be reused at once; `bytes`
-//    must equal the size passed to allocate. Never throws.
+//    must equal the size passed to allocate. Never throws: do_deallocate may be declared with or
+//    without noexcept (the seed's form); if it throws, the error is reported on stderr.
+//  * allocate(bytes, alignment) and the _async forms accept any power-of-two alignment. Up to 256
+//    the request goes straight to do_allocate; above, it is padded and aligned
+//    (detail/over_aligned).
 //  * A request of 0 bytes returns nullptr without calling do_allocate; deallocating nullptr is a
 //    no-op. This holds for every resource, so adaptors and suballocators never see size 0.
 //  * is_equal: memory from one can be freed by the other. Default: identity.
@@ -18,7 +22,11 @@
 #include <gpumem/error.hpp>
 #include <gpumem/resource_ref.hpp>
 
+#include <gpumem/detail/over_aligned.hpp>
+
 #include <cstddef>
+#include <exception>
+#include <utility>
 
 namespace gpumem::mr {
 
@@ -39,11 +47,18 @@ class device_memory_resource {
   void deallocate(void* ptr, std::size_t bytes,
                   cuda_stream_view stream = cuda_stream_view{}) noexcept
   {
-    if (ptr != nullptr) { do_deallocate(ptr, bytes, stream); }
+    if (ptr == nullptr) { return; }
+    try {
+      do_deallocate(ptr, bytes, stream);
+    } catch (std::exception const& e) {
+      detail::report_deallocate_failure(ptr, bytes, e.what());
+    } catch (...) {
+      detail::report_deallocate_failure(ptr, bytes, "unknown exception");
+    }
   }
 
-  /// Synchronous-interface allocation on the default stream. `alignment` must be a power of two
-  /// no larger than 256 (use aligned_resource_adaptor for more); logic_error otherwise.
+  /// Allocation on the default stream aligned to `alignment`, a power of two (logic_error
+  /// otherwise). Above 256 the resource gives `bytes + alignment - 256` bytes (see design.md).
   void* allocate(std::size_t bytes, std::size_t alignment)
   {
     return allocate_async(bytes, alignment, cuda_stream_view{});
@@ -57,6 +72,9 @@ class device_memory_resource {
   void* allocate_async(std::size_t bytes, std::size_t alignment, cuda_stream_view stream)
   {
     check_alignment(bytes, alignment);
+    if (alignment > CUDA_ALLOCATION_ALIGNMENT) [[unlikely]] {
+      return bytes == 0 ? nullptr : detail::over_aligned_allocate(*this, bytes, alignment, stream);
+    }
     return allocate(align_up(bytes, alignment), stream);
   }
 
@@ -68,6 +86,10 @@ class device_memory_resource {
   void deallocate_async(void* ptr, std::size_t bytes, std::size_t alignment,
                         cuda_stream_view stream) noexcept
   {
+    if (alignment > CUDA_ALLOCATION_ALIGNMENT) [[unlikely]] {
+      if (ptr != nullptr) { detail::over_aligned_deallocate(*this, ptr, bytes, alignment, stream); }
+      return;
+    }
     deallocate(ptr, align_up(bytes, alignment), stream);
   }
 
@@ -91,20 +113,35 @@ class device_memory_resource {
     return !do_is_equal(other);
   }
 
+  /// Whether the resource uses non-default streams (seed 001's query). Default: false.
+  [[nodiscard]] virtual bool supports_streams() const noexcept { return false; }
+  /// Whether get_mem_info reports memory (seed 001's query). Default: false.
+  [[nodiscard]] virtual bool supports_get_mem_info() const noexcept { return false; }
+  /// (free, total) bytes of the resource as seen from `stream`; {0, 0} where unsupported.
+  [[nodiscard]] std::pair<std::size_t, std::size_t> get_mem_info(cuda_stream_view stream) const
+  {
+    return do_get_mem_info(stream);
+  }
+
   friend void get_property(device_memory_resource const&, cuda::mr::device_accessible) noexcept {}
 
  private:
   static void check_alignment(std::size_t bytes, std::size_t alignment)
   {
-    GPUMEM_EXPECTS(
-        is_supported_alignment(alignment) && alignment <= CUDA_ALLOCATION_ALIGNMENT, logic_error,
-        detail::format("alignment must be a power of two no larger than 256, got ", alignment));
+    GPUMEM_EXPECTS(is_supported_alignment(alignment), logic_error,
+                   detail::format("alignment must be a power of two, got ", alignment));
     GPUMEM_EXPECTS(can_align_up(bytes, alignment), out_of_memory,
-                   detail::format("cannot allocate ", bytes, " bytes: size overflows alignment"));
+                   detail::format("cannot allocate ", bytes, " bytes aligned to ", alignment,
+                                  ": size overflows"));
   }
 
-  virtual void* do_allocate(std::size_t bytes, cuda_stream_view stream)                      = 0;
-  virtual void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept = 0;
+  virtual void* do_allocate(std::size_t bytes, cuda_stream_view stream) = 0;
+  /// Derived classes may declare it noexcept (all of gpumem's do) or not (the seed's form).
+  virtual void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) = 0;
+  [[nodiscard]] virtual std::pair<std::size_t, std::size_t> do_get_mem_info(cuda_stream_view) const
+  {
+    return {0, 0};
+  }
   [[nodiscard]] virtual bool do_is_equal(device_memory_resource const& other) const noexcept
   {
     return this == &other;

@@ -1,9 +1,12 @@
 // gpumem/mr/host_memory_resource.hpp — the base of host memory resources (seed 000).
 // allocate(bytes, alignment) / deallocate(ptr, bytes, alignment) call the private virtuals.
-// 0 bytes returns nullptr; deallocating nullptr is a no-op; deallocate never throws.
+// 0 bytes returns nullptr; deallocating nullptr is a no-op; deallocate never throws. An alignment
+// that is not a power of two falls back to alignof(std::max_align_t), as the seed documents, so
+// derived classes only see powers of two.
 #pragma once
 
 #include <gpumem/align.hpp>
+#include <gpumem/detail/aligned_host.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/resource_ref.hpp>
@@ -23,13 +26,13 @@ class host_memory_resource {
 
   void* allocate(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t))
   {
-    return bytes == 0 ? nullptr : do_allocate(bytes, alignment);
+    return bytes == 0 ? nullptr : do_allocate(bytes, detail::host_alignment(alignment));
   }
 
   void deallocate(void* ptr, std::size_t bytes,
                   std::size_t alignment = alignof(std::max_align_t)) noexcept
   {
-    if (ptr != nullptr) { do_deallocate(ptr, bytes, alignment); }
+    if (ptr != nullptr) { do_deallocate(ptr, bytes, detail::host_alignment(alignment)); }
   }
 
   [[nodiscard]] bool is_equal(host_memory_resource const& other) const noexcept

@@ -8,16 +8,17 @@
 // exception is rethrown), Pointer hex, Size bytes, Stream the stream handle as a decimal integer.
 // A successful allocate is logged after the upstream returns and a free before the memory goes
 // back, so in the log a pointer is never allocated again before its free: the log replays.
-// Sinks: a file (truncated; name from GPUMEM_LOG_FILE when not given), an ostream the caller keeps
-// alive, or several shared sinks. The header line goes to each sink at construction. With
-// `auto_flush` every line is flushed (slow); otherwise call flush().
-// Creating two adaptors on the same file name is undefined (they overwrite each other).
+// Sinks: a file (truncated; name from GPUMEM_LOG_FILE, else RMM_LOG_FILE, when not given), an
+// ostream the caller keeps alive, or several shared sinks. The header line goes to each sink at
+// construction. With `auto_flush` every line is flushed (slow); otherwise call flush(). Creating
+// two adaptors on the same file name is undefined (they overwrite each other).
 //
 // Write failures: log() never throws (a free must not); a sink that fails (full disk) is found by
 // flush(), which throws, and at destruction, which says on stderr how many lines were lost.
 // Thread safety: all members are thread-safe; lines of different threads never interleave.
-// Throws: logic_error for a null upstream or when no file name is given and GPUMEM_LOG_FILE is
-// unset; std::runtime_error when the file cannot be opened; whatever the upstream throws.
+// Throws: logic_error for a null upstream or when no file name is given and neither GPUMEM_LOG_FILE
+// nor RMM_LOG_FILE is set; std::runtime_error naming the file when it cannot be opened; whatever
+// the upstream throws.
 #pragma once
 
 #include <gpumem/detail/allocation_logger.hpp>
@@ -44,7 +45,8 @@ using log_sink_ptr = std::shared_ptr<std::ostream>;
 /// A sink writing to `os`, which the caller keeps alive longer than every adaptor using it.
 [[nodiscard]] log_sink_ptr make_ostream_sink(std::ostream& os);
 
-/// The value of GPUMEM_LOG_FILE. Throws logic_error when it is unset or empty.
+/// The value of GPUMEM_LOG_FILE, else of RMM_LOG_FILE. Throws logic_error when both are unset or
+/// empty.
 [[nodiscard]] std::string logging_default_filename();
 
 template <typename Upstream>
@@ -52,7 +54,7 @@ class logging_resource_adaptor
     : public device_memory_resource,
       public cuda::forward_property<logging_resource_adaptor<Upstream>, Upstream> {
  public:
-  /// Logs to `filename` (truncated), by default the value of GPUMEM_LOG_FILE.
+  /// Logs to `filename` (truncated), by default the value of GPUMEM_LOG_FILE (or RMM_LOG_FILE).
   logging_resource_adaptor(Upstream* upstream, std::string const& filename = get_default_filename(),
                            bool auto_flush = false)
       : logging_resource_adaptor{checked(upstream), {make_file_sink(filename)}, auto_flush}
@@ -111,7 +113,7 @@ class logging_resource_adaptor
   /// "Thread,Time,Action,Pointer,Size,Stream"
   [[nodiscard]] std::string header() const { return detail::allocation_logger::header(); }
 
-  /// The value of GPUMEM_LOG_FILE; throws logic_error when it is unset.
+  /// The value of GPUMEM_LOG_FILE, else RMM_LOG_FILE; throws logic_error when both are unset.
   [[nodiscard]] static std::string get_default_filename() { return logging_default_filename(); }
 
  private:

@@ -31,7 +31,7 @@ class owning_wrapper
 
   /// Builds Resource(upstream pointers..., args...).
   template <typename... Args>
-  explicit owning_wrapper(upstream_tuple upstreams, Args&&... args)
+  owning_wrapper(upstream_tuple upstreams, Args&&... args)
       : upstreams_{std::move(upstreams)},
         wrapped_{make_wrapped(std::index_sequence_for<Upstreams...>{}, std::forward<Args>(args)...)}
   {

@@ -26,15 +26,14 @@ class prefetch_resource_adaptor
       public cuda::forward_property<prefetch_resource_adaptor<Upstream>, Upstream> {
  public:
   /// `rt` is where prefetches go (default: the CUDA runtime; tests pass a host_runtime).
-  explicit prefetch_resource_adaptor(device_async_resource_ref upstream,
-                                     detail::runtime& rt = detail::cuda_runtime())
+  prefetch_resource_adaptor(device_async_resource_ref upstream,
+                            detail::runtime& rt = detail::cuda_runtime())
       : upstream_{upstream}, runtime_{&rt}
   {
   }
 
   /// Throws logic_error when `upstream` is null.
-  explicit prefetch_resource_adaptor(Upstream* upstream,
-                                     detail::runtime& rt = detail::cuda_runtime())
+  prefetch_resource_adaptor(Upstream* upstream, detail::runtime& rt = detail::cuda_runtime())
       : prefetch_resource_adaptor{to_device_async_resource_ref_checked(upstream), rt}
   {
   }

@@ -73,13 +73,13 @@ class statistics_resource_adaptor
     }
   };
 
-  explicit statistics_resource_adaptor(device_async_resource_ref upstream)
+  statistics_resource_adaptor(device_async_resource_ref upstream)
       : upstream_{upstream}, state_{std::make_unique<state>()}
   {
   }
 
   /// Throws logic_error when `upstream` is null.
-  explicit statistics_resource_adaptor(Upstream* upstream)
+  statistics_resource_adaptor(Upstream* upstream)
       : statistics_resource_adaptor{to_device_async_resource_ref_checked(upstream)}
   {
   }

@@ -24,10 +24,10 @@ class thread_safe_resource_adaptor
  public:
   using lock_t = std::lock_guard<std::mutex>;
 
-  explicit thread_safe_resource_adaptor(device_async_resource_ref upstream) : upstream_{upstream} {}
+  thread_safe_resource_adaptor(device_async_resource_ref upstream) : upstream_{upstream} {}
 
   /// Throws logic_error when `upstream` is null.
-  explicit thread_safe_resource_adaptor(Upstream* upstream)
+  thread_safe_resource_adaptor(Upstream* upstream)
       : upstream_{to_device_async_resource_ref_checked(upstream)}
   {
   }

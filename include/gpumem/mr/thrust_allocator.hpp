@@ -2,7 +2,8 @@
 //
 //   thrust::device_vector<int, thrust_allocator<int>> v(n, 0, thrust_allocator<int>{stream, mr});
 // Typed (allocates objects of T) and freely rebindable. It records the current device when
-// constructed: use it with a resource valid on that device, from that device. Defaults: the
+// constructed and makes that device current (for the call only) in allocate and deallocate, so it
+// may be used from any device with a resource valid on the recorded one. Defaults: the
 // current device's resource and the default stream. Requires Thrust (compile with nvcc).
 //
 // Thread safety: that of the resource. Throws: out_of_memory when num * sizeof(T) overflows;
@@ -12,6 +13,7 @@
 #include <gpumem/cuda_device_id.hpp>
 #include <gpumem/cuda_stream_view.hpp>
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/scoped_current_device.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/per_device_resource.hpp>
 #include <gpumem/resource_ref.hpp>
@@ -21,6 +23,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <optional>
 
 namespace gpumem::mr {
 
@@ -54,19 +57,25 @@ class thrust_allocator : public thrust::device_malloc_allocator<T> {
   {
   }
 
-  /// Storage for `num` objects of T on stream().
+  /// Storage for `num` objects of T on stream(), with device() current during the call.
   pointer allocate(size_type num)
   {
     GPUMEM_EXPECTS(num <= std::numeric_limits<std::size_t>::max() / sizeof(T), out_of_memory,
                    detail::format("thrust_allocator: cannot allocate ", num, " objects of ",
                                   sizeof(T), " bytes: size overflows"));
+    detail::scoped_current_device const on_device{device_.value()};
     return thrust::device_pointer_cast(
         static_cast<T*>(mr_.allocate_async(num * sizeof(T), CUDA_ALLOCATION_ALIGNMENT, stream_)));
   }
 
-  /// Frees storage from allocate(num).
+  /// Frees storage from allocate(num), with device() current during the call.
   void deallocate(pointer ptr, size_type num) noexcept
   {
+    std::optional<detail::scoped_current_device> on_device;
+    try {
+      on_device.emplace(device_.value());
+    } catch (...) {  // NOLINT(bugprone-empty-catch): free anyway; the resource reports misuse
+    }
     mr_.deallocate_async(thrust::raw_pointer_cast(ptr), num * sizeof(T), CUDA_ALLOCATION_ALIGNMENT,
                          stream_);
   }

@@ -2,13 +2,15 @@
 //
 // Keeps a map pointer -> allocation_info (size and, with `capture_stacks`, the call stack of the
 // allocation) and the sum of live bytes. get_outstanding_allocations_str() is the leak report:
-// one entry per live allocation naming its pointer and size, followed by its stack when captured;
-// log_outstanding_allocations() writes that report to a stream (default std::clog) when there is
-// anything outstanding. Allocations made before the adaptor existed are not tracked; freeing one
-// is forwarded upstream untracked (so is a double free: the upstream reports it). A live pointer
-// freed with a wrong size is reported, counted in bad_deallocations() and freed with the size it
-// was allocated with. A debug adaptor: every call takes a lock, stacks cost more.
-// Stack symbols of the executable need linking with -rdynamic.
+// one entry per live allocation naming its pointer and size, followed by its stack when captured.
+// log_outstanding_allocations() writes that report at debug level, when there is anything
+// outstanding: to the debug sink chosen with set_debug_sink(), and nowhere when none is set (as a
+// debug-level log is off by default); log_outstanding_allocations(os) writes it to `os`.
+// Allocations made before the adaptor existed are not tracked; freeing one is forwarded upstream
+// untracked (so is a double free: the upstream reports it). A live pointer freed with a wrong size
+// is reported, counted in bad_deallocations() and freed with the size it was allocated with. A
+// debug adaptor: every call takes a lock, stacks cost more. Stack symbols of the executable need
+// linking with -rdynamic.
 //
 // Invariant: allocated_bytes == sum of allocation_size over outstanding allocations.
 // Thread safety: all members are thread-safe (a shared_mutex guards the map).
@@ -54,14 +56,13 @@ class tracking_resource_adaptor
     }
   };
 
-  explicit tracking_resource_adaptor(device_async_resource_ref upstream,
-                                     bool capture_stacks = false)
+  tracking_resource_adaptor(device_async_resource_ref upstream, bool capture_stacks = false)
       : upstream_{upstream}, capture_stacks_{capture_stacks}, state_{std::make_unique<state>()}
   {
   }
 
   /// Throws logic_error when `upstream` is null.
-  explicit tracking_resource_adaptor(Upstream* upstream, bool capture_stacks = false)
+  tracking_resource_adaptor(Upstream* upstream, bool capture_stacks = false)
       : tracking_resource_adaptor{to_device_async_resource_ref_checked(upstream), capture_stacks}
   {
   }
@@ -110,8 +111,19 @@ class tracking_resource_adaptor
     return out.str();
   }
 
+  /// Where log_outstanding_allocations() writes; null (the default) turns it off. The stream
+  /// must outlive its use here.
+  void set_debug_sink(std::ostream* os) noexcept { state_->debug_sink.store(os); }
+  [[nodiscard]] std::ostream* get_debug_sink() const noexcept { return state_->debug_sink.load(); }
+
+  /// Writes the leak report to the debug sink, if one is set and any allocation is outstanding.
+  void log_outstanding_allocations() const
+  {
+    if (auto* os = get_debug_sink(); os != nullptr) { log_outstanding_allocations(*os); }
+  }
+
   /// Writes the leak report to `os` if any allocation is outstanding.
-  void log_outstanding_allocations(std::ostream& os = std::clog) const
+  void log_outstanding_allocations(std::ostream& os) const
   {
     if (get_outstanding_allocations_count() == 0) { return; }
     os << get_outstanding_allocations_str() << std::flush;
@@ -135,6 +147,7 @@ class tracking_resource_adaptor
     std::map<void*, allocation_info> allocations;
     std::atomic<std::size_t> allocated_bytes{0};
     std::atomic<std::uint64_t> bad_deallocations{0};
+    std::atomic<std::ostream*> debug_sink{nullptr};  ///< log_outstanding_allocations() target
   };
 
   [[nodiscard]] std::size_t get_outstanding_allocations_count() const
