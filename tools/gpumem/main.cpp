@@ -28,7 +28,7 @@ Usage:
       writes an HTML report (default folder ./gpumem-report). Without a GPU (or with --simulate)
       it runs on a simulated address space of CAPACITY (default 80GiB); on a GPU, device memory.
   gpumem replay TRACE... [--resource SPEC]... [options]   replay your traces
-  gpumem bench [--resource SPEC]... [--smoke] [--json]    the BENCHMARKS.md workloads
+  gpumem bench [--resource SPEC]... [--smoke] [--json]    allocation microbenchmarks
   gpumem info                                             what this machine's CUDA offers
   gpumem convert SNAPSHOT.pickle -o TRACE.csv             PyTorch memory snapshot -> trace
   gpumem synth OUT.csv [--events N]                       a synthetic trace of any length
@@ -71,7 +71,7 @@ Examples:
   gpumem replay a.csv b.csv -r arena --threads --csv > results.csv
 )";
 
-constexpr char const* bench_help = R"(gpumem bench — allocation microbenchmarks (BENCHMARKS.md)
+constexpr char const* bench_help = R"(gpumem bench — allocation microbenchmarks
 
 Usage: gpumem bench [--resource SPEC]... [--workload NAME]... [options]
 
