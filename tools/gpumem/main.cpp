@@ -6,6 +6,9 @@
 #include <gpumem/spec/resource_factory.hpp>
 #include <gpumem/trace/trace_event.hpp>
 
+#include <cuda/version>
+#include <cuda_runtime_api.h>
+
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -33,6 +36,7 @@ Usage:
   gpumem convert SNAPSHOT.pickle -o TRACE.csv             PyTorch memory snapshot -> trace
   gpumem synth OUT.csv [--events N]                       a synthetic trace of any length
   gpumem COMMAND --help                                   more about each command
+  gpumem --version                                        gpumem's version and its CCCL
 
 Examples:
   gpumem
@@ -336,6 +340,14 @@ int cmd_info(args& a)
   return run_info();
 }
 
+int print_version()
+{
+  std::cout << "gpumem " << GPUMEM_VERSION_STRING << " (CCCL " << CCCL_MAJOR_VERSION << '.'
+            << CCCL_MINOR_VERSION << '.' << CCCL_PATCH_VERSION << ", CUDA runtime "
+            << CUDART_VERSION / 1000 << '.' << CUDART_VERSION % 1000 / 10 << ")\n";
+  return 0;
+}
+
 int dispatch(std::vector<std::string> v)
 {
   std::string cmd;
@@ -343,6 +355,7 @@ int dispatch(std::vector<std::string> v)
     cmd = v[0];
     v.erase(v.begin());
   }
+  if (cmd.empty() && v.size() == 1 && v[0] == "--version") { return print_version(); }
   args a{cmd, std::move(v)};
   if (cmd.empty()) { return cmd_replay(a, true); }
   if (cmd == "replay") { return cmd_replay(a, false); }
