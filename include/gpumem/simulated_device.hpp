@@ -31,6 +31,9 @@ using simulated_device = detail::host_runtime;
 using simulated_device_options = detail::host_runtime_options;
 
 /// The real CUDA runtime of this process (the default runtime of every resource).
-[[nodiscard]] inline device_runtime& cuda_device() noexcept { return detail::cuda_runtime(); }
+[[nodiscard]] inline device_runtime& cuda_device() noexcept
+{
+  return detail::cuda_runtime();
+}
 
 }  // namespace gpumem

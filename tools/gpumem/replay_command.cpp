@@ -116,8 +116,8 @@ std::filesystem::path bundled_trace_dir()
   std::error_code ec;
   auto const self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (auto const& c : {self.parent_path() / "../share/gpumem/traces",
-                          self.parent_path() / "../traces"}) {
+    for (auto const& c :
+         {self.parent_path() / "../share/gpumem/traces", self.parent_path() / "../traces"}) {
       if (std::filesystem::is_directory(c, ec)) { return c; }
     }
   }

@@ -25,8 +25,8 @@ using failure_callback_t = std::function<bool(std::size_t, void*)>;
 template <typename Upstream, typename ExceptionType = out_of_memory>
 class failure_callback_resource_adaptor
     : public device_memory_resource,
-      public gpumem::detail::forward_properties<failure_callback_resource_adaptor<Upstream, ExceptionType>,
-                                    Upstream> {
+      public gpumem::detail::forward_properties<
+          failure_callback_resource_adaptor<Upstream, ExceptionType>, Upstream> {
  public:
   using exception_type = ExceptionType;
 
