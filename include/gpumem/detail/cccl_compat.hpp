@@ -139,13 +139,11 @@ void sync_deallocate(Ref&& ref, void* ptr, std::size_t bytes, std::size_t alignm
 /// gpumem's adaptors hold their upstream as a resource ref.
 template <class Derived, class Upstream>
 struct forward_properties {
+  // clang-format off
   template <class Property>
-  requires(!::cuda::property_with_value<Property> &&
-           ::cuda::has_property<Upstream,
-                                Property>) friend constexpr void get_property(Derived const&,
-                                                                              Property) noexcept
-  {
-  }
+    requires(!::cuda::property_with_value<Property> && ::cuda::has_property<Upstream, Property>)
+  friend constexpr void get_property(Derived const&, Property) noexcept {}
+  // clang-format on
 };
 
 }  // namespace gpumem::detail

@@ -51,13 +51,11 @@ class resource_pointer {
     return res_ == other.res_ || *res_ == *other.res_;
   }
 
+  // clang-format off
   template <class Property>
-  requires(!::cuda::property_with_value<Property> &&
-           ::cuda::has_property<
-               Resource, Property>) friend constexpr void get_property(resource_pointer const&,
-                                                                       Property) noexcept
-  {
-  }
+    requires(!::cuda::property_with_value<Property> && ::cuda::has_property<Resource, Property>)
+  friend constexpr void get_property(resource_pointer const&, Property) noexcept {}
+  // clang-format on
 
  private:
   Resource* res_;  // never null
@@ -69,21 +67,22 @@ struct pointer_resource_ref_tag {};
 /// properties, other than gpumem's refs themselves (which are copied instead).
 /// (The cheap checks come first: they keep the converting constructor from being examined for
 /// every type that meets a ref in an overload set.)
+// clang-format off
 template <class Base, class Resource>
-concept pointable_by = !std::is_base_of_v<pointer_resource_ref_tag, std::remove_cv_t<Resource>> &&
-                       requires(Resource & res, std::size_t n)
-{
-  res.allocate_sync(n, n);
-}
-&&std::is_constructible_v<Base, resource_pointer<Resource>>;
+concept pointable_by =
+    !std::is_base_of_v<pointer_resource_ref_tag, std::remove_cv_t<Resource>> &&
+    requires(Resource& res, std::size_t n) { res.allocate_sync(n, n); } &&
+    std::is_constructible_v<Base, resource_pointer<Resource>>;
+// clang-format on
 
 /// A non-owning ref: `Base` (an any_resource type) holding a resource_pointer.
 template <class Base>
 class pointer_resource_ref : public Base, private pointer_resource_ref_tag {
  public:
+  // clang-format off
   template <class Resource>
-  requires pointable_by<Base, Resource> pointer_resource_ref(
-      Resource& res)  // NOLINT: implicit, as cuda::mr::resource_ref's
+    requires pointable_by<Base, Resource>
+  pointer_resource_ref(Resource& res)  // NOLINT: implicit, as cuda::mr::resource_ref's
       : Base{resource_pointer<Resource>{res}}
   {
   }
@@ -91,11 +90,12 @@ class pointer_resource_ref : public Base, private pointer_resource_ref_tag {
   /// From another ref with at least these properties (and, for a synchronous ref, from a
   /// stream-ordered one).
   template <class OtherBase>
-  requires(!std::is_same_v<OtherBase, Base> && std::is_constructible_v<Base, OtherBase const&>)
-      pointer_resource_ref(pointer_resource_ref<OtherBase> const& other)  // NOLINT: implicit
+    requires(!std::is_same_v<OtherBase, Base> && std::is_constructible_v<Base, OtherBase const&>)
+  pointer_resource_ref(pointer_resource_ref<OtherBase> const& other)  // NOLINT: implicit
       : Base{static_cast<OtherBase const&>(other)}
   {
   }
+  // clang-format on
 
   // Copies only: a moved-from ref still refers to its resource (no move members declared).
   pointer_resource_ref(pointer_resource_ref const&)            = default;
