@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["replay", "tool_path", "ReplayError"]
+__all__ = ["replay", "bundled_traces", "tool_path", "ReplayError"]
 
 
 class ReplayError(RuntimeError):
@@ -26,6 +26,12 @@ def tool_path() -> Path:
             "gpumem-cuda wheel, or build the tool with CMake (target gpumem_cli)"
         )
     return path
+
+
+def bundled_traces() -> list[str]:
+    """The example traces that ship with the package (GPT-2 and ResNet-50 training runs)."""
+    folder = Path(__file__).resolve().parent / "traces"
+    return sorted(str(p) for p in folder.glob("*.csv"))
 
 
 def main() -> None:
@@ -62,7 +68,11 @@ def replay(
     A replay that runs out of memory is a result (its entry says so), not an error. Bad arguments,
     unreadable traces and unknown resources raise ``ReplayError`` with the tool's message.
     """
-    args = [str(tool_path()), "replay", *_as_list(traces)]
+    files = _as_list(traces) or bundled_traces()
+    if not files:
+        raise ReplayError("no bundled traces in this installation; give trace files: "
+                          "gpumem.replay('trace.csv')")
+    args = [str(tool_path()), "replay", *files]
     for spec in _as_list(resources):
         args += ["--resource", spec]
     if simulate is True:

@@ -56,6 +56,15 @@ def test_console_script_prints_the_version():
     assert out.stdout.startswith(f"gpumem {gpumem.__version__} (CCCL ")
 
 
+def test_replay_without_traces_uses_the_bundled_ones():
+    bundled = gpumem._cli.bundled_traces()
+    if not bundled:
+        pytest.skip("this installation has no bundled traces (not a wheel install)")
+    out = gpumem.replay(resources="pool", simulate=True)
+    assert [t["path"] for t in out["traces"]] == bundled
+    assert all(r["peak_held_bytes"] > 0 for t in out["traces"] for r in t["results"])
+
+
 def test_replay_errors_carry_the_tools_message(tmp_path):
     with pytest.raises(gpumem.ReplayError, match="unknown resource"):
         gpumem.replay(GOLDEN, "no_such_resource", simulate=True)
