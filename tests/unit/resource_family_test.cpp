@@ -167,23 +167,20 @@ TEST_F(family, AThrowingDeallocateCallbackIsReportedNotFatal)
   EXPECT_NE(testing::internal::GetCapturedStderr().find("callback refused"), std::string::npos);
 }
 
+/// One allocation through `ref`: stream-ordered for the _async_ aliases, synchronous otherwise
+/// (through the calls of detail/cccl_compat.hpp, which name them for the CCCL in use).
 template <typename Ref>
 void round_trip(Ref ref, bool async)
 {
-  void* p = nullptr;
-  if constexpr (requires {
-                  ref.allocate_async(std::size_t{1}, std::size_t{1},
-                                     cuda::stream_ref{cudaStream_t{}});
-                }) {
-    if (async) {
-      p = ref.allocate_async(1000, 256, cuda::stream_ref{cudaStream_t{}});
-      ref.deallocate_async(p, 1000, 256, cuda::stream_ref{cudaStream_t{}});
-      return;
-    }
+  if (async) {
+    void* p = gpumem::detail::async_allocate(ref, 1000, 256, cuda::stream_ref{cudaStream_t{}});
+    EXPECT_NE(p, nullptr);
+    gpumem::detail::async_deallocate(ref, p, 1000, 256, cuda::stream_ref{cudaStream_t{}});
+    return;
   }
-  p = ref.allocate(1000, 256);
+  void* p = gpumem::detail::sync_allocate(ref, 1000, 256);
   EXPECT_NE(p, nullptr);
-  ref.deallocate(p, 1000, 256);
+  gpumem::detail::sync_deallocate(ref, p, 1000, 256);
 }
 
 TEST_F(family, AllSixResourceRefAliasesAllocateAndFree)
