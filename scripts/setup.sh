@@ -5,7 +5,7 @@ set -euo pipefail
 
 need=()
 for pkg in cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv \
-           clang-14 libclang-rt-14-dev; do  # clang + libFuzzer: the fuzzers
+           clang-14 libclang-rt-14-dev pkg-config; do  # clang + libFuzzer: fuzzers; pkg-config: consumers
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

@@ -2,11 +2,16 @@
 # The whole test suite, from a fresh clone: installs what is missing, then
 #   1. release build: every test (GPU tests skip with a reason where there is no GPU),
 #      benchmark smoke runs, tool CLI tests;
-#   2. install + an out-of-tree consumer that does find_package(gpumem);
+#   2. consumers: the install moved to another folder and used through find_package (the README's
+#      C++ quick start, checked to be the README's text, and examples/consumer) and pkg-config;
+#      gpumem as a FetchContent subproject built as a shared library;
 #   3. ASan+UBSan build: the CPU tests;
 #   4. TSan build: the CPU tests (threads, registry, stress);
 #   5. libFuzzer (clang, ASan+UBSan): each fuzzer 25 s from its seed corpus;
-#   6. the Python package (pip install . + pytest), when python/ exists.
+#   6. newest CCCL: the CPU tests again, built against the newest CCCL headers from PyPI
+#      (nvidia-cuda-cccl, header-only, in a virtual environment), so that an interface change
+#      upstream turns this red before it reaches a user's build;
+#   7. the Python package (pip install . + pytest), when python/ exists.
 # Ends with one line "gpumem tests: N passed, N failed, N skipped"; exits non-zero on any failure.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,15 +56,54 @@ stage() {
 cfg="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$root/build-test/prefix"
 stage release "$root/build-test"
 
-echo "== consumer (find_package from an install prefix)" >&2
-if cmake --install "$root/build-test" >"$logs/install.log" 2>&1 &&
-   cmake -S "$root/examples/consumer" -B "$root/build-test/consumer" -G Ninja \
-     -DCMAKE_PREFIX_PATH="$root/build-test/prefix" >"$logs/consumer.log" 2>&1 &&
-   cmake --build "$root/build-test/consumer" >>"$logs/consumer.log" 2>&1 &&
-   "$root/build-test/consumer/gpumem_consumer" >>"$logs/consumer.log" 2>&1; then
-  passed=$((passed + 1)); tail -1 "$logs/consumer.log" >&2
+# readme_block <name>: the code block after the line "<!-- name -->" in README.md.
+readme_block() {
+  awk -v mark="<!-- $1 -->" '$0 == mark { on = 1; next }
+    on && /^```/ { if (inside) exit; inside = 1; next }
+    on && inside { print }' "$root/README.md"
+}
+
+# consumers: every way of using gpumem from another project, each built and run.
+consumers() {
+  local prefix="$root/build-test/prefix" moved="$root/build-test/moved-prefix"
+  local out="$root/build-test/consumers"
+  rm -rf "$moved" "$out" && mkdir -p "$out" || return 1
+  cmake --install "$root/build-test" && mv "$prefix" "$moved" || return 1
+  echo "-- the README's C++ quick start is examples/quickstart"
+  diff <(readme_block quickstart-cpp) "$root/examples/quickstart/main.cpp" &&
+    diff <(readme_block quickstart-cmake) "$root/examples/quickstart/CMakeLists.txt" || return 1
+  echo "-- quick start and consumer through find_package from a moved install prefix"
+  for ex in quickstart consumer; do
+    cmake -S "$root/examples/$ex" -B "$out/$ex" -G Ninja -DCMAKE_PREFIX_PATH="$moved" &&
+      cmake --build "$out/$ex" || return 1
+  done
+  "$out/quickstart/quickstart" && "$out/consumer/gpumem_consumer" || return 1
+  local config pcdir
+  config=$(dirname "$(find "$moved" -name gpumem-config.cmake -print -quit)")
+  local cuda_home cuda_real
+  cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
+  cuda_real=$(cd "$cuda_home" && pwd -P)
+  if grep -rnF -e "$root" -e "$cuda_home" -e "$cuda_real" "$config"; then
+    echo "the CMake package names a folder of this machine (above)"; return 1
+  fi
+  echo "-- consumer through pkg-config"
+  pcdir=$(dirname "$(find "$moved" -name gpumem.pc -print -quit)")
+  PKG_CONFIG_PATH="$pcdir" pkg-config --exists gpumem &&
+    c++ "$root/examples/consumer/main.cpp" -o "$out/pkgconfig_consumer" \
+      $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs gpumem) &&
+    "$out/pkgconfig_consumer" || return 1
+  echo "-- FetchContent subproject, shared library"
+  cmake -S "$root/examples/subproject" -B "$out/subproject" -G Ninja -DGPUMEM_SOURCE_DIR="$root" \
+    -DGPUMEM_BUILD_SHARED=ON -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build "$out/subproject" -- -j"$jobs" &&
+    ldd "$out/subproject/gpumem_subproject" | grep -q 'libgpumem\.so' &&
+    "$out/subproject/gpumem_subproject"
+}
+echo "== consumers (moved install prefix, README quick start, pkg-config, FetchContent shared)" >&2
+if consumers >"$logs/consumers.log" 2>&1; then
+  passed=$((passed + 1)); grep -E '^(gpumem consumer|peak )' "$logs/consumers.log" >&2
 else
-  failed=$((failed + 1)); stage_failed+=(consumer); tail -20 "$logs/consumer.log" >&2
+  failed=$((failed + 1)); stage_failed+=(consumers); tail -30 "$logs/consumers.log" >&2
 fi
 
 san="-DCMAKE_BUILD_TYPE=Debug -DGPUMEM_BUILD_CUDA_TESTS=OFF -DGPUMEM_BUILD_BENCHMARKS=OFF -DGPUMEM_BUILD_TOOLS=OFF"
@@ -70,6 +114,27 @@ TSAN_OPTIONS=halt_on_error=1 stage tsan "$root/build-tsan" -L cpu
 
 cfg="$san -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_SANITIZE=address -DGPUMEM_BUILD_FUZZERS=ON -DCMAKE_CXX_COMPILER=clang++-14"
 ASAN_OPTIONS=detect_leaks=1 stage fuzz "$root/build-fuzz" -L fuzz
+
+# newest_cccl_include: installs the newest nvidia-cuda-cccl into a virtual environment and prints
+# the folder that holds its cuda/ headers.
+newest_cccl_include() {
+  local venv="$root/build-cccl-newest/venv" header
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv" || return 1
+  "$venv/bin/pip" install -q --upgrade nvidia-cuda-cccl >&2 || return 1
+  header=$(find "$venv" -path '*/include/cccl/cuda/memory_resource' -print -quit)
+  [ -n "$header" ] || return 1
+  dirname "$(dirname "$header")"
+}
+if cccl_include=$(newest_cccl_include 2>"$logs/cccl-newest.pip.log"); then
+  echo "   CCCL $(sed -nE 's/^#define CCCL_VERSION ([0-9]+).*/\1/p' \
+    "$cccl_include/cuda/std/__cccl/version.h") from $cccl_include" >&2
+  cfg="$san -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DGPUMEM_CCCL_INCLUDE_DIR=$cccl_include"
+  stage cccl-newest "$root/build-cccl-newest" -L cpu
+else
+  echo "== cccl-newest: could not install nvidia-cuda-cccl from PyPI" >&2
+  tail -5 "$logs/cccl-newest.pip.log" >&2
+  failed=$((failed + 1)); stage_failed+=(cccl-newest)
+fi
 
 if [ -f "$root/pyproject.toml" ] && [ -x "$root/scripts/test_python.sh" ]; then
   echo "== python" >&2

@@ -3,12 +3,25 @@
 #include <gpumem/error.hpp>
 
 #include <cstdio>
+#include <string_view>
 
 namespace gpumem::detail {
 
+std::string_view source_name(std::string_view file) noexcept
+{
+  if (auto const at = file.rfind("/include/"); at != std::string_view::npos) {
+    return file.substr(at + std::string_view{"/include/"}.size());
+  }
+  if (auto const at = file.rfind("/src/"); at != std::string_view::npos) {
+    return file.substr(at + 1);
+  }
+  auto const slash = file.rfind('/');
+  return slash == std::string_view::npos ? file : file.substr(slash + 1);
+}
+
 std::string site_message(char const* file, int line, std::string const& msg)
 {
-  return format("gpumem failure at ", file, ":", line, ": ", msg);
+  return format("gpumem failure at ", source_name(file), ":", line, ": ", msg);
 }
 
 std::string cuda_message(char const* file, int line, char const* call, cudaError_t s)

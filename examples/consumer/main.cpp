@@ -1,13 +1,12 @@
-// Uses an installed gpumem: a resource over the host stand-in (runs without a GPU), and the
-// per-device registry.
-#include <gpumem/detail/host_runtime.hpp>
+// Uses an installed gpumem: a resource over a simulated GPU (runs without a GPU), and the
+// per-device registry. CI builds it through find_package, pkg-config and FetchContent.
 #include <gpumem/gpumem.hpp>
 
 #include <cstdio>
 
 int main()
 {
-  gpumem::detail::host_runtime sim;
+  gpumem::simulated_device sim;
   gpumem::mr::cuda_memory_resource mr{sim};
   void* p = mr.allocate(1 << 20);
   mr.deallocate(p, 1 << 20);

@@ -16,6 +16,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace gpumem {
 
@@ -54,7 +55,10 @@ class cuda_error : public std::runtime_error {
 };
 
 namespace detail {
-/// "file:line: msg" — the call site prefix used by every GPUMEM_ macro.
+/// `file` without the folder the project was built in: "gpumem/mr/pool_memory_resource.hpp",
+/// "src/error.cpp" (a file outside include/ and src/: its name alone).
+[[nodiscard]] std::string_view source_name(std::string_view file) noexcept;
+/// "file:line: msg" — the call site prefix used by every GPUMEM_ macro (file as source_name).
 [[nodiscard]] std::string site_message(char const* file, int line, std::string const& msg);
 /// Builds the message of a failed CUDA call: site, call text, error name and string.
 [[nodiscard]] std::string cuda_message(char const* file, int line, char const* call, cudaError_t s);

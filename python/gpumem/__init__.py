@@ -10,7 +10,8 @@ The C++ library's resources under Python names (``PoolMemoryResource`` is
 * ``from_spec("pool:initial=1GiB>cuda_async")`` builds a stack from the command-line tool's spec;
 * ``HostRuntime``: a host stand-in for CUDA, so resources run (and are tested) with no GPU;
 * ``DeviceBuffer``: memory owned by a Python object;
-* ``gpumem.torch`` and ``gpumem.cupy``: drop-in allocators for PyTorch and CuPy.
+* ``gpumem.torch`` and ``gpumem.cupy``: drop-in allocators for PyTorch and CuPy;
+* ``replay(traces, resources)``: the ``gpumem replay`` command's results (its JSON) as a dict.
 
 Errors: ``OutOfMemoryError`` (a ``MemoryError``) carries the C++ message: how much was asked,
 how much is free and how fragmented the resource is.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import threading as _threading
 
 from . import _gpumem
+from ._cli import ReplayError, replay
 from ._gpumem import *  # noqa: F401,F403  (the bound classes and functions)
 from ._gpumem import (
     BadAlloc,
@@ -145,11 +147,51 @@ DeviceMemoryResource.runtime = property(_runtime_property)
 DeviceMemoryResource.upstream = property(_upstream_property)
 
 
+def _param_names(cpp_init) -> list[str]:
+    """The parameter names of a bound constructor, from the signature pybind11 documents."""
+    import re
+
+    first = (cpp_init.__doc__ or "").split("\n", 1)[0]
+    inside = first[first.find("(") + 1 : first.rfind(")")]
+    return [m.group(1) for m in re.finditer(r"(?:^|, )(\w+):", inside)][1:]  # without self
+
+
+def _remember_config(self, names: list[str], args: tuple, kwargs: dict) -> None:
+    """Keeps the arguments a resource was made with, by name, for repr()."""
+    config = {(names[i] if i < len(names) else f"arg{i}"): a for i, a in enumerate(args)}
+    config.update(kwargs)
+    if config.get("runtime") is None:
+        config.pop("runtime", None)
+    self._config = config
+
+
+def _resource_repr(self) -> str:
+    config = getattr(self, "_config", None)
+    if config is None:
+        spec = getattr(self, "spec", None)
+        if spec is None:
+            return _cpp_repr(self)
+        config = {"spec": spec}
+    inner = ", ".join(f"{k}={v!r}" for k, v in config.items())
+    return f"{type(self).__name__}({inner})"
+
+
+def _host_runtime_repr(self) -> str:
+    return f"HostRuntime(capacity_bytes={self.capacity_bytes}, backed={self.backed})"
+
+
+_cpp_repr = DeviceMemoryResource.__repr__
+DeviceMemoryResource.__repr__ = _resource_repr
+HostRuntime.__repr__ = _host_runtime_repr
+
+
 def _wrap_leaf(cls):
     cpp_init = cls.__init__
+    names = _param_names(cpp_init)
 
     def __init__(self, *args, **kwargs):
         cpp_init(self, *args, **kwargs)
+        _remember_config(self, names, args, kwargs)
         self._runtime = kwargs.get("runtime", args[-1] if args else None)
         if not isinstance(self._runtime, Runtime):
             self._runtime = None
@@ -160,8 +202,10 @@ def _wrap_leaf(cls):
 
 def _wrap_over_upstream(cls, takes_runtime: bool):
     cpp_init = cls.__init__
+    names = _param_names(cpp_init)
 
     def __init__(self, *args, **kwargs):
+        _remember_config(self, names, args, dict(kwargs))
         upstream = args[0] if args else kwargs.get("upstream")
         if takes_runtime and kwargs.get("runtime") is None and isinstance(
             upstream, DeviceMemoryResource

@@ -49,6 +49,16 @@ class HostRuntime(Runtime):
 
 def cuda_runtime() -> Runtime: ...
 
+class ReplayError(RuntimeError): ...
+
+def replay(
+    traces: Union[str, Any, None] = None,
+    resources: Union[str, Any, None] = None,
+    *,
+    simulate: Union[bool, int, str] = False,
+    threads: bool = False,
+) -> dict[str, Any]: ...
+
 class DeviceMemoryResource:
     def allocate(self, nbytes: int, stream: Stream = None) -> int: ...
     def allocate_aligned(self, nbytes: int, alignment: int, stream: Stream = None) -> int: ...

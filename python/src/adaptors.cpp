@@ -3,6 +3,7 @@
 // Each binds the C++ adaptor over the polymorphic upstream; the upstream's Python object is kept
 // alive by the adaptor's.
 #include "bindings.hpp"
+#include "byte_size.hpp"
 
 #include <pybind11/stl.h>
 
@@ -134,7 +135,7 @@ void bind_limiting(py::module_& m)
 Lets at most ``allocation_limit`` bytes be allocated through it at once (each allocation charged
 rounded up to ``alignment``); beyond it, allocate raises OutOfMemoryError naming the limit.
 )doc")
-      .def(py::init([](py::handle upstream, std::size_t limit, std::size_t alignment) {
+      .def(py::init([](py::handle upstream, byte_size limit, std::size_t alignment) {
              return std::make_shared<R>(upstream_ref(upstream), limit, alignment);
            }),
            py::arg("upstream"), py::arg("allocation_limit"),
@@ -150,7 +151,7 @@ void bind_aligned(py::module_& m)
 Aligns allocations of at least ``alignment_threshold`` bytes to ``alignment`` (a power of two,
 may exceed 256) by over-allocating from ``upstream``.
 )doc")
-      .def(py::init([](py::handle upstream, std::size_t alignment, std::size_t threshold) {
+      .def(py::init([](py::handle upstream, std::size_t alignment, byte_size threshold) {
              return std::make_shared<R>(upstream_ref(upstream), alignment, threshold);
            }),
            py::arg("upstream"), py::arg("alignment") = CUDA_ALLOCATION_ALIGNMENT,

@@ -1,6 +1,7 @@
 // python/src/base.cpp — DeviceMemoryResource (the base every resource derives from) and
 // DeviceBuffer (memory owned by a Python object, freed on its stream when the object dies).
 #include "bindings.hpp"
+#include "byte_size.hpp"
 
 #include <gpumem/mr/per_device_resource.hpp>
 
@@ -128,7 +129,7 @@ Device memory from a gpumem resource, owned by this object: freed on its stream 
 garbage-collected (or at ``release()``). ``resource=None`` takes the current device's resource.
 Exposes ``__cuda_array_interface__`` (bytes), so ``cupy.asarray(buf)`` views it without a copy.
 )doc")
-      .def(py::init([](std::size_t size, py::handle stream, py::object resource) {
+      .def(py::init([](byte_size size, py::handle stream, py::object resource) {
              if (resource.is_none()) {
                resource = py::module_::import("gpumem").attr("get_current_device_resource")();
              }

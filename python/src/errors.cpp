@@ -3,12 +3,36 @@
 //   gpumem::out_of_memory  -> gpumem.OutOfMemoryError (BadAlloc, so also MemoryError)
 //   gpumem::logic_error    -> gpumem.LogicError (ValueError)
 //   gpumem::cuda_error     -> gpumem.CudaError (RuntimeError)
-// The Python message is the C++ what(): the request, the free memory, the resource.
+// The Python message is the C++ what(): the request, the free memory, the resource. A CUDA error
+// that means "no GPU here" also says how to run without one.
 #include "bindings.hpp"
 
 #include <gpumem/error.hpp>
 
+#include <exception>
+#include <string>
+
 namespace gpumem::python {
+namespace {
+
+PyObject* cuda_error_type = nullptr;  // gpumem.CudaError, set once by bind_errors
+
+/// The message of `e`, plus what to do when the error means that no usable GPU is there.
+std::string with_no_gpu_hint(gpumem::cuda_error const& e)
+{
+  std::string msg = e.what();
+  auto const s    = e.status();
+  if (s == cudaErrorNoDevice || s == cudaErrorInsufficientDriver ||
+      s == cudaErrorInitializationError) {
+    msg +=
+        " -- no usable CUDA GPU here: to run without one, pass runtime=gpumem.HostRuntime() "
+        "(a simulated device) to the leaf resource, e.g. "
+        "gpumem.CudaMemoryResource(gpumem.HostRuntime())";
+  }
+  return msg;
+}
+
+}  // namespace
 
 void bind_errors(py::module_& m)
 {
@@ -17,7 +41,15 @@ void bind_errors(py::module_& m)
       py::register_exception<gpumem::bad_alloc>(m, "BadAlloc", PyExc_MemoryError);
   py::register_exception<gpumem::out_of_memory>(m, "OutOfMemoryError", bad_alloc_type);
   py::register_exception<gpumem::logic_error>(m, "LogicError", PyExc_ValueError);
-  py::register_exception<gpumem::cuda_error>(m, "CudaError", PyExc_RuntimeError);
+  cuda_error_type =
+      py::register_exception<gpumem::cuda_error>(m, "CudaError", PyExc_RuntimeError).ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) { std::rethrow_exception(p); }
+    } catch (gpumem::cuda_error const& e) {
+      PyErr_SetString(cuda_error_type, with_no_gpu_hint(e).c_str());
+    }
+  });
   m.attr("BadAlloc").attr("__doc__") =
       "An allocation could not be satisfied (gpumem::bad_alloc). Subclass of MemoryError.";
   m.attr("OutOfMemoryError").attr("__doc__") =

@@ -1,5 +1,6 @@
 // python/src/leaf.cpp — leaf device resources: memory straight from the runtime.
 #include "bindings.hpp"
+#include "byte_size.hpp"
 
 #include <gpumem/mr/callback_memory_resource.hpp>
 #include <gpumem/mr/cuda_memory_resource.hpp>
@@ -92,7 +93,7 @@ current device cannot access pageable memory. Deallocation synchronizes the stre
 System memory that keeps ``headroom`` bytes of the GPU free: the part of each allocation that fits
 in free GPU memory minus the headroom prefers the GPU, the rest prefers the host.
 )doc")
-      .def(py::init([](std::size_t headroom, py::handle rt) {
+      .def(py::init([](byte_size headroom, py::handle rt) {
              return std::make_shared<mr::sam_headroom_memory_resource>(headroom, to_runtime(rt));
            }),
            py::arg("headroom"), py::arg("runtime") = py::none(), py::keep_alive<1, 3>())

@@ -3,6 +3,7 @@
 // (e.g. pool_memory_resource<device_memory_resource>). Keyword `runtime`: what the resource uses
 // for events and synchronization; gpumem's Python layer passes the upstream's runtime by default.
 #include "bindings.hpp"
+#include "byte_size.hpp"
 
 #include <pybind11/stl.h>
 
@@ -67,13 +68,14 @@ stream and reaches another stream only after that stream is ordered after the fr
 Thread-safe. Memory returns upstream when the pool is destroyed. Out of memory raises
 OutOfMemoryError naming the request, the pool size and maximum, and the largest free block.
 )doc");
-  c.def(py::init([](py::handle upstream, py::object initial, std::optional<std::size_t> maximum,
-                    py::handle runtime) {
+  c.def(py::init([](py::handle upstream, std::optional<byte_size> initial,
+                    std::optional<byte_size> maximum, py::handle runtime) {
           auto& rt = to_runtime(runtime);
           std::size_t const initial_bytes =
-              initial.is_none() ? (rt.memory_info().free_bytes / 2) & ~std::size_t{255}
-                                : initial.cast<std::size_t>();
-          return std::make_shared<R>(upstream_ref(upstream), initial_bytes, maximum, rt);
+              initial ? initial->bytes : (rt.memory_info().free_bytes / 2) & ~std::size_t{255};
+          std::optional<std::size_t> const maximum_bytes =
+              maximum ? std::optional<std::size_t>{maximum->bytes} : std::nullopt;
+          return std::make_shared<R>(upstream_ref(upstream), initial_bytes, maximum_bytes, rt);
         }),
         py::arg("upstream"), py::arg("initial_pool_size") = py::none(),
         py::arg("maximum_pool_size") = py::none(), py::kw_only(), py::arg("runtime") = py::none(),
@@ -142,11 +144,11 @@ Blocks of one size (``block_size``, default 1 MiB) carved from chunks of
 ``blocks_to_preallocate`` (default 128) blocks taken from ``upstream``. A request larger than
 the block size raises; smaller requests take a whole block. Stream-ordered like the pool.
 )doc");
-  c.def(py::init([](py::handle upstream, std::size_t block_size, std::size_t blocks,
-                    py::handle runtime) {
-          return std::make_shared<R>(upstream_ref(upstream), block_size, blocks,
-                                     to_runtime(runtime));
-        }),
+  c.def(py::init(
+            [](py::handle upstream, byte_size block_size, std::size_t blocks, py::handle runtime) {
+              return std::make_shared<R>(upstream_ref(upstream), block_size, blocks,
+                                         to_runtime(runtime));
+            }),
         py::arg("upstream"), py::arg("block_size") = R::default_block_size,
         py::arg("blocks_to_preallocate") = R::default_blocks_to_preallocate, py::kw_only(),
         py::arg("runtime") = py::none(), py::keep_alive<1, 2>(), py::keep_alive<1, 5>())
@@ -163,10 +165,11 @@ per-thread and per-stream arenas of superblocks: address-ordered first fit, coal
 contention between threads. ``dump_log_on_failure`` writes the arenas' state when an allocation
 fails. ``defragment()`` synchronizes and returns empty superblocks to the global arena.
 )doc")
-      .def(py::init([](py::handle upstream, std::optional<std::size_t> arena_size, bool dump,
+      .def(py::init([](py::handle upstream, std::optional<byte_size> arena_size, bool dump,
                        py::handle runtime) {
-             return std::make_shared<R>(upstream_ref(upstream), arena_size, dump,
-                                        to_runtime(runtime));
+             std::optional<std::size_t> const bytes =
+                 arena_size ? std::optional<std::size_t>{arena_size->bytes} : std::nullopt;
+             return std::make_shared<R>(upstream_ref(upstream), bytes, dump, to_runtime(runtime));
            }),
            py::arg("upstream"), py::arg("arena_size") = py::none(),
            py::arg("dump_log_on_failure") = false, py::kw_only(), py::arg("runtime") = py::none(),

@@ -10,13 +10,15 @@ namespace gpumem::mr {
 void* caching_memory_resource::upstream_source::allocate(int, std::size_t bytes,
                                                          cudaStream_t stream)
 {
-  return upstream.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, ::cuda::stream_ref{stream});
+  return gpumem::detail::async_allocate(upstream, bytes, CUDA_ALLOCATION_ALIGNMENT,
+                                        ::cuda::stream_ref{stream});
 }
 
 void caching_memory_resource::upstream_source::free(int, void* ptr, std::size_t bytes,
                                                     cudaStream_t stream) noexcept
 {
-  upstream.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, ::cuda::stream_ref{stream});
+  gpumem::detail::async_deallocate(upstream, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT,
+                                   ::cuda::stream_ref{stream});
 }
 
 caching_memory_resource::caching_memory_resource(device_async_resource_ref upstream,

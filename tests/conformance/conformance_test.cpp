@@ -66,9 +66,9 @@ TYPED_TEST_P(conformance, HonoursAlignmentsAbove256)
     }
   }
   device_async_resource_ref ref{this->mr()};
-  void* r = ref.allocate_async(700, 2048, ::cuda::stream_ref{cudaStream_t{}});
+  void* r = gpumem::detail::async_allocate(ref, 700, 2048, ::cuda::stream_ref{cudaStream_t{}});
   EXPECT_TRUE(is_pointer_aligned(r, 2048));
-  ref.deallocate_async(r, 700, 2048, ::cuda::stream_ref{cudaStream_t{}});
+  gpumem::detail::async_deallocate(ref, r, 700, 2048, ::cuda::stream_ref{cudaStream_t{}});
   EXPECT_EQ(detail::over_aligned_live_count(), live_before);
 }
 
@@ -94,11 +94,28 @@ TYPED_TEST_P(conformance, EqualityAndResourceRef)
   EXPECT_FALSE(this->mr() != this->mr());
   EXPECT_TRUE(this->mr().is_equal(this->mr()));
   device_async_resource_ref ref{this->mr()};
-  void* p = ref.allocate_async(512, 256, ::cuda::stream_ref{cudaStream_t{}});
+  void* p = gpumem::detail::async_allocate(ref, 512, 256, ::cuda::stream_ref{cudaStream_t{}});
   EXPECT_NE(p, nullptr);
-  ref.deallocate_async(p, 512, 256, ::cuda::stream_ref{cudaStream_t{}});
+  gpumem::detail::async_deallocate(ref, p, 512, 256, ::cuda::stream_ref{cudaStream_t{}});
   auto checked = to_device_async_resource_ref_checked(&this->mr());
   EXPECT_TRUE(checked == ref);
+}
+
+// The member names of CCCL 3.1 and newer (stream first; _sync), present on every CCCL version.
+TYPED_TEST_P(conformance, CcclMemberNamesAllocateAlignedAndCheckAlignment)
+{
+  live_set live{this->be().host_accessible()};
+  void* p = this->mr().allocate(::cuda::stream_ref{cudaStream_t{}}, 1000, 128);
+  EXPECT_TRUE(is_pointer_aligned(p, 128));
+  live.add(p, 1000, 3);
+  void* q = this->mr().allocate_sync(300, 64);
+  EXPECT_TRUE(is_pointer_aligned(q, 64));
+  live.add(q, 300, 4);
+  this->mr().deallocate(::cuda::stream_ref{cudaStream_t{}}, p, live.remove(p), 128);
+  this->mr().deallocate_sync(q, live.remove(q), 64);
+  EXPECT_THROW((void)this->mr().allocate_sync(100, 3), gpumem::logic_error);
+  EXPECT_THROW((void)this->mr().allocate(::cuda::stream_ref{cudaStream_t{}}, 100, 3),
+               gpumem::logic_error);
 }
 
 TYPED_TEST_P(conformance, AbsurdSizesThrowBadAllocAndLeaveResourceUsable)
@@ -223,6 +240,7 @@ REGISTER_TYPED_TEST_SUITE_P(conformance, AllocatesManySizesAlignedAndDisjoint,
                             ZeroBytesIsNullAndFreeingNullIsANoOp,
                             HonoursAlignmentAndRejectsBadAlignment, HonoursAlignmentsAbove256,
                             AsyncFormsWithoutAlignment, EqualityAndResourceRef,
+                            CcclMemberNamesAllocateAlignedAndCheckAlignment,
                             AbsurdSizesThrowBadAllocAndLeaveResourceUsable,
                             DeallocatesOnAnotherThread, AllocatesAndFreesOnOtherStreams,
                             FreedMemoryReachesAnotherStreamOnlyInOrder,

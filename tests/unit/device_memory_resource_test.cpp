@@ -70,8 +70,8 @@ class noexcept_form_resource final : public device_memory_resource {
 
 static_assert(noexcept(std::declval<seed_form_resource&>().deallocate(nullptr, 0)),
               "deallocate stays noexcept whatever form do_deallocate has");
-static_assert(cuda::mr::async_resource_with<seed_form_resource, cuda::mr::device_accessible>);
-static_assert(cuda::mr::async_resource_with<noexcept_form_resource, cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<seed_form_resource, cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<noexcept_form_resource, cuda::mr::device_accessible>);
 
 TEST(device_memory_resource, both_deallocate_forms_compile_and_free)
 {

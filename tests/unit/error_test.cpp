@@ -32,6 +32,17 @@ TEST(errors, expects_throws_the_given_type_with_the_call_site_and_message)
   EXPECT_THROW(GPUMEM_FAIL(bad_alloc, "always"), bad_alloc);
 }
 
+TEST(errors, messages_name_sources_without_the_build_folder)
+{
+  EXPECT_EQ(detail::source_name("/home/ci/gpumem/include/gpumem/mr/pool_memory_resource.hpp"),
+            "gpumem/mr/pool_memory_resource.hpp");
+  EXPECT_EQ(detail::source_name("/build/x/src/mr/caching_memory_resource.cpp"),
+            "src/mr/caching_memory_resource.cpp");
+  EXPECT_EQ(detail::source_name("/opt/tools/gpumem/main.cpp"), "main.cpp");
+  EXPECT_EQ(detail::source_name("error_test.cpp"), "error_test.cpp");
+  EXPECT_EQ(detail::site_message(__FILE__, 7, "m"), "gpumem failure at error_test.cpp:7: m");
+}
+
 TEST(errors, cuda_try_maps_allocation_failure_to_out_of_memory_and_keeps_status)
 {
   EXPECT_THROW(GPUMEM_CUDA_TRY(cudaErrorMemoryAllocation), out_of_memory);

@@ -27,8 +27,8 @@ TEST_F(failure_callback_test, SeedRetryOnceExample)
   failure_callback_adaptor mr{device_async_resource_ref{base}, failure_handler, &retried};
   auto const previous = mr::set_current_device_resource_ref(mr);
   rt.fail_next_allocations(1);  // the first try fails, the retry succeeds
-  void* p = mr::get_current_device_resource_ref().allocate_async(512, 256,
-                                                                 cuda::stream_ref{cudaStream_t{}});
+  void* p = gpumem::detail::async_allocate(mr::get_current_device_resource_ref(), 512, 256,
+                                           cuda::stream_ref{cudaStream_t{}});
   EXPECT_TRUE(retried);
   mr.deallocate(p, 512);
   rt.fail_next_allocations(2);  // already retried once: the second failure is rethrown

@@ -100,10 +100,10 @@ TEST(owning_wrapper_test, SingleUpstreamFormForwardsArguments)
 TEST(owning_wrapper_test, PropertiesComeFromTheWrappedResource)
 {
   using managed_stats = mr::statistics_resource_adaptor<mr::managed_memory_resource>;
-  static_assert(
-      cuda::mr::async_resource_with<mr::owning_wrapper<managed_stats, mr::managed_memory_resource>,
-                                    cuda::mr::device_accessible, cuda::mr::host_accessible>);
-  static_assert(!cuda::mr::async_resource_with<
+  static_assert(gpumem::detail::async_resource_with<
+                mr::owning_wrapper<managed_stats, mr::managed_memory_resource>,
+                cuda::mr::device_accessible, cuda::mr::host_accessible>);
+  static_assert(!gpumem::detail::async_resource_with<
                 mr::owning_wrapper<mr::statistics_resource_adaptor<mr::cuda_memory_resource>,
                                    mr::cuda_memory_resource>,
                 cuda::mr::host_accessible>);

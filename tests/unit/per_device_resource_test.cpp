@@ -75,11 +75,11 @@ TEST(per_device_resource, ref_family_sets_and_resets)
   auto const previous    = set_current_device_resource_ref(device_async_resource_ref{mine});
   EXPECT_TRUE(previous == initial_ref);
   EXPECT_TRUE(get_current_device_resource_ref() == device_async_resource_ref{mine});
-  void* p =
-      get_current_device_resource_ref().allocate_async(1024, 256, cuda::stream_ref{cudaStream_t{}});
+  void* p = gpumem::detail::async_allocate(get_current_device_resource_ref(), 1024, 256,
+                                           cuda::stream_ref{cudaStream_t{}});
   EXPECT_EQ(rt.live_allocations(), 1u);
-  get_current_device_resource_ref().deallocate_async(p, 1024, 256,
-                                                     cuda::stream_ref{cudaStream_t{}});
+  gpumem::detail::async_deallocate(get_current_device_resource_ref(), p, 1024, 256,
+                                   cuda::stream_ref{cudaStream_t{}});
   EXPECT_TRUE(reset_current_device_resource_ref() == device_async_resource_ref{mine});
   EXPECT_TRUE(get_current_device_resource_ref() == initial_ref);
   set_per_device_resource_ref(cuda_device_id{0}, device_async_resource_ref{mine});

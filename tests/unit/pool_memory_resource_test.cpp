@@ -191,10 +191,10 @@ TEST_F(pool_test, HitPathMakesNoRuntimeCall)
 // Properties of the upstream are forwarded (seed: forward_property): a pool of managed memory is
 // host-accessible too; one of device memory is not.
 #include <gpumem/mr/managed_memory_resource.hpp>
-static_assert(cuda::mr::async_resource_with<
+static_assert(gpumem::detail::async_resource_with<
               gpumem::mr::pool_memory_resource<gpumem::mr::managed_memory_resource>,
               cuda::mr::device_accessible, cuda::mr::host_accessible>);
-static_assert(cuda::mr::async_resource_with<
+static_assert(gpumem::detail::async_resource_with<
               gpumem::mr::fixed_size_memory_resource<gpumem::mr::managed_memory_resource>,
               cuda::mr::device_accessible, cuda::mr::host_accessible>);
 static_assert(

@@ -29,8 +29,8 @@ TEST(prefetch_test, PrefetchesOnTheAllocationStream)
 
 TEST(prefetch_test, IsHostAccessibleOverManagedAndRejectsNullUpstream)
 {
-  static_assert(cuda::mr::async_resource_with<prefetch, cuda::mr::device_accessible,
-                                              cuda::mr::host_accessible>);
+  static_assert(gpumem::detail::async_resource_with<prefetch, cuda::mr::device_accessible,
+                                                    cuda::mr::host_accessible>);
   static_assert(mr::is_resource_adaptor<prefetch>);
   detail::host_runtime rt{};
   EXPECT_THROW((prefetch{static_cast<mr::managed_memory_resource*>(nullptr), rt}),

@@ -6,6 +6,9 @@
 #include <gpumem/spec/resource_factory.hpp>
 #include <gpumem/trace/trace_event.hpp>
 
+#include <cuda/version>
+#include <cuda_runtime_api.h>
+
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -28,11 +31,12 @@ Usage:
       writes an HTML report (default folder ./gpumem-report). Without a GPU (or with --simulate)
       it runs on a simulated address space of CAPACITY (default 80GiB); on a GPU, device memory.
   gpumem replay TRACE... [--resource SPEC]... [options]   replay your traces
-  gpumem bench [--resource SPEC]... [--smoke] [--json]    the BENCHMARKS.md workloads
+  gpumem bench [--resource SPEC]... [--smoke] [--json]    allocation microbenchmarks
   gpumem info                                             what this machine's CUDA offers
   gpumem convert SNAPSHOT.pickle -o TRACE.csv             PyTorch memory snapshot -> trace
   gpumem synth OUT.csv [--events N]                       a synthetic trace of any length
   gpumem COMMAND --help                                   more about each command
+  gpumem --version                                        gpumem's version and its CCCL
 
 Examples:
   gpumem
@@ -71,7 +75,7 @@ Examples:
   gpumem replay a.csv b.csv -r arena --threads --csv > results.csv
 )";
 
-constexpr char const* bench_help = R"(gpumem bench — allocation microbenchmarks (BENCHMARKS.md)
+constexpr char const* bench_help = R"(gpumem bench — allocation microbenchmarks
 
 Usage: gpumem bench [--resource SPEC]... [--workload NAME]... [options]
 
@@ -336,6 +340,14 @@ int cmd_info(args& a)
   return run_info();
 }
 
+int print_version()
+{
+  std::cout << "gpumem " << GPUMEM_VERSION_STRING << " (CCCL " << CCCL_MAJOR_VERSION << '.'
+            << CCCL_MINOR_VERSION << '.' << CCCL_PATCH_VERSION << ", CUDA runtime "
+            << CUDART_VERSION / 1000 << '.' << CUDART_VERSION % 1000 / 10 << ")\n";
+  return 0;
+}
+
 int dispatch(std::vector<std::string> v)
 {
   std::string cmd;
@@ -343,6 +355,7 @@ int dispatch(std::vector<std::string> v)
     cmd = v[0];
     v.erase(v.begin());
   }
+  if (cmd.empty() && v.size() == 1 && v[0] == "--version") { return print_version(); }
   args a{cmd, std::move(v)};
   if (cmd.empty()) { return cmd_replay(a, true); }
   if (cmd == "replay") { return cmd_replay(a, false); }

@@ -109,13 +109,28 @@ void run_trace(trace_run& tr, std::string const& path, std::vector<std::string> 
   }
 }
 
+/// The bundled traces' folder: where an install (share/gpumem/traces) or the Python package
+/// (gpumem/traces beside gpumem/bin) puts it, else the source tree's.
+std::filesystem::path bundled_trace_dir()
+{
+  std::error_code ec;
+  auto const self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (auto const& c :
+         {self.parent_path() / "../share/gpumem/traces", self.parent_path() / "../traces"}) {
+      if (std::filesystem::is_directory(c, ec)) { return c; }
+    }
+  }
+  return GPUMEM_TOOL_TRACE_DIR;
+}
+
 }  // namespace
 
 std::vector<std::string> bundled_traces()
 {
   std::vector<std::string> out;
   std::error_code ec;
-  for (auto const& entry : std::filesystem::directory_iterator{GPUMEM_TOOL_TRACE_DIR, ec}) {
+  for (auto const& entry : std::filesystem::directory_iterator{bundled_trace_dir(), ec}) {
     if (entry.path().extension() == ".csv") { out.push_back(entry.path().string()); }
   }
   std::sort(out.begin(), out.end());
@@ -130,7 +145,7 @@ replay_report run_replays(replay_command_options const& options)
   report.device         = device_name(report.simulated, options.capacity_bytes);
   auto const traces     = options.traces.empty() ? bundled_traces() : options.traces;
   if (traces.empty()) {
-    throw trace::trace_error{GPUMEM_TOOL_TRACE_DIR, 0,
+    throw trace::trace_error{bundled_trace_dir().string(), 0,
                              "no bundled traces found; give trace files: gpumem replay TRACE.csv"};
   }
   auto const specs =

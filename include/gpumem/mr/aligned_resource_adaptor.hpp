@@ -36,7 +36,7 @@ namespace gpumem::mr {
 template <typename Upstream>
 class aligned_resource_adaptor
     : public device_memory_resource,
-      public cuda::forward_property<aligned_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<aligned_resource_adaptor<Upstream>, Upstream> {
  public:
   /// Allocations smaller than this are not over-aligned (default: all are).
   static constexpr std::size_t default_alignment_threshold = 0;
@@ -93,7 +93,7 @@ class aligned_resource_adaptor
       std::lock_guard lock{mutex_};
       pointers_.emplace(aligned, over_aligned{raw, bytes});
     } catch (...) {
-      upstream_.deallocate_async(raw, bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
+      gpumem::detail::async_deallocate(upstream_, raw, bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
       throw;
     }
     return aligned;
@@ -112,7 +112,7 @@ class aligned_resource_adaptor
       }
     }
     if (!found) {
-      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
       return;
     }
     if (block.bytes != bytes) {
@@ -120,12 +120,12 @@ class aligned_resource_adaptor
                                      bad_deallocations_.fetch_add(1) + 1);
     }
     std::size_t const padding = alignment_ - CUDA_ALLOCATION_ALIGNMENT;
-    upstream_.deallocate_async(block.raw, block.bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, block.raw, block.bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   void* upstream_allocate(std::size_t bytes, cuda_stream_view stream)
   {
-    return upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    return gpumem::detail::async_allocate(upstream_, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   device_async_resource_ref upstream_;
@@ -140,7 +140,7 @@ class aligned_resource_adaptor
   std::atomic<std::uint64_t> bad_deallocations_{0};
 };
 
-static_assert(cuda::mr::async_resource_with<aligned_resource_adaptor<device_memory_resource>,
+static_assert(gpumem::detail::async_resource_with<aligned_resource_adaptor<device_memory_resource>,
                                             cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

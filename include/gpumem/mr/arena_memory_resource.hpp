@@ -105,6 +105,7 @@ class arena_memory_resource final : public device_memory_resource {
   detail::arena::arena_set arenas_;
 };
 
-static_assert(cuda::mr::async_resource_with<arena_memory_resource<>, cuda::mr::device_accessible>);
+static_assert(
+    gpumem::detail::async_resource_with<arena_memory_resource<>, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

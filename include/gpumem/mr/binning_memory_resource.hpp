@@ -122,12 +122,14 @@ class binning_memory_resource : public device_memory_resource {
  private:
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
-    return get_resource_ref(bytes).allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    return gpumem::detail::async_allocate(get_resource_ref(bytes), bytes, CUDA_ALLOCATION_ALIGNMENT,
+                                          stream);
   }
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    get_resource_ref(bytes).deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(get_resource_ref(bytes), ptr, bytes, CUDA_ALLOCATION_ALIGNMENT,
+                                     stream);
   }
 
   device_async_resource_ref upstream_;
@@ -136,7 +138,7 @@ class binning_memory_resource : public device_memory_resource {
   std::map<std::size_t, device_async_resource_ref> bins_;  // block size -> bin
 };
 
-static_assert(cuda::mr::async_resource_with<binning_memory_resource<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<binning_memory_resource<device_memory_resource>,
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

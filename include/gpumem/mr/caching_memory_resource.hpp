@@ -84,6 +84,7 @@ class caching_memory_resource final : public device_memory_resource {
   std::atomic<std::size_t> bad_deallocations_{};
 };
 
-static_assert(cuda::mr::async_resource_with<caching_memory_resource, cuda::mr::device_accessible>);
+static_assert(
+    gpumem::detail::async_resource_with<caching_memory_resource, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

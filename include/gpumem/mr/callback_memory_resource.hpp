@@ -48,6 +48,7 @@ class callback_memory_resource final : public device_memory_resource {
   void* deallocate_callback_arg_;
 };
 
-static_assert(cuda::mr::async_resource_with<callback_memory_resource, cuda::mr::device_accessible>);
+static_assert(
+    gpumem::detail::async_resource_with<callback_memory_resource, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -45,6 +45,6 @@ class cuda_async_memory_resource final : public device_memory_resource {
 };
 
 static_assert(
-    cuda::mr::async_resource_with<cuda_async_memory_resource, cuda::mr::device_accessible>);
+    gpumem::detail::async_resource_with<cuda_async_memory_resource, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -38,7 +38,7 @@ class cuda_async_view_memory_resource final : public device_memory_resource {
   memory_pool_ref pool_;
 };
 
-static_assert(
-    cuda::mr::async_resource_with<cuda_async_view_memory_resource, cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<cuda_async_view_memory_resource,
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -28,6 +28,7 @@ class cuda_memory_resource final
   }
 };
 
-static_assert(cuda::mr::async_resource_with<cuda_memory_resource, cuda::mr::device_accessible>);
+static_assert(
+    gpumem::detail::async_resource_with<cuda_memory_resource, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -98,6 +98,29 @@ class device_memory_resource {
     deallocate(ptr, bytes, stream);
   }
 
+  // The same operations under the names of CCCL 3.1 and newer (cuda::mr::synchronous_resource and
+  // the stream-first cuda::mr::resource); present whatever CCCL the build uses.
+  void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+
+  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    deallocate(ptr, bytes, alignment);
+  }
+
+  void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment)
+  {
+    return allocate_async(bytes, alignment, stream);
+  }
+
+  void deallocate(cuda::stream_ref stream, void* ptr, std::size_t bytes,
+                  std::size_t alignment) noexcept
+  {
+    deallocate_async(ptr, bytes, alignment, stream);
+  }
+
   [[nodiscard]] bool is_equal(device_memory_resource const& other) const noexcept
   {
     return do_is_equal(other);
@@ -148,6 +171,6 @@ class device_memory_resource {
   }
 };
 
-static_assert(cuda::mr::async_resource_with<device_memory_resource, cuda::mr::device_accessible>);
+static_assert(detail::async_resource_with<device_memory_resource, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

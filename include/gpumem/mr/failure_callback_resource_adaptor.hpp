@@ -25,8 +25,8 @@ using failure_callback_t = std::function<bool(std::size_t, void*)>;
 template <typename Upstream, typename ExceptionType = out_of_memory>
 class failure_callback_resource_adaptor
     : public device_memory_resource,
-      public cuda::forward_property<failure_callback_resource_adaptor<Upstream, ExceptionType>,
-                                    Upstream> {
+      public gpumem::detail::forward_properties<
+          failure_callback_resource_adaptor<Upstream, ExceptionType>, Upstream> {
  public:
   using exception_type = ExceptionType;
 
@@ -61,7 +61,7 @@ class failure_callback_resource_adaptor
   {
     while (true) {
       try {
-        return upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+        return gpumem::detail::async_allocate(upstream_, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
       } catch (exception_type const&) {
         if (!callback_(bytes, callback_arg_)) { throw; }
       }
@@ -70,7 +70,7 @@ class failure_callback_resource_adaptor
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override
@@ -86,7 +86,7 @@ class failure_callback_resource_adaptor
 };
 
 static_assert(
-    cuda::mr::async_resource_with<failure_callback_resource_adaptor<device_memory_resource>,
-                                  cuda::mr::device_accessible>);
+    gpumem::detail::async_resource_with<failure_callback_resource_adaptor<device_memory_resource>,
+                                        cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -13,7 +13,7 @@
 // Errors: logic_error for a null upstream, a zero block size or block count, or a pool size that
 // overflows; out_of_memory as above or when upstream is exhausted (with the pool's state).
 // Properties: the upstream's stateless properties are forwarded (e.g. host_accessible over
-// managed memory), as cuda::forward_property does.
+// managed memory), as cuda::forward_property does (gpumem::detail::forward_properties).
 // Thread safety: allocate/deallocate are thread-safe.
 #pragma once
 
@@ -28,7 +28,7 @@ template <class Upstream>
 class fixed_size_memory_resource
     : public detail::stream_ordered_memory_resource<fixed_size_memory_resource<Upstream>,
                                                     detail::fixed_size_free_list>,
-      public cuda::forward_property<fixed_size_memory_resource<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<fixed_size_memory_resource<Upstream>, Upstream> {
   using base = detail::stream_ordered_memory_resource<fixed_size_memory_resource<Upstream>,
                                                       detail::fixed_size_free_list>;
   friend base;
@@ -111,14 +111,14 @@ class fixed_size_memory_resource
   detail::free_block take_upstream(cuda_stream_view stream)
   {
     auto const bytes = block_size_ * blocks_to_preallocate_;
-    void* ptr        = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    void* ptr = gpumem::detail::async_allocate(upstream_, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
     return {static_cast<char*>(ptr), bytes, 0};
   }
 
   void deallocate_chunk(detail::free_block chunk) noexcept
   {
-    upstream_.deallocate_async(chunk.ptr, chunk.size, CUDA_ALLOCATION_ALIGNMENT,
-                               cuda_stream_view{});
+    gpumem::detail::async_deallocate(upstream_, chunk.ptr, chunk.size, CUDA_ALLOCATION_ALIGNMENT,
+                                     cuda_stream_view{});
   }
 
   device_async_resource_ref upstream_;
@@ -126,7 +126,7 @@ class fixed_size_memory_resource
   std::size_t blocks_to_preallocate_;
 };
 
-static_assert(cuda::mr::async_resource_with<fixed_size_memory_resource<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<
+              fixed_size_memory_resource<device_memory_resource>, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -35,6 +35,17 @@ class host_memory_resource {
     if (ptr != nullptr) { do_deallocate(ptr, bytes, detail::host_alignment(alignment)); }
   }
 
+  // The same operations under the names of CCCL 3.1 and newer (cuda::mr::synchronous_resource).
+  void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+
+  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    deallocate(ptr, bytes, alignment);
+  }
+
   [[nodiscard]] bool is_equal(host_memory_resource const& other) const noexcept
   {
     return do_is_equal(other);
@@ -59,6 +70,6 @@ class host_memory_resource {
   }
 };
 
-static_assert(cuda::mr::resource_with<host_memory_resource, cuda::mr::host_accessible>);
+static_assert(gpumem::detail::sync_resource_with<host_memory_resource, cuda::mr::host_accessible>);
 
 }  // namespace gpumem::mr

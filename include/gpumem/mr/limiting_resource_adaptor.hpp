@@ -33,7 +33,7 @@ namespace gpumem::mr {
 template <typename Upstream>
 class limiting_resource_adaptor
     : public device_memory_resource,
-      public cuda::forward_property<limiting_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<limiting_resource_adaptor<Upstream>, Upstream> {
  public:
   limiting_resource_adaptor(device_async_resource_ref upstream, std::size_t allocation_limit,
                             std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
@@ -102,11 +102,11 @@ class limiting_resource_adaptor
     reserve(bytes, charge);
     void* ptr = nullptr;
     try {
-      ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      ptr = gpumem::detail::async_allocate(upstream_, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
       live_->insert(ptr, bytes);
     } catch (...) {
       if (ptr != nullptr) {
-        upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+        gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
       }
       allocated_bytes_->fetch_sub(charge);
       throw;
@@ -117,7 +117,7 @@ class limiting_resource_adaptor
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
     auto const allocated = live_->take(ptr, bytes, "limiting_resource_adaptor");
-    upstream_.deallocate_async(ptr, allocated.value_or(bytes), CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, ptr, allocated.value_or(bytes), CUDA_ALLOCATION_ALIGNMENT, stream);
     if (allocated) { allocated_bytes_->fetch_sub(charge_of(*allocated)); }
   }
 
@@ -154,7 +154,7 @@ class limiting_resource_adaptor
   std::unique_ptr<detail::live_allocations> live_;  // what allocated_bytes_ charges, by pointer
 };
 
-static_assert(cuda::mr::async_resource_with<limiting_resource_adaptor<device_memory_resource>,
+static_assert(gpumem::detail::async_resource_with<limiting_resource_adaptor<device_memory_resource>,
                                             cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

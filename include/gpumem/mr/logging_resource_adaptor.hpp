@@ -52,7 +52,7 @@ using log_sink_ptr = std::shared_ptr<std::ostream>;
 template <typename Upstream>
 class logging_resource_adaptor
     : public device_memory_resource,
-      public cuda::forward_property<logging_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<logging_resource_adaptor<Upstream>, Upstream> {
  public:
   /// Logs to `filename` (truncated), by default the value of GPUMEM_LOG_FILE (or RMM_LOG_FILE).
   logging_resource_adaptor(Upstream* upstream, std::string const& filename = get_default_filename(),
@@ -126,7 +126,7 @@ class logging_resource_adaptor
   {
     void* ptr = nullptr;
     try {
-      ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      ptr = gpumem::detail::async_allocate(upstream_, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
     } catch (...) {
       logger_->log("allocate failure", nullptr, bytes, stream.value());
       throw;
@@ -138,14 +138,14 @@ class logging_resource_adaptor
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
     logger_->log("free", ptr, bytes, stream.value());
-    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   device_async_resource_ref upstream_;
   std::unique_ptr<detail::allocation_logger> logger_;  // in a box so the adaptor moves
 };
 
-static_assert(cuda::mr::async_resource_with<logging_resource_adaptor<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<logging_resource_adaptor<device_memory_resource>,
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

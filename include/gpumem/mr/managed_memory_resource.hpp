@@ -30,7 +30,7 @@ class managed_memory_resource final
   }
 };
 
-static_assert(cuda::mr::async_resource_with<managed_memory_resource, cuda::mr::device_accessible,
-                                            cuda::mr::host_accessible>);
+static_assert(gpumem::detail::async_resource_with<
+              managed_memory_resource, cuda::mr::device_accessible, cuda::mr::host_accessible>);
 
 }  // namespace gpumem::mr

@@ -29,6 +29,6 @@ class new_delete_resource final : public host_memory_resource {
   }
 };
 
-static_assert(cuda::mr::resource_with<new_delete_resource, cuda::mr::host_accessible>);
+static_assert(gpumem::detail::sync_resource_with<new_delete_resource, cuda::mr::host_accessible>);
 
 }  // namespace gpumem::mr

@@ -25,7 +25,7 @@ namespace gpumem::mr {
 template <typename Resource, typename... Upstreams>
 class owning_wrapper
     : public device_memory_resource,
-      public cuda::forward_property<owning_wrapper<Resource, Upstreams...>, Resource> {
+      public gpumem::detail::forward_properties<owning_wrapper<Resource, Upstreams...>, Resource> {
  public:
   using upstream_tuple = std::tuple<std::shared_ptr<Upstreams>...>;
 
@@ -101,7 +101,7 @@ auto make_owning_wrapper(std::shared_ptr<Upstream> upstream, Args&&... args)
                                                  std::forward<Args>(args)...);
 }
 
-static_assert(cuda::mr::async_resource_with<owning_wrapper<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<owning_wrapper<device_memory_resource>,
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -33,6 +33,25 @@ class pinned_host_memory_resource {
     deallocate(ptr, bytes, alignment);
   }
 
+  // The names of CCCL 3.1 and newer (synchronous_resource, stream-first resource).
+  static void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+  static void deallocate_sync(void* ptr, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    deallocate(ptr, bytes, alignment);
+  }
+  static void* allocate(cuda::stream_ref, std::size_t bytes, std::size_t alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+  static void deallocate(cuda::stream_ref, void* ptr, std::size_t bytes,
+                         std::size_t alignment) noexcept
+  {
+    deallocate(ptr, bytes, alignment);
+  }
+
   bool operator==(pinned_host_memory_resource const&) const { return true; }
   bool operator!=(pinned_host_memory_resource const&) const { return false; }
 
@@ -44,7 +63,7 @@ class pinned_host_memory_resource {
   }
 };
 
-static_assert(cuda::mr::async_resource_with<
+static_assert(gpumem::detail::async_resource_with<
               pinned_host_memory_resource, cuda::mr::device_accessible, cuda::mr::host_accessible>);
 
 }  // namespace gpumem::mr

@@ -32,6 +32,18 @@ class pinned_memory_resource final : public host_memory_resource {
     deallocate(ptr, bytes);
   }
 
+  // The stream-first names of CCCL 3.1 and newer; the stream is ignored here too.
+  using host_memory_resource::allocate;
+  using host_memory_resource::deallocate;
+  void* allocate(cuda::stream_ref, std::size_t bytes, std::size_t alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+  void deallocate(cuda::stream_ref, void* ptr, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    deallocate(ptr, bytes, alignment);
+  }
+
   [[nodiscard]] detail::runtime& get_runtime() const noexcept { return *runtime_; }
 
   friend void get_property(pinned_memory_resource const&, cuda::mr::device_accessible) noexcept {}
@@ -48,7 +60,9 @@ class pinned_memory_resource final : public host_memory_resource {
   detail::runtime* runtime_;
 };
 
-static_assert(cuda::mr::resource_with<pinned_memory_resource, cuda::mr::host_accessible,
-                                      cuda::mr::device_accessible>);
+static_assert(gpumem::detail::sync_resource_with<pinned_memory_resource, cuda::mr::host_accessible,
+                                                 cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<pinned_memory_resource, cuda::mr::host_accessible,
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -42,13 +42,14 @@ class polymorphic_allocator {
   /// Storage for `num` objects of T, usable on `stream`.
   [[nodiscard]] value_type* allocate(std::size_t num, cuda_stream_view stream)
   {
-    return static_cast<value_type*>(mr_.allocate_async(bytes_for(num), alignof(T), stream));
+    return static_cast<value_type*>(
+        gpumem::detail::async_allocate(mr_, bytes_for(num), alignof(T), stream));
   }
 
   /// Frees storage from allocate(num, ...) of an allocator equal to this one.
   void deallocate(value_type* ptr, std::size_t num, cuda_stream_view stream) noexcept
   {
-    mr_.deallocate_async(ptr, num * sizeof(T), alignof(T), stream);
+    gpumem::detail::async_deallocate(mr_, ptr, num * sizeof(T), alignof(T), stream);
   }
 
   [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return mr_; }

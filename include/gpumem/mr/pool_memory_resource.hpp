@@ -33,7 +33,7 @@ template <class Upstream>
 class pool_memory_resource
     : public detail::stream_ordered_memory_resource<pool_memory_resource<Upstream>,
                                                     detail::coalescing_free_list>,
-      public cuda::forward_property<pool_memory_resource<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<pool_memory_resource<Upstream>, Upstream> {
   using base = detail::stream_ordered_memory_resource<pool_memory_resource<Upstream>,
                                                       detail::coalescing_free_list>;
   friend base;
@@ -64,8 +64,8 @@ class pool_memory_resource
   {
   }
 
-  template <class Upstream2                                                  = Upstream,
-            cuda::std::enable_if_t<cuda::mr::async_resource<Upstream2>, int> = 0>
+  template <class Upstream2                                                        = Upstream,
+            cuda::std::enable_if_t<gpumem::detail::async_resource<Upstream2>, int> = 0>
   explicit pool_memory_resource(Upstream2& upstream_mr, std::size_t initial_pool_size,
                                 std::optional<std::size_t> maximum_pool_size = std::nullopt,
                                 detail::runtime& runtime = detail::cuda_runtime())
@@ -132,13 +132,14 @@ class pool_memory_resource
 
   detail::free_block take_upstream(std::size_t bytes, cuda_stream_view stream)
   {
-    void* ptr = upstream_.allocate_async(bytes, allocation_alignment, stream);
+    void* ptr = gpumem::detail::async_allocate(upstream_, bytes, allocation_alignment, stream);
     return {static_cast<char*>(ptr), bytes, 0};
   }
 
   void deallocate_chunk(detail::free_block chunk) noexcept
   {
-    upstream_.deallocate_async(chunk.ptr, chunk.size, allocation_alignment, cuda_stream_view{});
+    gpumem::detail::async_deallocate(upstream_, chunk.ptr, chunk.size, allocation_alignment,
+                                     cuda_stream_view{});
   }
 
   device_async_resource_ref upstream_;
@@ -169,7 +170,7 @@ detail::free_block pool_memory_resource<Upstream>::allocate_chunk(std::size_t si
           "): ", this->describe_state(), "; upstream: ", upstream_error));
 }
 
-static_assert(cuda::mr::async_resource_with<pool_memory_resource<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<pool_memory_resource<device_memory_resource>,
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

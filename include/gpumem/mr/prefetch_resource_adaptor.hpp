@@ -23,7 +23,7 @@ namespace gpumem::mr {
 template <typename Upstream>
 class prefetch_resource_adaptor
     : public device_memory_resource,
-      public cuda::forward_property<prefetch_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<prefetch_resource_adaptor<Upstream>, Upstream> {
  public:
   /// `rt` is where prefetches go (default: the CUDA runtime; tests pass a host_runtime).
   prefetch_resource_adaptor(device_async_resource_ref upstream,
@@ -52,11 +52,11 @@ class prefetch_resource_adaptor
  private:
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
-    void* ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    void* ptr = gpumem::detail::async_allocate(upstream_, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
     try {
       prefetch(ptr, bytes, stream);
     } catch (...) {
-      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
       throw;
     }
     return ptr;
@@ -74,7 +74,7 @@ class prefetch_resource_adaptor
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override
@@ -88,7 +88,7 @@ class prefetch_resource_adaptor
   detail::runtime* runtime_;
 };
 
-static_assert(cuda::mr::async_resource_with<prefetch_resource_adaptor<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<prefetch_resource_adaptor<device_memory_resource>,
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

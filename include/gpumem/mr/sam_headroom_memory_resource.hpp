@@ -31,7 +31,7 @@ class sam_headroom_memory_resource final : public device_memory_resource {
 };
 
 static_assert(
-    cuda::mr::async_resource_with<sam_headroom_memory_resource, cuda::mr::device_accessible,
-                                  cuda::mr::host_accessible>);
+    gpumem::detail::async_resource_with<sam_headroom_memory_resource, cuda::mr::device_accessible,
+                                        cuda::mr::host_accessible>);
 
 }  // namespace gpumem::mr

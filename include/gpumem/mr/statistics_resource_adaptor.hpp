@@ -39,7 +39,7 @@ namespace gpumem::mr {
 template <typename Upstream>
 class statistics_resource_adaptor
     : public device_memory_resource,
-      public cuda::forward_property<statistics_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<statistics_resource_adaptor<Upstream>, Upstream> {
  public:
   using read_lock_t  = std::shared_lock<std::shared_mutex>;
   using write_lock_t = std::unique_lock<std::shared_mutex>;
@@ -166,11 +166,11 @@ class statistics_resource_adaptor
 
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
-    void* ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    void* ptr = gpumem::detail::async_allocate(upstream_, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
     try {
       state_->live.insert(ptr, bytes);
     } catch (...) {
-      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
       throw;
     }
     write_lock_t lock{state_->mutex};
@@ -182,7 +182,7 @@ class statistics_resource_adaptor
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
     auto const allocated = state_->live.take(ptr, bytes, "statistics_resource_adaptor");
-    upstream_.deallocate_async(ptr, allocated.value_or(bytes), CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, ptr, allocated.value_or(bytes), CUDA_ALLOCATION_ALIGNMENT, stream);
     if (!allocated) { return; }
     write_lock_t lock{state_->mutex};
     state_->counters.back().first -= static_cast<std::int64_t>(*allocated);
@@ -193,7 +193,7 @@ class statistics_resource_adaptor
   std::unique_ptr<state> state_;  // in a box so the adaptor moves
 };
 
-static_assert(cuda::mr::async_resource_with<statistics_resource_adaptor<device_memory_resource>,
+static_assert(gpumem::detail::async_resource_with<statistics_resource_adaptor<device_memory_resource>,
                                             cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

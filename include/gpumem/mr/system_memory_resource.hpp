@@ -28,7 +28,7 @@ class system_memory_resource final : public device_memory_resource {
 /// True when `device` can access system-allocated (pageable) memory.
 [[nodiscard]] bool is_system_memory_supported(detail::runtime& rt, int device);
 
-static_assert(cuda::mr::async_resource_with<system_memory_resource, cuda::mr::device_accessible,
-                                            cuda::mr::host_accessible>);
+static_assert(gpumem::detail::async_resource_with<
+              system_memory_resource, cuda::mr::device_accessible, cuda::mr::host_accessible>);
 
 }  // namespace gpumem::mr

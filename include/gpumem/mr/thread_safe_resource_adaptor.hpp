@@ -20,7 +20,7 @@ namespace gpumem::mr {
 template <typename Upstream>
 class thread_safe_resource_adaptor
     : public device_memory_resource,
-      public cuda::forward_property<thread_safe_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<thread_safe_resource_adaptor<Upstream>, Upstream> {
  public:
   using lock_t = std::lock_guard<std::mutex>;
 
@@ -45,13 +45,13 @@ class thread_safe_resource_adaptor
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
     lock_t lock{mutex_};
-    return upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    return gpumem::detail::async_allocate(upstream_, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
     lock_t lock{mutex_};
-    upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override
@@ -65,7 +65,7 @@ class thread_safe_resource_adaptor
   std::mutex mutex_;
 };
 
-static_assert(cuda::mr::async_resource_with<thread_safe_resource_adaptor<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<
+              thread_safe_resource_adaptor<device_memory_resource>, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -65,7 +65,7 @@ class thrust_allocator : public thrust::device_malloc_allocator<T> {
                                   sizeof(T), " bytes: size overflows"));
     detail::scoped_current_device const on_device{device_.value()};
     return thrust::device_pointer_cast(
-        static_cast<T*>(mr_.allocate_async(num * sizeof(T), CUDA_ALLOCATION_ALIGNMENT, stream_)));
+        static_cast<T*>(gpumem::detail::async_allocate(mr_, num * sizeof(T), CUDA_ALLOCATION_ALIGNMENT, stream_)));
   }
 
   /// Frees storage from allocate(num), with device() current during the call.
@@ -76,7 +76,7 @@ class thrust_allocator : public thrust::device_malloc_allocator<T> {
       on_device.emplace(device_.value());
     } catch (...) {  // NOLINT(bugprone-empty-catch): free anyway; the resource reports misuse
     }
-    mr_.deallocate_async(thrust::raw_pointer_cast(ptr), num * sizeof(T), CUDA_ALLOCATION_ALIGNMENT,
+    gpumem::detail::async_deallocate(mr_, thrust::raw_pointer_cast(ptr), num * sizeof(T), CUDA_ALLOCATION_ALIGNMENT,
                          stream_);
   }
 

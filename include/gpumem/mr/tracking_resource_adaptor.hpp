@@ -39,7 +39,7 @@ namespace gpumem::mr {
 template <typename Upstream>
 class tracking_resource_adaptor
     : public device_memory_resource,
-      public cuda::forward_property<tracking_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<tracking_resource_adaptor<Upstream>, Upstream> {
  public:
   using read_lock_t  = std::shared_lock<std::shared_mutex>;
   using write_lock_t = std::unique_lock<std::shared_mutex>;
@@ -158,14 +158,14 @@ class tracking_resource_adaptor
 
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
-    void* ptr = upstream_.allocate_async(bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+    void* ptr = gpumem::detail::async_allocate(upstream_, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
     try {
       allocation_info info{bytes, capture_stacks_};  // captured outside the lock
       write_lock_t lock{state_->mutex};
       state_->allocations.emplace(ptr, std::move(info));
       state_->allocated_bytes += bytes;
     } catch (...) {
-      upstream_.deallocate_async(ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+      gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
       throw;
     }
     return ptr;
@@ -186,7 +186,7 @@ class tracking_resource_adaptor
       detail::report_wrong_size_free("tracking_resource_adaptor", ptr, bytes, allocated,
                                      state_->bad_deallocations.fetch_add(1) + 1);
     }
-    upstream_.deallocate_async(ptr, allocated, CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, ptr, allocated, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   device_async_resource_ref upstream_;
@@ -194,7 +194,7 @@ class tracking_resource_adaptor
   std::unique_ptr<state> state_;  // in a box so the adaptor moves
 };
 
-static_assert(cuda::mr::async_resource_with<tracking_resource_adaptor<device_memory_resource>,
+static_assert(gpumem::detail::async_resource_with<tracking_resource_adaptor<device_memory_resource>,
                                             cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -104,6 +104,6 @@ class vmm_pool_memory_resource final
   std::atomic<std::size_t> threshold_;
 };
 
-static_assert(cuda::mr::async_resource_with<vmm_pool_memory_resource, cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<vmm_pool_memory_resource, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

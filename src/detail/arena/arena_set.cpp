@@ -62,8 +62,8 @@ arena_set::arena_set(device_async_resource_ref upstream, std::optional<std::size
       upstream_{upstream},
       id_{next_set_id++},
       size_{choose_size(arena_size, rt)},
-      base_{upstream_.allocate_async(size_, CUDA_ALLOCATION_ALIGNMENT,
-                                     ::cuda::stream_ref{cudaStream_t{}})},
+      base_{gpumem::detail::async_allocate(upstream_, size_, CUDA_ALLOCATION_ALIGNMENT,
+                                           ::cuda::stream_ref{cudaStream_t{}})},
       global_{base_, size_, rt},
       dump_log_on_failure_{dump_log_on_failure}
 {
@@ -72,8 +72,8 @@ arena_set::arena_set(device_async_resource_ref upstream, std::optional<std::size
 arena_set::~arena_set()
 {
   for (auto* e : events_) { runtime_->event_destroy(e); }
-  upstream_.deallocate_async(base_, size_, CUDA_ALLOCATION_ALIGNMENT,
-                             ::cuda::stream_ref{cudaStream_t{}});
+  gpumem::detail::async_deallocate(upstream_, base_, size_, CUDA_ALLOCATION_ALIGNMENT,
+                                   ::cuda::stream_ref{cudaStream_t{}});
 }
 
 arena& arena_set::arena_for(cuda_stream_view stream)

@@ -17,6 +17,10 @@ if run 0 && has "pool" out.txt && has "peak held" out.txt && has "gpt2_train.csv
   ok "default run: exit 0, table of both bundled traces, report folder"
 else fail "default run (rc=$rc)"; fi
 
+if run 0 --version && grep -qE '^gpumem [0-9]+\.[0-9]+\.[0-9]+ \(CCCL [0-9]+\.[0-9]+\.[0-9]+, CUDA runtime [0-9]+\.[0-9]+\)$' out.txt; then
+  ok "--version names gpumem's version and its CCCL"
+else fail "--version (rc=$rc)"; fi
+
 if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB -r cuda --simulate --csv &&
    has "golden.csv,pool:initial=1MiB>cuda,ok,8000,1048576,131.072000,0.000183,0.001969,1038336," out.txt &&
    has "golden.csv,cuda,ok,8000,8000,1.000000,0.000000,0.000000,0," out.txt; then
