@@ -190,6 +190,14 @@ footprint_source const* resource_stack::footprint() const noexcept
   return nullptr;
 }
 
+counters_source const* resource_stack::counters() const noexcept
+{
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    if (auto const* c = dynamic_cast<counters_source const*>(it->get())) { return c; }
+  }
+  return nullptr;
+}
+
 factory_entry const& find_entry(std::string_view name)
 {
   for (auto const& e : factory_table()) {

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gpumem::spec {
@@ -51,6 +52,14 @@ class footprint_source {
  public:
   virtual ~footprint_source()                          = default;
   [[nodiscard]] virtual std::size_t held_bytes() const = 0;
+};
+
+/// A layer with counters worth printing beside timings (the per-thread cache's hits, ...).
+class counters_source {
+ public:
+  virtual ~counters_source() = default;
+  /// (name, value) pairs in a fixed order, e.g. {"hits", 1234}.
+  [[nodiscard]] virtual std::vector<std::pair<std::string, double>> counters() const = 0;
 };
 
 struct factory_entry {
@@ -100,6 +109,8 @@ class resource_stack {
   [[nodiscard]] std::string const& spec() const noexcept { return spec_; }
   /// The layer implementing footprint_source, if any (nullptr: count runtime allocations).
   [[nodiscard]] footprint_source const* footprint() const noexcept;
+  /// The outermost layer implementing counters_source, if any.
+  [[nodiscard]] counters_source const* counters() const noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return layers_.size(); }
   /// Flushes every logging layer; throws std::runtime_error when a log could not be written.
   void flush_logs();
