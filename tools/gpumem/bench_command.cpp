@@ -139,7 +139,7 @@ void each_stack(bench_context const& c, bench_table& t, std::string const& row, 
       bench_stack b{c, s};
       fn(b, s);
       b.dev.synchronize();
-      if (auto const* k = b.stack.counters()) { note_counters(t, row, s, k->counters()); }
+      if (auto const k = b.stack.counters(); !k.empty()) { note_counters(t, row, s, k); }
     } catch (spec::spec_error const&) {
       throw;
     } catch (std::exception const& e) {

@@ -54,14 +54,6 @@ class footprint_source {
   [[nodiscard]] virtual std::size_t held_bytes() const = 0;
 };
 
-/// A layer with counters worth printing beside timings (the per-thread cache's hits, ...).
-class counters_source {
- public:
-  virtual ~counters_source() = default;
-  /// (name, value) pairs in a fixed order, e.g. {"hits", 1234}.
-  [[nodiscard]] virtual std::vector<std::pair<std::string, double>> counters() const = 0;
-};
-
 struct factory_entry {
   using make_fn = std::unique_ptr<mr::device_memory_resource> (*)(
       layer_args const& args, mr::device_memory_resource* upstream, build_context const& ctx);
@@ -109,8 +101,9 @@ class resource_stack {
   [[nodiscard]] std::string const& spec() const noexcept { return spec_; }
   /// The layer implementing footprint_source, if any (nullptr: count runtime allocations).
   [[nodiscard]] footprint_source const* footprint() const noexcept;
-  /// The outermost layer implementing counters_source, if any.
-  [[nodiscard]] counters_source const* counters() const noexcept;
+  /// Counters of layers that keep them, worth printing beside timings ((name, value) pairs in a
+  /// fixed order, e.g. the per-thread cache's {"cache_hits", 1234}); empty when no layer does.
+  [[nodiscard]] std::vector<std::pair<std::string, double>> counters() const;
   [[nodiscard]] std::size_t size() const noexcept { return layers_.size(); }
   /// Flushes every logging layer; throws std::runtime_error when a log could not be written.
   void flush_logs();
