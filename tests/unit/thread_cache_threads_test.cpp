@@ -109,6 +109,21 @@ TEST_F(thread_cache_threads, OutOfMemoryFlushesTheCachesAndRetries)
   cache.check_invariants();
 }
 
+TEST_F(thread_cache_threads, ALargeRequestThatRunsOutOfMemoryAlsoFlushes)
+{
+  pool_mr small{&up.cuda, MiB, MiB, up.rt};
+  cache_mr cache{&small, {.max_cached_size_bytes = 256 * KiB, .pool_fraction = 1.0}};
+  std::vector<void*> blocks;
+  for (int i = 0; i < 4; ++i) { blocks.push_back(cache.allocate(256 * KiB, a)); }
+  for (void* p : blocks) { cache.deallocate(p, 256 * KiB, a); }
+  ASSERT_EQ(cache.stats().bytes_cached, MiB);
+  void* big = cache.allocate(512 * KiB, a);  // passes through; the pool is full of cached blocks
+  EXPECT_EQ(cache.stats().bytes_cached, 0U);
+  cache.deallocate(big, 512 * KiB, a);
+  EXPECT_THROW((void)cache.allocate(2 * MiB, a), out_of_memory) << "nothing cached: no retry";
+  cache.check_invariants();
+}
+
 TEST_F(thread_cache_threads, AFifthStreamTakesOverTheNextSlot)
 {
   cache_mr cache{&pool};

@@ -118,8 +118,8 @@ void cache_core::check_invariants() const
       forgotten += r->forget ? 1 : 0;
     }
     GPUMEM_INVARIANT(n + forgotten == c->blocks_.size(), resource_name,
-                     format("a cache owns ", c->blocks_.size(), " blocks, the owner map names ",
-                            n, " and ", forgotten, " were released by other threads"));
+                     format("a cache owns ", c->blocks_.size(), " blocks, the owner map names ", n,
+                            " and ", forgotten, " were released by other threads"));
   }
 }
 

@@ -72,7 +72,8 @@ cache_core::~cache_core()
 
 void* cache_core::allocate_large(std::size_t bytes, cudaStream_t stream)
 {
-  void* p = upstream_.allocate_async(bytes, granule_bytes, stream);
+  auto* c = hot_caches.exiting ? nullptr : find_local(id_);
+  void* p = take_upstream(c, bytes, stream);
   passed_through_.fetch_add(1, std::memory_order_relaxed);
   return p;
 }
@@ -81,12 +82,12 @@ void* cache_core::allocate_slow(std::size_t bytes, cudaStream_t stream)
 {
   local_cache* c = find_local(id_);
   if (c == nullptr) { c = attach(); }
-  if (c == nullptr) { return upstream_.allocate_async(bytes, granule_bytes, stream); }
+  if (c == nullptr) { return take_upstream(nullptr, bytes, stream); }
   service(*c);
   auto const units = units_of(bytes);
   if (char* p = c->try_allocate(units, stream)) { return p; }
   c->blocks_.reserve(c->blocks_.size() + 1);  // all that may throw before upstream is asked
-  char* p = take_upstream(*c, units, stream);
+  auto* p = static_cast<char*>(take_upstream(c, units * granule_bytes, stream));
   record(*c, p, units, stream);
   c->misses_.add(1);
   return p;
@@ -107,17 +108,18 @@ void cache_core::record(local_cache& c, char* p, std::uint64_t units, cudaStream
   c.blocks_.insert_unchecked(p, block_entry{u, u, 0, false});
 }
 
-/// Upstream memory for a miss; on out_of_memory flushes every cache and tries once more.
-char* cache_core::take_upstream(local_cache& c, std::uint64_t units, cudaStream_t stream)
+/// Upstream memory; on out_of_memory, when any cache holds blocks, flushes them (the caller's
+/// now, the others' within flush_wait) and tries once more.
+void* cache_core::take_upstream(local_cache* c, std::size_t bytes, cudaStream_t stream)
 {
-  auto const bytes = units * granule_bytes;
   try {
-    return static_cast<char*>(upstream_.allocate_async(bytes, granule_bytes, stream));
+    return upstream_.allocate_async(bytes, granule_bytes, stream);
   } catch (out_of_memory const&) {
-    flush(c, false);
-    request_flushes(&c, true);
+    bool const mine = c != nullptr && c->bytes_cached_.get() > 0;
+    if (c != nullptr) { flush(*c, false); }
+    if (!request_flushes(c, true) && !mine) { throw; }
   }
-  return static_cast<char*>(upstream_.allocate_async(bytes, granule_bytes, stream));
+  return upstream_.allocate_async(bytes, granule_bytes, stream);
 }
 
 local_cache* cache_core::attach()

@@ -14,7 +14,7 @@ namespace {
 /// Credit is taken from the shared budget in steps of this much (so rarely), or what is needed.
 std::size_t credit_step(std::size_t thread_cap) noexcept
 {
-  return std::min(thread_cap, std::max(thread_cap / 16, std::size_t{256} << 10));
+  return std::min(thread_cap, std::max(thread_cap / 64, std::size_t{64} << 10));
 }
 
 /// How long an allocation that ran out of memory waits for other threads to flush their caches.
@@ -174,8 +174,8 @@ void cache_core::remove_cached(local_cache& c, char* p) noexcept
 }
 
 /// Asks every cache but `except` that holds blocks to flush at its owner's next call; with
-/// `wait`, waits up to flush_wait for the owners to do it.
-void cache_core::request_flushes(local_cache const* except, bool wait)
+/// `wait`, waits up to flush_wait for the owners to do it. Returns whether any was asked.
+bool cache_core::request_flushes(local_cache const* except, bool wait)
 {
   auto pending = [&](bool ask) {
     bool any = false;
@@ -187,11 +187,12 @@ void cache_core::request_flushes(local_cache const* except, bool wait)
     }
     return any;
   };
-  if (!pending(true) || !wait) { return; }
+  if (!pending(true)) { return false; }
   auto const deadline = std::chrono::steady_clock::now() + flush_wait;
-  while (pending(false) && std::chrono::steady_clock::now() < deadline) {
+  while (wait && pending(false) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
+  return true;
 }
 
 }  // namespace gpumem::detail::thread_cache

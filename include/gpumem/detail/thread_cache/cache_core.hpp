@@ -117,7 +117,7 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   void* allocate_slow(std::size_t bytes, cudaStream_t stream);
   void deallocate_slow(char* p, std::size_t bytes, cudaStream_t stream) noexcept;
   local_cache* attach();
-  char* take_upstream(local_cache& c, std::uint64_t units, cudaStream_t stream);
+  void* take_upstream(local_cache* c, std::size_t bytes, cudaStream_t stream);
   void record(local_cache& c, char* p, std::uint64_t units, cudaStream_t stream);
   void service(local_cache& c) noexcept;
   void drain(local_cache& c) noexcept;
@@ -132,7 +132,7 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   void flush_slot(local_cache& c, unsigned slot, bool half) noexcept;
   void flush(local_cache& c, bool half) noexcept;
   void remove_cached(local_cache& c, char* p) noexcept;
-  void request_flushes(local_cache const* except, bool wait);
+  bool request_flushes(local_cache const* except, bool wait);
   void orphan_live_blocks(local_cache& c) noexcept;
   void drain_orphaned(local_cache& c) noexcept;
   void fold_counters(local_cache const& c) noexcept;
