@@ -134,6 +134,19 @@ TEST_F(thread_cache_test, WrongSizeIsCountedAndFreesTheTrueBlock)
   cache.check_invariants();
 }
 
+TEST_F(thread_cache_test, AWrongSizeAboveTheCachedSizesNeverReachesTheUpstream)
+{
+  cache_mr cache{&pool, {.max_cached_size_bytes = 64 * KiB}};
+  void* p = cache.allocate(1000, a);
+  cache.deallocate(p, 2 * MiB, a);
+  EXPECT_EQ(cache.bad_deallocations(), 1U);
+  EXPECT_EQ(pool.bad_deallocations(), 0U);
+  EXPECT_EQ(cache.stats().bytes_cached, 1024U) << "the block is cached with its true size";
+  cache.check_invariants();
+  EXPECT_EQ(cache.allocate(1000, a), p);
+  cache.deallocate(p, 1000, a);
+}
+
 TEST_F(thread_cache_test, ForeignPointerGoesToTheUpstreamWhichReportsIt)
 {
   cache_mr cache{&pool};

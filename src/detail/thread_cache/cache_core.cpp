@@ -203,6 +203,24 @@ void cache_core::deallocate_slow(char* p, std::size_t bytes, cudaStream_t stream
   free_elsewhere(c, p, bytes, stream);
 }
 
+/// A free above the cached sizes: a pass-through, unless the block is in the cache system (then a
+/// wrong size, handled as such: the block must not reach the upstream behind the caches' back).
+void cache_core::deallocate_large(char* p, std::size_t bytes, cudaStream_t stream) noexcept
+{
+  auto* c   = hot_caches.exiting ? nullptr : find_local(id_);
+  bool ours = c != nullptr && c->blocks_.find(p) != nullptr;
+  if (!ours) {
+    auto& s = shard_of(p);
+    std::lock_guard lock{s.mutex};
+    ours = s.map.find(p) != nullptr;
+  }
+  if (ours) {
+    deallocate_slow(p, bytes, stream);
+  } else {
+    upstream_.deallocate_async(p, bytes, granule_bytes, stream);
+  }
+}
+
 /// A free of a block `c` owns that the hot path refused.
 void cache_core::free_own(local_cache& c, char* p, std::uint64_t units,
                           cudaStream_t stream) noexcept
@@ -216,7 +234,6 @@ void cache_core::free_own(local_cache& c, char* p, std::uint64_t units,
     report_bad(p, units * granule_bytes,
                format("wrong size (allocated as ", std::size_t{e->request_units} * granule_bytes,
                       " bytes); the block is freed"));
-    e->request_units = static_cast<std::uint32_t>(units);
   }
   cache_block(c, p, stream);
 }
@@ -234,7 +251,8 @@ void cache_core::free_elsewhere(local_cache* c, char* p, std::size_t bytes,
     upstream_.deallocate_async(p, bytes, granule_bytes, stream);
     return;
   }
-  auto const units = static_cast<std::uint32_t>(units_of(bytes));
+  auto const units =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(units_of(bytes), UINT32_MAX));
   remote_frees_.fetch_add(1, std::memory_order_relaxed);
   owner_entry e = *g;
   // A thread-relative stream (cudaStreamPerThread) names another stream on the owner's thread,

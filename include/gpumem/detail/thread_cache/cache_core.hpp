@@ -71,11 +71,11 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
 
   void deallocate(void* ptr, std::size_t bytes, cudaStream_t stream) noexcept
   {
+    auto* p = static_cast<char*>(ptr);
     if (bytes > max_cached_bytes_) {
-      upstream_.deallocate_async(ptr, bytes, granule_bytes, stream);
+      deallocate_large(p, bytes, stream);
       return;
     }
-    auto* p = static_cast<char*>(ptr);
     if (auto* c = find_local(id_); c != nullptr && c->try_deallocate(p, units_of(bytes), stream)) {
       return;
     }
@@ -116,6 +116,7 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   void* allocate_large(std::size_t bytes, cudaStream_t stream);
   void* allocate_slow(std::size_t bytes, cudaStream_t stream);
   void deallocate_slow(char* p, std::size_t bytes, cudaStream_t stream) noexcept;
+  void deallocate_large(char* p, std::size_t bytes, cudaStream_t stream) noexcept;
   local_cache* attach();
   void* take_upstream(local_cache* c, std::size_t bytes, cudaStream_t stream);
   void record(local_cache& c, char* p, std::uint64_t units, cudaStream_t stream);
