@@ -42,6 +42,7 @@ using all_configs = ::testing::Types<
   GPUMEM_BOTH(owning_wrapper_maker),
   GPUMEM_BOTH(thread_cache_pool_maker),
   GPUMEM_BOTH(thread_cache_arena_maker),
+  GPUMEM_BOTH(thread_cache_vmm_pool_maker),
   GPUMEM_BOTH(adaptor_stack_maker)>;
 // clang-format on
 
