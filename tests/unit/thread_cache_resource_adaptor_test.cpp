@@ -173,13 +173,20 @@ TEST_F(thread_cache_test, PerThreadCapFlushesTheColderHalf)
 
 TEST_F(thread_cache_test, TotalCapIsAFractionOfThePool)
 {
-  cache_mr cache{&pool, {.pool_fraction = 1.0 / 64}};  // 1 MiB of the 64 MiB pool
+  // 1 MiB of the 64 MiB pool (the floor, 4 of the largest cached blocks, is lower here)
+  cache_mr cache{&pool, {.max_cached_size_bytes = 64 * KiB, .pool_fraction = 1.0 / 64}};
   EXPECT_EQ(cache.stats().cap_bytes, MiB);
   std::vector<void*> blocks;
   for (int i = 0; i < 32; ++i) { blocks.push_back(cache.allocate(64 * KiB, a)); }
   for (void* p : blocks) { cache.deallocate(p, 64 * KiB, a); }
   EXPECT_LE(cache.stats().bytes_cached, MiB);
   cache.check_invariants();
+}
+
+TEST_F(thread_cache_test, TheFractionCapHasAFloorOfFourLargestBlocks)
+{
+  cache_mr cache{&pool, {.max_cached_size_bytes = 4 * MiB, .pool_fraction = 0.01}};
+  EXPECT_EQ(cache.stats().cap_bytes, 16 * MiB);
 }
 
 TEST_F(thread_cache_test, TrimReturnsTheCallersBlocksAndOthersAtTheirNextCall)

@@ -13,10 +13,11 @@
 // thread's cache (posted to it lock-free; taken in at its next call), or upstream when the free is
 // on a thread-relative stream (cudaStreamPerThread). Bytes held in caches are bounded per thread
 // (`thread_cap_bytes`) and in all (`total_cap_bytes`, and `pool_fraction` of the upstream's pool
-// size when the upstream reports one through pool_size()). A cache that runs into a bound flushes
-// its colder half. Caches flush to upstream when the upstream runs out of memory (then the
-// allocation is tried once more), on trim(), when their thread exits and in the destructor. Other
-// threads' caches flush at their owners' next call (trim, out of memory: waits up to 2 ms).
+// size when the upstream reports one through pool_size(), never below 4 of the largest cached
+// blocks). A cache that runs into a bound flushes its colder half. Caches flush to upstream when
+// the upstream runs out of memory (then the allocation is tried once more), on trim(), when their
+// thread exits and in the destructor. Other threads' caches flush at their owners' next call (trim,
+// out of memory: waits up to 2 ms).
 //
 // Bad input: a double free, a wrong size or a pointer this adaptor did not hand out is reported
 // on stderr (the first 8) and counted in bad_deallocations(); a wrong size frees the true block;

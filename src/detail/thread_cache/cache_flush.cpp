@@ -25,9 +25,10 @@ constexpr auto flush_wait = std::chrono::milliseconds{2};
 std::size_t cache_core::total_cap() const
 {
   auto cap = opts_.total_cap_bytes;
-  if (opts_.upstream_pool_bytes) {
-    auto const pool = static_cast<double>(opts_.upstream_pool_bytes());
-    cap             = std::min(cap, static_cast<std::size_t>(opts_.pool_fraction * pool));
+  if (opts_.upstream_pool_bytes) {  // never below room for a few of the largest cached blocks
+    auto const pool     = static_cast<double>(opts_.upstream_pool_bytes());
+    auto const fraction = static_cast<std::size_t>(opts_.pool_fraction * pool);
+    cap = std::min(cap, std::max(fraction, min_fraction_cap_blocks * max_cached_bytes_));
   }
   return cap;
 }

@@ -112,6 +112,8 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
     address_map<owner_entry, 0xD6E8FEB86659FD93ULL> map;
   };
   static constexpr std::size_t shard_count = 64;
+  /// The pool-fraction cap never goes below this many blocks of the largest cached size.
+  static constexpr std::size_t min_fraction_cap_blocks = 4;
 
   void* allocate_large(std::size_t bytes, cudaStream_t stream);
   void* allocate_slow(std::size_t bytes, cudaStream_t stream);
