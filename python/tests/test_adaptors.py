@@ -105,7 +105,8 @@ def test_thread_safe_and_prefetch_adaptors_pass_through(host, leaf):
 
 def test_thread_cache_reuses_a_freed_block_and_reports_its_counters(leaf):
     pool = gpumem.PoolMemoryResource(leaf, 8 << 20)
-    cache = gpumem.ThreadCacheResourceAdaptor(pool, thread_cap_bytes=1 << 20)
+    cache = gpumem.ThreadCacheResourceAdaptor(pool, max_cached_size_bytes=64 << 10,
+                                              thread_cap_bytes=1 << 20)
     p = cache.allocate(5000)
     cache.deallocate(p, 5000)
     assert cache.allocate(5000) == p  # from the cache, not the pool
