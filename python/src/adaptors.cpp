@@ -12,7 +12,9 @@
 #include <gpumem/mr/limiting_resource_adaptor.hpp>
 #include <gpumem/mr/logging_resource_adaptor.hpp>
 #include <gpumem/mr/prefetch_resource_adaptor.hpp>
+#include <gpumem/mr/pool_memory_resource.hpp>
 #include <gpumem/mr/statistics_resource_adaptor.hpp>
+#include <gpumem/mr/thread_cache_resource_adaptor.hpp>
 #include <gpumem/mr/thread_safe_resource_adaptor.hpp>
 #include <gpumem/mr/tracking_resource_adaptor.hpp>
 
@@ -144,6 +146,65 @@ rounded up to ``alignment``); beyond it, allocate raises OutOfMemoryError naming
       .def("get_allocation_limit", &R::get_allocation_limit);
 }
 
+void bind_thread_cache(py::module_& m)
+{
+  using R = mr::thread_cache_resource_adaptor<device_memory_resource>;
+  adaptor_class<R>(m, "ThreadCacheResourceAdaptor", R"doc(
+Keeps the blocks each thread frees, by stream and size class, and hands them back to the same
+thread's next request of that class on the same stream without touching ``upstream`` (put it over
+a PoolMemoryResource or ArenaMemoryResource). Requests above ``max_cached_size_bytes`` pass
+through. Bytes cached are capped per thread (``thread_cap_bytes``), in total (``total_cap_bytes``)
+and, over a PoolMemoryResource, at ``pool_fraction`` of its pool size. ``trim()`` returns the
+calling thread's cached blocks now and other threads' at their next call; ``stats`` gives hits,
+misses, flushes, remote frees and bytes cached.
+)doc")
+      .def(
+          py::init([](py::handle upstream, std::size_t max_cached, std::size_t thread_cap,
+                      std::size_t total_cap, double fraction) {
+            auto& up = to_resource(upstream);
+            mr::thread_cache_options o{.max_cached_size_bytes = max_cached,
+                                       .thread_cap_bytes      = thread_cap,
+                                       .total_cap_bytes       = total_cap,
+                                       .pool_fraction         = fraction};
+            if (auto* pool = dynamic_cast<mr::pool_memory_resource<device_memory_resource>*>(&up)) {
+              o.upstream_pool_bytes = [pool] { return pool->pool_size(); };
+            }
+            return std::make_shared<R>(device_async_resource_ref{up}, std::move(o));
+          }),
+          py::arg("upstream"), py::arg("max_cached_size_bytes") = std::size_t{1} << 20,
+          py::arg("thread_cap_bytes") = std::size_t{32} << 20,
+          py::arg("total_cap_bytes") = std::size_t{1} << 30, py::arg("pool_fraction") = 0.125,
+          py::keep_alive<1, 2>())
+      .def("trim", &R::trim, "Returns cached blocks to the upstream (other threads' later).")
+      .def_property_readonly("bad_deallocations", &R::bad_deallocations,
+                             "Double frees, wrong sizes and unknown pointers seen.")
+      .def("check_invariants", &R::check_invariants,
+           "Raises LogicError naming the first broken invariant (call when no thread allocates).")
+      .def_property_readonly("stats", [](R const& r) {
+        auto const s = r.stats();
+        py::dict d;
+        d["hits"]           = s.hits;
+        d["misses"]         = s.misses;
+        d["flushed"]        = s.flushed;
+        d["remote_frees"]   = s.remote_frees;
+        d["passed_through"] = s.passed_through;
+        d["bytes_cached"]   = s.bytes_cached;
+        d["cap_bytes"]      = s.cap_bytes;
+        py::list threads;
+        for (auto const& t : s.per_thread) {
+          py::dict td;
+          td["thread"]       = t.thread;
+          td["hits"]         = t.hits;
+          td["misses"]       = t.misses;
+          td["flushed"]      = t.flushed;
+          td["bytes_cached"] = t.bytes_cached;
+          threads.append(td);
+        }
+        d["per_thread"] = threads;
+        return d;
+      });
+}
+
 void bind_aligned(py::module_& m)
 {
   using R = mr::aligned_resource_adaptor<device_memory_resource>;
@@ -217,6 +278,7 @@ void bind_adaptors(py::module_& m)
   bind_failure_callback(m);
   bind_prefetch(m);
   bind_thread_safe(m);
+  bind_thread_cache(m);
 }
 
 }  // namespace gpumem::python

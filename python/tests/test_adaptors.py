@@ -101,3 +101,32 @@ def test_thread_safe_and_prefetch_adaptors_pass_through(host, leaf):
         p = mr.allocate(512)
         mr.deallocate(p, 512)
         assert mr.upstream is leaf and mr.runtime is host
+
+
+def test_thread_cache_reuses_a_freed_block_and_reports_its_counters(leaf):
+    pool = gpumem.PoolMemoryResource(leaf, 8 << 20)
+    cache = gpumem.ThreadCacheResourceAdaptor(pool, max_cached_size_bytes=64 << 10,
+                                              thread_cap_bytes=1 << 20)
+    p = cache.allocate(5000)
+    cache.deallocate(p, 5000)
+    assert cache.allocate(5000) == p  # from the cache, not the pool
+    s = cache.stats
+    assert (s["hits"], s["misses"]) == (1, 1)
+    assert s["cap_bytes"] == (8 << 20) // 8  # pool_fraction 0.125 of the pool
+    cache.deallocate(p, 5000)
+    assert cache.stats["bytes_cached"] == 5120
+    cache.deallocate(p, 5000)  # a double free: reported and counted, nothing changes
+    assert cache.bad_deallocations == 1
+    cache.check_invariants()
+    cache.trim()
+    assert cache.stats["bytes_cached"] == 0
+    assert gpumem.mr.thread_cache_resource_adaptor is gpumem.ThreadCacheResourceAdaptor
+
+
+def test_thread_cache_from_spec_and_bad_options(host):
+    top = gpumem.from_spec("thread_cache:max_size=64KiB>pool:initial=1MiB>cuda", host)
+    p = top.allocate(100 << 10)  # above max_size: passes through
+    top.deallocate(p, 100 << 10)
+    assert top.stats["passed_through"] == 1
+    with pytest.raises(gpumem.LogicError, match="max_cached_size_bytes"):
+        gpumem.ThreadCacheResourceAdaptor(gpumem.CudaMemoryResource(host), max_cached_size_bytes=0)

@@ -2,6 +2,7 @@
 #include <gpumem/detail/format.hpp>
 #include <gpumem/align.hpp>
 #include <gpumem/mr/logging_resource_adaptor.hpp>
+#include <gpumem/mr/thread_cache_resource_adaptor.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 
 #include <cstdlib>
@@ -188,6 +189,23 @@ footprint_source const* resource_stack::footprint() const noexcept
     if (auto const* f = dynamic_cast<footprint_source const*>(it->get())) { return f; }
   }
   return nullptr;
+}
+
+std::vector<std::pair<std::string, double>> resource_stack::counters() const
+{
+  using cache_t = mr::thread_cache_resource_adaptor<mr::device_memory_resource>;
+  std::vector<std::pair<std::string, double>> out;
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    if (auto const* c = dynamic_cast<cache_t const*>(it->get())) {
+      auto const s = c->stats();
+      out.insert(out.end(), {{"cache_hits", static_cast<double>(s.hits)},
+                             {"cache_misses", static_cast<double>(s.misses)},
+                             {"cache_flushed", static_cast<double>(s.flushed)},
+                             {"cache_remote_frees", static_cast<double>(s.remote_frees)},
+                             {"cache_bytes", static_cast<double>(s.bytes_cached)}});
+    }
+  }
+  return out;
 }
 
 factory_entry const& find_entry(std::string_view name)

@@ -7,6 +7,7 @@
 #include <conformance/makers_arena_caching.hpp>
 #include <conformance/makers_suballocators.hpp>
 #include <conformance/makers_cuda_async.hpp>
+#include <conformance/makers_thread_cache.hpp>
 
 // Each maker runs over the host stand-in (CI) and over CUDA (skipped without a GPU).
 #define GPUMEM_BOTH(maker)                                         \
@@ -39,6 +40,9 @@ using all_configs = ::testing::Types<
   GPUMEM_BOTH(thread_safe_maker),
   GPUMEM_BOTH(tracking_maker),
   GPUMEM_BOTH(owning_wrapper_maker),
+  GPUMEM_BOTH(thread_cache_pool_maker),
+  GPUMEM_BOTH(thread_cache_arena_maker),
+  GPUMEM_BOTH(thread_cache_vmm_pool_maker),
   GPUMEM_BOTH(adaptor_stack_maker)>;
 // clang-format on
 

@@ -1,6 +1,7 @@
 // On the GPU: memory freed on stream A behind a running (spinning) kernel is not handed to stream
-// B before that kernel ends — for pool, fixed_size, binning and vmm_pool, through an event wait (explicit
-// streams) and through a synchronization (another thread's per-thread default stream). Each setup
+// B before that kernel ends — for pool, fixed_size, binning and vmm_pool, and for the per-thread
+// cache in front of a pool, through an event wait (explicit streams) and through a
+// synchronization (another thread's per-thread default stream). Each setup
 // makes B's request able to succeed only with A's block, so the reuse path is really exercised.
 // Skips with the reason when there is no GPU or the test kernels were not built.
 #include <support/backend.hpp>
@@ -11,6 +12,7 @@
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
+#include <gpumem/mr/thread_cache_resource_adaptor.hpp>
 
 #include <gtest/gtest.h>
 
@@ -186,6 +188,64 @@ TEST_F(gpu_ordering, VmmPoolMovesAHoleOnlyAfterTheKernelUsingItEnded)
   EXPECT_EQ(mapped, std::size_t{14} << 20);
   EXPECT_EQ(pool.trim_to(0), mapped);
   EXPECT_EQ(pool.stats().mapped_bytes, 0U);
+}
+
+using cached_pool = mr::thread_cache_resource_adaptor<mr::pool_memory_resource<upstream_t>>;
+
+// The block sits in the cache for A; B's request finds the pool full, the cache flushes the block
+// to the pool on A, and the pool hands it to B behind an event wait.
+TEST_F(gpu_ordering, ThreadCacheBlockFreedBehindASpinningKernelWaitsForIt)
+{
+  constexpr std::size_t n = std::size_t{1} << 20;
+  mr::pool_memory_resource<upstream_t> pool{&upstream_, n, n};
+  cached_pool cache{&pool, {.pool_fraction = 1.0}};
+  void* p = cache.allocate(n, a_);
+  free_behind_spin(cache, p, n, a_);
+  ASSERT_EQ(cache.stats().bytes_cached, n) << "setup: the block should wait in the cache";
+  EXPECT_EQ(cache.allocate(n, a_), p) << "the cache hands it back on A at once";
+  cache.deallocate(p, n, a_);
+  void* q = cache.allocate(n, b_);
+  ASSERT_EQ(q, p) << "setup: B should only be able to get A's block";
+  expect_after_spin(q, n, b_);
+  cache.deallocate(q, n, b_);
+  cache.check_invariants();
+  pool.check_invariants();
+}
+
+// Another thread frees the block on A behind the kernel: it goes back to the allocating thread's
+// cache for A, and reaches B only through the pool.
+TEST_F(gpu_ordering, ThreadCacheBlockFreedByAnotherThreadWaitsForItsKernel)
+{
+  constexpr std::size_t n = std::size_t{1} << 20;
+  mr::pool_memory_resource<upstream_t> pool{&upstream_, n, n};
+  cached_pool cache{&pool, {.pool_fraction = 1.0}};
+  void* p = cache.allocate(n, a_);
+  std::thread{[&] { free_behind_spin(cache, p, n, a_); }}.join();
+  void* q = cache.allocate(n, b_);
+  ASSERT_EQ(q, p) << "setup: B should only be able to get A's block";
+  EXPECT_EQ(cache.stats().remote_frees, 1U);
+  expect_after_spin(q, n, b_);
+  cache.deallocate(q, n, b_);
+  cache.check_invariants();
+}
+
+// A thread caches a block for its per-thread stream and exits; the flush at its exit hands the
+// block to the pool on that stream, which another thread reaches only through a synchronization.
+TEST_F(gpu_ordering, ThreadCacheOfAnExitedThreadsPerThreadStreamWaitsForItsKernel)
+{
+  constexpr std::size_t n = std::size_t{1} << 20;
+  mr::pool_memory_resource<upstream_t> pool{&upstream_, n, n};
+  cached_pool cache{&pool, {.pool_fraction = 1.0}};
+  void* p = nullptr;
+  std::thread{[&] {
+    p = cache.allocate(n, cuda_stream_per_thread);
+    free_behind_spin(cache, p, n, cudaStreamPerThread);
+  }}.join();
+  void* q = cache.allocate(n, cuda_stream_per_thread);
+  ASSERT_EQ(q, p);
+  expect_after_spin(q, n, cudaStreamPerThread);
+  cache.deallocate(q, n, cuda_stream_per_thread);
+  cache.check_invariants();
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ struct bench_table {
   std::vector<std::string> rows;
   std::map<std::string, std::map<std::string, std::string>> cells;  ///< row -> resource -> text
   std::map<std::string, std::map<std::string, double>> values;      ///< for JSON
+  std::vector<std::string> notes;  ///< counters of counting layers, one line per row and stack
 };
 
 struct bench_context {
@@ -121,6 +122,13 @@ void put_error(bench_table& t, std::string const& row, std::string const& res,
             << why.substr(0, why.find('\n')) << "\n";
 }
 
+void note_counters(bench_table& t, std::string const& row, std::string const& res,
+                   std::vector<std::pair<std::string, double>> const& counters)
+{
+  t.notes.push_back(row + ", " + res + ": " + describe_counters(counters));
+  for (auto const& [name, value] : counters) { t.values[row][res + ":" + name] = value; }
+}
+
 /// Runs `fn` for each spec on a fresh stack, recording failures as n/a.
 template <class Fn>
 void each_stack(bench_context const& c, bench_table& t, std::string const& row, Fn&& fn)
@@ -131,6 +139,7 @@ void each_stack(bench_context const& c, bench_table& t, std::string const& row, 
       bench_stack b{c, s};
       fn(b, s);
       b.dev.synchronize();
+      if (auto const k = b.stack.counters(); !k.empty()) { note_counters(t, row, s, k); }
     } catch (spec::spec_error const&) {
       throw;
     } catch (std::exception const& e) {
@@ -277,6 +286,7 @@ void print_text(std::vector<bench_table> const& tables, bench_context const& c)
       }
       std::cout << "\n";
     }
+    for (auto const& n : t.notes) { std::cout << "  " << n << "\n"; }
   }
 }
 

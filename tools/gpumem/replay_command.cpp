@@ -75,6 +75,7 @@ resource_run run_one(trace_run& tr, std::string const& path, std::string const& 
   }
   dev.synchronize();
   stack.flush_logs();  // a log that could not be written fails the command
+  run.counters = stack.counters();
   return run;
 }
 

@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpumem::tool {
@@ -28,6 +29,7 @@ struct resource_run {
   std::string spec;
   std::string error;  ///< set when the stack could not be built
   trace::replay_result result;
+  std::vector<std::pair<std::string, double>> counters;  ///< a counting layer's, after the replay
 };
 
 struct trace_run {

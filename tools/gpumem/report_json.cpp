@@ -58,6 +58,15 @@ void write_run(std::ostream& out, resource_run const& r, trace::trace_profile co
   } else {
     out << "null";
   }
+  if (!r.counters.empty()) {
+    out << ",\"counters\":{";
+    char const* csep = "";
+    for (auto const& [name, value] : r.counters) {
+      out << csep << json_string(name) << ":" << num(value);
+      csep = ",";
+    }
+    out << "}";
+  }
   if (timelines) {
     out << ",\"timeline\":[";
     char const* sep = "";

@@ -82,6 +82,7 @@ void write_row(std::ostream& out, resource_run const& r, trace::trace_profile co
       << pad(fixed(res.ns_per_operation(), 1), 9, true);
   if (res.failure) { out << " OUT OF MEMORY at line " << res.failure->line; }
   out << "\n";
+  if (!r.counters.empty()) { out << "    " << describe_counters(r.counters) << "\n"; }
 }
 
 void write_failure(std::ostream& out, resource_run const& r)
@@ -101,6 +102,15 @@ void write_failure(std::ostream& out, resource_run const& r)
 }
 
 }  // namespace
+
+std::string describe_counters(std::vector<std::pair<std::string, double>> const& c)
+{
+  std::string out;
+  for (auto const& [name, value] : c) {
+    out += (out.empty() ? "" : ", ") + name + " " + fixed(value, 0);
+  }
+  return out;
+}
 
 std::string human_bytes(std::size_t bytes)
 {

@@ -14,6 +14,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace gpumem::detail {
@@ -29,6 +30,11 @@ class address_map {
       if (slots_[i].key == key) { return &slots_[i].value; }
       if (slots_[i].key == nullptr) { return nullptr; }
     }
+  }
+  /// The value stored at `key`, mutable in place, or nullptr; valid until the next insert or erase.
+  [[nodiscard]] Value* find(char const* key) noexcept
+  {
+    return const_cast<Value*>(std::as_const(*this).find(key));
   }
   /// The value stored at `key`, or `missing`.
   [[nodiscard]] Value find_or(char const* key, Value missing) const noexcept

@@ -3,9 +3,10 @@
 //
 // Each resource owns one registry mapping a stream to a `State` (created on first use, alive until
 // the registry dies, so references stay valid). Lookups go through a small thread-local cache keyed
-// by (registry id, stream handle); a miss takes the registry mutex (slow path). Registry ids come
-// from a process-wide counter and are never reused, so a stale cache entry of a dead registry never
-// matches.
+// by (registry id, stream handle): 8 sets of 4, so that a thread using many resources at once
+// (binning's bins, one registry each) still hits; a miss takes the registry mutex (slow path).
+// Registry ids come from a process-wide counter and are never reused, so a stale cache entry of a
+// dead registry never matches.
 //
 // Per-thread default streams: cudaStreamPerThread (and the null stream when the library is built
 // for per-thread default streams) names a different stream on every host thread. Such a stream is
@@ -60,8 +61,11 @@ class stream_registry {
   /// The State of `stream` as seen from the calling thread. Hot path: no lock on a cache hit.
   State& get(cudaStream_t stream)
   {
-    for (auto const& e : cache()) {
-      if (e.registry == id_ && e.stream == stream) { return *static_cast<State*>(e.state); }
+    auto const* set = &cache_state().entries[set_of(stream) * cache_ways];
+    for (std::size_t i = 0; i < cache_ways; ++i) {
+      if (set[i].registry == id_ && set[i].stream == stream) {
+        return *static_cast<State*>(set[i].state);
+      }
     }
     return get_slow(stream);
   }
@@ -80,17 +84,24 @@ class stream_registry {
     cudaStream_t stream{};
     void* state{};
   };
-  static constexpr std::size_t cache_size = 8;
+  static constexpr std::size_t cache_ways = 4;
+  static constexpr std::size_t cache_sets = 8;
   struct thread_cache {
-    std::array<cache_entry, cache_size> entries{};
-    std::size_t next{};
+    std::array<cache_entry, cache_ways * cache_sets> entries{};
+    std::array<std::uint8_t, cache_sets> next{};  // the way each set replaces next
   };
   static thread_cache& cache_state()
   {
     static thread_local thread_cache c;
     return c;
   }
-  static std::array<cache_entry, cache_size>& cache() { return cache_state().entries; }
+  /// The cache set of (this registry, stream).
+  [[nodiscard]] std::size_t set_of(cudaStream_t stream) const noexcept
+  {
+    auto const h = id_ * 0x9E3779B97F4A7C15ULL ^
+                   reinterpret_cast<std::uintptr_t>(stream) * 0xC2B2AE3D27D4EB4FULL;
+    return static_cast<std::size_t>(h >> 61);  // cache_sets == 8
+  }
 
   State& get_slow(cudaStream_t stream)
   {
@@ -105,8 +116,10 @@ class stream_registry {
       }
       state = slot;
     }
-    auto& c                          = cache_state();
-    c.entries[c.next++ % cache_size] = cache_entry{id_, stream, state};
+    auto& c                           = cache_state();
+    auto const set                    = set_of(stream);
+    auto const way                    = c.next[set]++ % cache_ways;
+    c.entries[set * cache_ways + way] = cache_entry{id_, stream, state};
     return *state;
   }
 

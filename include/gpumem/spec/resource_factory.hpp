@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gpumem::spec {
@@ -100,6 +101,9 @@ class resource_stack {
   [[nodiscard]] std::string const& spec() const noexcept { return spec_; }
   /// The layer implementing footprint_source, if any (nullptr: count runtime allocations).
   [[nodiscard]] footprint_source const* footprint() const noexcept;
+  /// Counters of layers that keep them, worth printing beside timings ((name, value) pairs in a
+  /// fixed order, e.g. the per-thread cache's {"cache_hits", 1234}); empty when no layer does.
+  [[nodiscard]] std::vector<std::pair<std::string, double>> counters() const;
   [[nodiscard]] std::size_t size() const noexcept { return layers_.size(); }
   /// Flushes every logging layer; throws std::runtime_error when a log could not be written.
   void flush_logs();

@@ -1,0 +1,120 @@
+// gpumem/mr/thread_cache_resource_adaptor.hpp — a per-thread, per-stream cache of freed blocks in
+// front of a stream-ordered resource (pool, arena, ...).
+//
+// A free of a size up to `max_cached_size_bytes` keeps the block in the calling thread's cache,
+// in a bin of its stream and size class; the next allocation of that class on that stream by that
+// thread takes it back with no lock, no shared read-modify-write and no runtime call. A block
+// freed on stream S is reused from the cache only for S; it reaches other streams only by going
+// back to the upstream, whose stream-ordered path handles it. Larger requests pass straight
+// through. A miss takes a block of exactly the request's size (rounded to 256 B) from upstream; a
+// cached block serves a request of its own size class, or of the class below.
+//
+// A block freed by a thread other than the one whose cache handed it out goes back to that
+// thread's cache (posted to it lock-free; taken in at its next call), or upstream when the free is
+// on a thread-relative stream (cudaStreamPerThread). Bytes held in caches are bounded per thread
+// (`thread_cap_bytes`) and in all (`total_cap_bytes`, and `pool_fraction` of the upstream's pool
+// size when the upstream reports one through pool_size(), never below 4 of the largest cached
+// blocks). A cache that runs into a bound flushes its colder half. Caches flush to upstream when
+// the upstream runs out of memory (then the allocation is tried once more), on trim(), when their
+// thread exits and in the destructor. Other threads' caches flush at their owners' next call (trim,
+// out of memory: waits up to 2 ms).
+//
+// Bad input: a double free, a wrong size or a pointer this adaptor did not hand out is reported
+// on stderr (the first 8) and counted in bad_deallocations(); a wrong size frees the true block;
+// pointers the adaptor does not know go to the upstream, which judges them. A bad call never
+// corrupts a cache (a block is never cached twice, nor cached and upstream). Thread safety:
+// allocate/deallocate/trim/stats are thread-safe. Throws: logic_error for a null upstream or bad
+// options; what the upstream throws.
+#pragma once
+
+#include <gpumem/detail/thread_cache/cache_core.hpp>
+#include <gpumem/mr/device_memory_resource.hpp>
+
+#include <concepts>
+#include <memory>
+
+namespace gpumem::mr {
+
+using thread_cache_options = detail::thread_cache::options;
+using thread_cache_stats   = detail::thread_cache::stats;
+
+template <class Upstream>
+class thread_cache_resource_adaptor
+    : public device_memory_resource,
+      public cuda::forward_property<thread_cache_resource_adaptor<Upstream>, Upstream> {
+ public:
+  explicit thread_cache_resource_adaptor(device_async_resource_ref upstream,
+                                         thread_cache_options options = {})
+      : core_{std::make_shared<detail::thread_cache::cache_core>(upstream, std::move(options))}
+  {
+  }
+
+  /// Also caps the caches at options.pool_fraction of upstream->pool_size() when Upstream has one.
+  /// Throws logic_error when `upstream` is null.
+  explicit thread_cache_resource_adaptor(Upstream* upstream, thread_cache_options options = {})
+      : thread_cache_resource_adaptor{to_device_async_resource_ref_checked(upstream),
+                                      with_pool_size(upstream, std::move(options))}
+  {
+  }
+
+  thread_cache_resource_adaptor(thread_cache_resource_adaptor const&)            = delete;
+  thread_cache_resource_adaptor& operator=(thread_cache_resource_adaptor const&) = delete;
+  thread_cache_resource_adaptor(thread_cache_resource_adaptor&&)                 = delete;
+  thread_cache_resource_adaptor& operator=(thread_cache_resource_adaptor&&)      = delete;
+  /// Returns every cached block upstream. Blocks still handed out stay with the upstream.
+  ~thread_cache_resource_adaptor() override { core_->shutdown(); }
+
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept
+  {
+    return core_->upstream();
+  }
+  [[nodiscard]] thread_cache_options const& options() const noexcept { return core_->opts(); }
+
+  /// Hits, misses, flushes and bytes cached, per live thread and in total.
+  [[nodiscard]] thread_cache_stats stats() const { return core_->get_stats(); }
+  /// Returns the caller's cached blocks upstream now, other threads' at their next call.
+  void trim() { core_->trim(); }
+  /// Double frees, wrong sizes and unknown pointers this adaptor saw (not the upstream's count).
+  [[nodiscard]] std::uint64_t bad_deallocations() const noexcept
+  {
+    return core_->bad_deallocations();
+  }
+  /// Every cached block (pointer, size); call when no other thread uses the adaptor.
+  [[nodiscard]] std::vector<std::pair<void*, std::size_t>> cached_blocks() const
+  {
+    return core_->cached_blocks();
+  }
+  /// Throws logic_error naming a broken invariant; call when no other thread uses the adaptor.
+  void check_invariants() const { core_->check_invariants(); }
+
+ private:
+  static thread_cache_options with_pool_size(Upstream* upstream, thread_cache_options o)
+  {
+    if constexpr (requires(Upstream const& u) {
+                    {
+                      u.pool_size()
+                      } -> std::convertible_to<std::size_t>;
+                  }) {
+      if (upstream != nullptr && !o.upstream_pool_bytes) {
+        o.upstream_pool_bytes = [upstream] { return upstream->pool_size(); };
+      }
+    }
+    return o;
+  }
+
+  void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
+  {
+    return core_->allocate(bytes, stream.value());
+  }
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
+  {
+    core_->deallocate(ptr, bytes, stream.value());
+  }
+
+  std::shared_ptr<detail::thread_cache::cache_core> core_;  // shared with the threads' exit hooks
+};
+
+static_assert(cuda::mr::async_resource_with<thread_cache_resource_adaptor<device_memory_resource>,
+                                            cuda::mr::device_accessible>);
+
+}  // namespace gpumem::mr

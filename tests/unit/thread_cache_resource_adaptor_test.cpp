@@ -1,0 +1,219 @@
+// White-box tests of thread_cache_resource_adaptor over a pool on the host stand-in: hits stay in
+// the thread, the stream rule, size classes, bounds, flushes, remote frees, thread exit in both
+// orders with the adaptor's destruction, and bad frees.
+#include "suballocator_test_helpers.hpp"
+
+#include <gpumem/mr/pool_memory_resource.hpp>
+#include <gpumem/mr/thread_cache_resource_adaptor.hpp>
+
+#include <algorithm>
+#include <future>
+#include <thread>
+
+namespace gpumem::test {
+namespace {
+
+using pool_mr  = mr::pool_memory_resource<mr::cuda_memory_resource>;
+using cache_mr = mr::thread_cache_resource_adaptor<pool_mr>;
+
+struct thread_cache_test : ::testing::Test {
+  host_upstream up;
+  pool_mr pool{&up.cuda, 64 * MiB, std::nullopt, up.rt};
+  cudaStream_t a = up.rt.create_stream();
+  cudaStream_t b = up.rt.create_stream();
+
+  /// Bytes the pool has handed out (to the cache system or through it).
+  [[nodiscard]] std::size_t pool_used() const
+  {
+    return pool.pool_size() - pool.get_free_stats().free_bytes;
+  }
+  [[nodiscard]] static bool is_cached(cache_mr const& c, void* p)
+  {
+    auto const blocks = c.cached_blocks();
+    return std::any_of(blocks.begin(), blocks.end(), [p](auto const& b) { return b.first == p; });
+  }
+};
+
+TEST_F(thread_cache_test, AFreedBlockIsReusedOnItsStreamWithoutTheUpstream)
+{
+  cache_mr cache{&pool};
+  void* p = cache.allocate(4 * KiB, a);
+  cache.deallocate(p, 4 * KiB, a);
+  auto const used = pool_used();
+  EXPECT_EQ(used, 4 * KiB);  // a miss takes the request's size, rounded to 256 B
+  EXPECT_EQ(cache.allocate(4 * KiB, a), p);
+  EXPECT_EQ(pool_used(), used);
+  auto const s = cache.stats();
+  EXPECT_EQ(s.hits, 1U);
+  EXPECT_EQ(s.misses, 1U);
+  ASSERT_EQ(s.per_thread.size(), 1U);
+  EXPECT_EQ(s.per_thread[0].hits, 1U);
+  cache.deallocate(p, 4 * KiB, a);
+  EXPECT_EQ(cache.stats().bytes_cached, 4 * KiB);
+  cache.check_invariants();
+}
+
+TEST_F(thread_cache_test, ABlockFreedOnAIsNotReusedFromTheCacheOnB)
+{
+  cache_mr cache{&pool};
+  void* p = cache.allocate(1000, a);
+  up.rt.enqueue(a);  // A still uses p
+  cache.deallocate(p, 1000, a);
+  void* q = cache.allocate(1000, b);
+  EXPECT_NE(q, p);
+  EXPECT_TRUE(is_cached(cache, p));
+  EXPECT_EQ(cache.allocate(1000, a), p);
+  cache.deallocate(q, 1000, b);
+  cache.deallocate(p, 1000, a);
+  cache.check_invariants();
+}
+
+TEST_F(thread_cache_test, ACachedBlockServesItsClassAndTheClassBelow)
+{
+  cache_mr cache{&pool};
+  void* small = cache.allocate(17 * 256, a);  // class 4352..4608
+  void* big   = cache.allocate(20 * 256, a);  // the next class up
+  cache.deallocate(small, 17 * 256, a);
+  cache.deallocate(big, 20 * 256, a);
+  void* x = cache.allocate(18 * 256, a);  // small is too small; big fits
+  EXPECT_EQ(x, big);
+  void* y = cache.allocate(17 * 256, a);
+  EXPECT_EQ(y, small);
+  void* z = cache.allocate(17 * 256, a);  // nothing left: a miss
+  EXPECT_NE(z, small);
+  EXPECT_EQ(cache.stats().misses, 3U);
+  cache.deallocate(x, 18 * 256, a);
+  cache.deallocate(y, 17 * 256, a);
+  cache.deallocate(z, 17 * 256, a);
+  cache.check_invariants();
+}
+
+TEST_F(thread_cache_test, LargeRequestsPassThrough)
+{
+  cache_mr cache{&pool, {.max_cached_size_bytes = 64 * KiB}};
+  void* p = cache.allocate(64 * KiB + 1, a);
+  cache.deallocate(p, 64 * KiB + 1, a);
+  EXPECT_EQ(pool_used(), 0U);
+  EXPECT_EQ(cache.stats().passed_through, 1U);
+  EXPECT_TRUE(cache.cached_blocks().empty());
+}
+
+TEST_F(thread_cache_test, BadOptionsAreLogicErrors)
+{
+  EXPECT_THROW(cache_mr(&pool, {.max_cached_size_bytes = 0}), logic_error);
+  EXPECT_THROW(cache_mr(&pool, {.max_cached_size_bytes = std::size_t{8} << 30}), logic_error);
+  auto const msg = message_of<logic_error>([&] { cache_mr c(&pool, {.pool_fraction = 1.5}); });
+  EXPECT_NE(msg.find("1.5"), std::string::npos) << msg;
+  EXPECT_THROW(cache_mr(static_cast<pool_mr*>(nullptr)), logic_error);
+}
+
+TEST_F(thread_cache_test, DoubleFreeIsReportedCountedAndHarmless)
+{
+  cache_mr cache{&pool};
+  void* p = cache.allocate(2 * KiB, a);
+  cache.deallocate(p, 2 * KiB, a);
+  cache.deallocate(p, 2 * KiB, a);
+  EXPECT_EQ(cache.bad_deallocations(), 1U);
+  cache.check_invariants();
+  void* q = cache.allocate(2 * KiB, a);
+  void* r = cache.allocate(2 * KiB, a);
+  EXPECT_EQ(q, p);
+  EXPECT_NE(r, p);  // cached once only
+  cache.deallocate(q, 2 * KiB, a);
+  cache.deallocate(r, 2 * KiB, a);
+  cache.check_invariants();
+}
+
+TEST_F(thread_cache_test, WrongSizeIsCountedAndFreesTheTrueBlock)
+{
+  cache_mr cache{&pool};
+  void* p = cache.allocate(2 * KiB, a);
+  cache.deallocate(p, 3 * KiB, a);
+  EXPECT_EQ(cache.bad_deallocations(), 1U);
+  EXPECT_EQ(cache.stats().bytes_cached, 2 * KiB);
+  cache.check_invariants();
+}
+
+TEST_F(thread_cache_test, AWrongSizeAboveTheCachedSizesNeverReachesTheUpstream)
+{
+  cache_mr cache{&pool, {.max_cached_size_bytes = 64 * KiB}};
+  void* p = cache.allocate(1000, a);
+  cache.deallocate(p, 2 * MiB, a);
+  EXPECT_EQ(cache.bad_deallocations(), 1U);
+  EXPECT_EQ(pool.bad_deallocations(), 0U);
+  EXPECT_EQ(cache.stats().bytes_cached, 1024U) << "the block is cached with its true size";
+  cache.check_invariants();
+  EXPECT_EQ(cache.allocate(1000, a), p);
+  cache.deallocate(p, 1000, a);
+}
+
+TEST_F(thread_cache_test, ForeignPointerGoesToTheUpstreamWhichReportsIt)
+{
+  cache_mr cache{&pool};
+  int local = 0;
+  cache.deallocate(&local, 256, a);
+  EXPECT_EQ(pool.bad_deallocations(), 1U);
+  EXPECT_TRUE(cache.cached_blocks().empty());
+  cache.check_invariants();
+}
+
+TEST_F(thread_cache_test, PerThreadCapFlushesTheColderHalf)
+{
+  cache_mr cache{&pool, {.thread_cap_bytes = 64 * KiB}};
+  std::vector<void*> blocks;
+  for (int i = 0; i < 32; ++i) { blocks.push_back(cache.allocate(4 * KiB, a)); }
+  for (void* p : blocks) { cache.deallocate(p, 4 * KiB, a); }
+  auto const s = cache.stats();
+  EXPECT_LE(s.bytes_cached, 64 * KiB);
+  EXPECT_GT(s.flushed, 0U);
+  EXPECT_EQ(pool_used(), s.bytes_cached);
+  EXPECT_TRUE(is_cached(cache, blocks.back())) << "the most recently freed block is kept";
+  cache.check_invariants();
+}
+
+TEST_F(thread_cache_test, TotalCapIsAFractionOfThePool)
+{
+  // 1 MiB of the 64 MiB pool (the floor, 4 of the largest cached blocks, is lower here)
+  cache_mr cache{&pool, {.max_cached_size_bytes = 64 * KiB, .pool_fraction = 1.0 / 64}};
+  EXPECT_EQ(cache.stats().cap_bytes, MiB);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 32; ++i) { blocks.push_back(cache.allocate(64 * KiB, a)); }
+  for (void* p : blocks) { cache.deallocate(p, 64 * KiB, a); }
+  EXPECT_LE(cache.stats().bytes_cached, MiB);
+  cache.check_invariants();
+}
+
+TEST_F(thread_cache_test, TheFractionCapHasAFloorOfFourLargestBlocks)
+{
+  cache_mr cache{&pool, {.max_cached_size_bytes = 4 * MiB, .pool_fraction = 0.01}};
+  EXPECT_EQ(cache.stats().cap_bytes, 16 * MiB);
+}
+
+TEST_F(thread_cache_test, TrimReturnsTheCallersBlocksAndOthersAtTheirNextCall)
+{
+  cache_mr cache{&pool};
+  std::promise<void> cached, trimmed, honoured, done;
+  std::thread other{[&] {
+    cache.deallocate(cache.allocate(8 * KiB, b), 8 * KiB, b);
+    cached.set_value();
+    trimmed.get_future().wait();
+    void* p = cache.allocate(256, b);  // any call on a cacheable size honours the request
+    honoured.set_value();
+    done.get_future().wait();
+    cache.deallocate(p, 256, b);
+  }};
+  cache.deallocate(cache.allocate(4 * KiB, a), 4 * KiB, a);
+  cached.get_future().wait();
+  cache.trim();
+  EXPECT_EQ(cache.stats().bytes_cached, 8 * KiB);  // only the other thread's block is left
+  trimmed.set_value();
+  honoured.get_future().wait();
+  EXPECT_EQ(cache.stats().bytes_cached, 0U);
+  EXPECT_EQ(pool_used(), 256U);
+  cache.check_invariants();
+  done.set_value();
+  other.join();
+}
+
+}  // namespace
+}  // namespace gpumem::test
