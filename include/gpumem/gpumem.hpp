@@ -38,6 +38,7 @@
 #include <gpumem/mr/system_memory_resource.hpp>
 #include <gpumem/mr/thread_safe_resource_adaptor.hpp>
 #include <gpumem/mr/tracking_resource_adaptor.hpp>
+#include <gpumem/mr/thread_cache_resource_adaptor.hpp>
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/pool/device_pools.hpp>
 #include <gpumem/pool/ipc.hpp>

@@ -41,7 +41,7 @@ using thread_cache_stats   = detail::thread_cache::stats;
 template <class Upstream>
 class thread_cache_resource_adaptor
     : public device_memory_resource,
-      public cuda::forward_property<thread_cache_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<thread_cache_resource_adaptor<Upstream>, Upstream> {
  public:
   explicit thread_cache_resource_adaptor(device_async_resource_ref upstream,
                                          thread_cache_options options = {})
@@ -114,7 +114,7 @@ class thread_cache_resource_adaptor
   std::shared_ptr<detail::thread_cache::cache_core> core_;  // shared with the threads' exit hooks
 };
 
-static_assert(cuda::mr::async_resource_with<thread_cache_resource_adaptor<device_memory_resource>,
+static_assert(gpumem::detail::async_resource_with<thread_cache_resource_adaptor<device_memory_resource>,
                                             cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -102,7 +102,7 @@ void cache_core::record(local_cache& c, char* p, std::uint64_t units, cudaStream
     std::lock_guard lock{s.mutex};
     s.map.insert(p, owner_entry{&c, u, u});
   } catch (...) {
-    upstream_.deallocate_async(p, units * granule_bytes, granule_bytes, stream);
+    detail::async_deallocate(upstream_, p, units * granule_bytes, granule_bytes, stream);
     throw;
   }
   c.blocks_.insert_unchecked(p, block_entry{u, u, 0, false});
@@ -113,13 +113,13 @@ void cache_core::record(local_cache& c, char* p, std::uint64_t units, cudaStream
 void* cache_core::take_upstream(local_cache* c, std::size_t bytes, cudaStream_t stream)
 {
   try {
-    return upstream_.allocate_async(bytes, granule_bytes, stream);
+    return detail::async_allocate(upstream_, bytes, granule_bytes, stream);
   } catch (out_of_memory const&) {
     bool const mine = c != nullptr && c->bytes_cached_.get() > 0;
     if (c != nullptr) { flush(*c, false); }
     if (!request_flushes(c, true) && !mine) { throw; }
   }
-  return upstream_.allocate_async(bytes, granule_bytes, stream);
+  return gpumem::detail::async_allocate(upstream_, bytes, granule_bytes, stream);
 }
 
 local_cache* cache_core::attach()
@@ -217,7 +217,7 @@ void cache_core::deallocate_large(char* p, std::size_t bytes, cudaStream_t strea
   if (ours) {
     deallocate_slow(p, bytes, stream);
   } else {
-    upstream_.deallocate_async(p, bytes, granule_bytes, stream);
+    gpumem::detail::async_deallocate(upstream_, p, bytes, granule_bytes, stream);
   }
 }
 
@@ -248,7 +248,7 @@ void cache_core::free_elsewhere(local_cache* c, char* p, std::size_t bytes,
   auto* g = s.map.find(p);
   if (g == nullptr || (c != nullptr && g->owner == c)) {  // not ours: the upstream judges
     lock.unlock();
-    upstream_.deallocate_async(p, bytes, granule_bytes, stream);
+    gpumem::detail::async_deallocate(upstream_, p, bytes, granule_bytes, stream);
     return;
   }
   auto const units =
@@ -276,7 +276,7 @@ void cache_core::free_elsewhere(local_cache* c, char* p, std::size_t bytes,
                       " bytes); the block is freed"));
   }
   if (leave) {
-    upstream_.deallocate_async(p, std::size_t{e.block_units} * granule_bytes, granule_bytes,
+    gpumem::detail::async_deallocate(upstream_, p, std::size_t{e.block_units} * granule_bytes, granule_bytes,
                                stream);
   }
 }
@@ -347,7 +347,7 @@ void cache_core::drain_orphaned(local_cache& c) noexcept
       bool const ours = s.map.erase(n->ptr);
       lock.unlock();
       if (ours && e != nullptr) {
-        upstream_.deallocate_async(n->ptr, std::size_t{e->block_units} * granule_bytes,
+        gpumem::detail::async_deallocate(upstream_, n->ptr, std::size_t{e->block_units} * granule_bytes,
                                    granule_bytes, n->stream);
       }
     }

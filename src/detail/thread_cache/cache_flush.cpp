@@ -129,7 +129,8 @@ void cache_core::release(local_cache& c, char* p, cudaStream_t stream) noexcept
     std::lock_guard lock{s.mutex};
     s.map.erase(p);
   }
-  upstream_.deallocate_async(p, std::size_t{e.block_units} * granule_bytes, granule_bytes, stream);
+  detail::async_deallocate(upstream_, p, std::size_t{e.block_units} * granule_bytes, granule_bytes,
+                           stream);
   c.flushed_.add(1);
 }
 
