@@ -9,6 +9,7 @@
 #include <gpumem/spec/resource_factory.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -57,39 +58,60 @@ struct bench_stack {
   }
 };
 
-std::size_t log_uniform(std::mt19937_64& rng, double lo, double hi)
-{
-  std::uniform_real_distribution<double> d{std::log(lo), std::log(hi)};
-  return static_cast<std::size_t>(std::exp(d(rng)));
-}
-
 /// Each measurement stops after this long (slow peers such as cudaMalloc would take minutes).
 constexpr double time_cap_seconds = 2.0;
+
+/// One step of a random walk: allocate `value` bytes, or free live block number `value` (the last
+/// live block then takes its place).
+struct walk_step {
+  bool alloc;
+  std::size_t value;
+};
+
+/// A random interleaving of `ops` allocations and frees, sizes log-uniform in [lo, hi], at most
+/// `max_live` live. Drawn before timing, so the timed loop measures the resource, not the drawing.
+std::vector<walk_step> draw_walk(std::size_t ops, std::size_t max_live, double lo, double hi,
+                                 std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  std::uniform_real_distribution<double> size_exponent{std::log(lo), std::log(hi)};
+  std::vector<walk_step> steps;
+  steps.reserve(ops);
+  std::size_t live = 0;
+  for (std::size_t i = 0; i < ops; ++i) {
+    bool const alloc = live == 0 || (live < max_live && (rng() & 1) == 0);
+    if (alloc) {
+      steps.push_back({true, static_cast<std::size_t>(std::exp(size_exponent(rng)))});
+      ++live;
+    } else {
+      steps.push_back({false, static_cast<std::size_t>(rng() % live)});
+      --live;
+    }
+  }
+  return steps;
+}
 
 struct walk_result {
   double ns_per_op;
   std::size_t ops;
 };
 
-/// Random interleaving of allocations and frees with at most `max_live` live, for `ops`
-/// operations or time_cap_seconds, whichever comes first.
-walk_result random_walk(mr::device_memory_resource& r, cudaStream_t s, std::size_t ops,
-                        std::size_t max_live, double lo, double hi, std::uint64_t seed)
+/// Runs `steps` on `r` and stream `s`, until done or time_cap_seconds have passed; frees what is
+/// still live afterwards (untimed).
+walk_result random_walk(mr::device_memory_resource& r, cudaStream_t s,
+                        std::vector<walk_step> const& steps)
 {
-  std::mt19937_64 rng{seed};
   std::vector<std::pair<void*, std::size_t>> live;
-  live.reserve(max_live);
+  live.reserve(steps.size());
   auto const t0 = clock_type::now();
   std::size_t i = 0;
-  for (; i < ops && (i % 256 != 0 || seconds_since(t0) < time_cap_seconds); ++i) {
-    bool const alloc = live.empty() || (live.size() < max_live && (rng() & 1) == 0);
+  for (; i < steps.size() && (i % 256 != 0 || seconds_since(t0) < time_cap_seconds); ++i) {
+    auto const [alloc, value] = steps[i];
     if (alloc) {
-      auto const n = log_uniform(rng, lo, hi);
-      live.emplace_back(r.allocate(n, s), n);
+      live.emplace_back(r.allocate(value, s), value);
     } else {
-      auto const k = rng() % live.size();
-      r.deallocate(live[k].first, live[k].second, s);
-      live[k] = live.back();
+      r.deallocate(live[value].first, live[value].second, s);
+      live[value] = live.back();
       live.pop_back();
     }
   }
@@ -179,17 +201,46 @@ bench_table random_workload(bench_context const& c, bool large)
   if (c.options.smoke) { ops /= 100; }
   each_stack(
       c, t, large ? "random_large" : "random_small", [&](bench_stack& b, std::string const& s) {
-        auto const w = random_walk(b.stack.top(), b.dev.new_stream(), ops, large ? 100 : 1000,
-                                   256.0, large ? 256.0 * (1 << 20) : 4.0 * (1 << 20), 42);
+        auto const steps = draw_walk(ops, large ? 100 : 1000, 256.0,
+                                     large ? 256.0 * (1 << 20) : 4.0 * (1 << 20), 42);
+        auto const w     = random_walk(b.stack.top(), b.dev.new_stream(), steps);
         put(t, large ? "random_large" : "random_small", s, w.ns_per_op, 0);
       });
   return t;
 }
 
+/// Holds threads until all `n` have arrived, then lets them go together and notes the time: the
+/// timed region starts with every thread created and ready.
+class start_gate {
+ public:
+  explicit start_gate(unsigned n) : n_{n} {}
+  void arrive_and_wait()
+  {
+    if (arrived_.fetch_add(1) + 1 == n_) { open(); }
+    while (!open_.load(std::memory_order_acquire)) { std::this_thread::yield(); }
+  }
+  /// Lets every waiting thread go (also when a thread could not be created).
+  void open()
+  {
+    opened_at_.store(clock_type::now().time_since_epoch().count(), std::memory_order_relaxed);
+    open_.store(true, std::memory_order_release);
+  }
+  [[nodiscard]] clock_type::time_point opened_at() const
+  {
+    return clock_type::time_point{clock_type::duration{opened_at_.load()}};
+  }
+
+ private:
+  unsigned const n_;
+  std::atomic<unsigned> arrived_{0};
+  std::atomic<bool> open_{false};
+  std::atomic<clock_type::rep> opened_at_{0};
+};
+
 /// Runs fn(0) .. fn(n-1) on threads of their own; after all have ended, rethrows the first
 /// exception any of them threw (an allocation that failed), or the system's refusal of a thread.
 template <class Fn>
-void run_on_threads(unsigned n, Fn&& fn)
+void run_on_threads(unsigned n, start_gate& gate, Fn&& fn)
 {
   std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> pool;
@@ -205,6 +256,7 @@ void run_on_threads(unsigned n, Fn&& fn)
       });
     } catch (std::system_error const&) {
       refused = std::current_exception();
+      gate.open();
     }
   }
   for (auto& th : pool) { th.join(); }
@@ -219,7 +271,7 @@ bench_table threads_workload(bench_context const& c)
   bench_table t{
       "threads: each thread its own stream, 256 B..64 KiB, <= 64 live each; aggregate "
       "million ops/s (higher is better)"};
-  std::size_t const ops = c.options.smoke ? 500 : 20000;
+  std::size_t const ops = c.options.smoke ? 500 : 100000;
   std::vector<unsigned> counts{1, 2, 4, 8, 16};
   if (c.options.smoke) { counts = {1, 2}; }
   for (unsigned threads : counts) {
@@ -228,13 +280,15 @@ bench_table threads_workload(bench_context const& c)
       std::vector<cudaStream_t> streams;
       for (unsigned i = 0; i < threads; ++i) { streams.push_back(b.dev.new_stream()); }
       std::vector<std::size_t> done(threads);
-      auto const t0 = clock_type::now();
-      run_on_threads(threads, [&](unsigned i) {
-        done[i] = random_walk(b.stack.top(), streams[i], ops, 64, 256.0, 65536.0, 7 + i).ops;
+      start_gate gate{threads};
+      run_on_threads(threads, gate, [&](unsigned i) {
+        auto const steps = draw_walk(ops, 64, 256.0, 65536.0, 7 + i);
+        gate.arrive_and_wait();
+        done[i] = random_walk(b.stack.top(), streams[i], steps).ops;
       });
       double total = 0;
       for (auto d : done) { total += static_cast<double>(d); }
-      put(t, row, s, total / seconds_since(t0) / 1e6, 2);
+      put(t, row, s, total / seconds_since(gate.opened_at()) / 1e6, 2);
     });
   }
   return t;
