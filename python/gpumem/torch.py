@@ -511,6 +511,36 @@ def empty_cache() -> None:
     _library().gpumem_torch_empty_cache()
 
 
+# -- out of memory -----------------------------------------------------------------------------
+
+_OOM_MARK = "gpumem: CUDA out of memory"
+
+
+class out_of_memory_errors(contextlib.ContextDecorator):
+    """Turns gpumem's out-of-memory errors that reach Python as RuntimeError into
+    ``torch.OutOfMemoryError`` (same message), so that ``except torch.OutOfMemoryError`` works
+    in every build. A context manager and a decorator::
+
+        with gpumem.torch.out_of_memory_errors():
+            loss = model(batch)
+
+    Only needed when gpumem was built without PyTorch present (``raises_torch_out_of_memory()``
+    is False); otherwise PyTorch raises torch.OutOfMemoryError itself. ``python -m gpumem.torch``
+    runs the whole program inside it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if error is None or not isinstance(error, (RuntimeError, MemoryError)):
+            return False
+        torch = sys.modules.get("torch")
+        oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+        if oom is None or isinstance(error, oom) or _OOM_MARK not in str(error):
+            return False
+        raise oom(str(error)) from error
+
+
 # -- recording ---------------------------------------------------------------------------------
 
 @contextlib.contextmanager
@@ -580,16 +610,17 @@ def _main(argv: list) -> int:
     except this.AllocatorConfigError as e:
         sys.stderr.write(f"gpumem.torch: {e}\n")
         return 2
-    if argv[0] == "-m":
-        if len(argv) < 2:
-            sys.stderr.write(_USAGE)
-            return 2
-        sys.argv = argv[1:]
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-    else:
-        sys.argv = argv
-        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-        runpy.run_path(argv[0], run_name="__main__")
+    if argv[0] == "-m" and len(argv) < 2:
+        sys.stderr.write(_USAGE)
+        return 2
+    with this.out_of_memory_errors():
+        if argv[0] == "-m":
+            sys.argv = argv[1:]
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = argv
+            sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+            runpy.run_path(argv[0], run_name="__main__")
     return 0
 
 

@@ -330,6 +330,10 @@ cuda.current_device = lambda: 0
 cuda.memory_stats = _raises
 cuda.max_memory_allocated = _raises
 cuda.reset_peak_memory_stats = _raises
+
+
+class OutOfMemoryError(RuntimeError):
+    pass
 '''
 
 
@@ -448,3 +452,29 @@ def test_the_runner_switches_an_unchanged_script(fake_torch, tmp_path):
     out = run(None, fake_torch, "-m", "gpumem.torch", str(script))
     assert out.returncode == 2
     assert "GPUMEM_TORCH_ALLOC='nonsense': unknown resource 'nonsense'" in out.stderr
+
+
+def test_out_of_memory_becomes_torchs_error_in_every_build(fake_torch):
+    out = run("""
+        import torch, gpumem.torch as gt
+
+        @gt.out_of_memory_errors()
+        def step():
+            raise RuntimeError("gpumem: CUDA out of memory on device 0 (tried to allocate 1GiB)")
+
+        try:
+            step()
+        except torch.OutOfMemoryError as e:
+            print("torch.OutOfMemoryError:", e)
+        try:
+            with gt.out_of_memory_errors():
+                raise RuntimeError("something else")
+        except torch.OutOfMemoryError:
+            print("wrong")
+        except RuntimeError as e:
+            print("RuntimeError:", e)
+    """, fake_torch)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "torch.OutOfMemoryError: gpumem: CUDA out of memory on device 0 (tried to allocate 1GiB)",
+        "RuntimeError: something else"]
