@@ -72,6 +72,8 @@ def _library() -> ctypes.CDLL:
     lib = ctypes.CDLL(library_path())
     lib.gpumem_torch_set_resource.argtypes = [ctypes.c_int, ctypes.c_void_p]
     lib.gpumem_torch_set_resource.restype = ctypes.c_int
+    lib.gpumem_torch_set_resource2.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    lib.gpumem_torch_set_resource2.restype = ctypes.c_int
     lib.gpumem_torch_get_resource.argtypes = [ctypes.c_int]
     lib.gpumem_torch_get_resource.restype = ctypes.c_void_p
     lib.gpumem_torch_has_c10.restype = ctypes.c_int
@@ -290,7 +292,8 @@ def use(spec=None, devices=None, *, device: int | None = None, runtime=None,
         resource = spec
         if device is None:
             device = get_current_device()
-        if lib.gpumem_torch_set_resource(device, resource._handle) != 0:
+        on_cuda = getattr(resource, "_runtime", None) is None and _has_gpu()
+        if lib.gpumem_torch_set_resource2(device, resource._handle, int(on_cuda)) != 0:
             raise ValueError(f"device {device} is out of range for the gpumem torch allocator")
         config = {device: resource}
     else:
@@ -318,6 +321,15 @@ def use(spec=None, devices=None, *, device: int | None = None, runtime=None,
     if patch_torch:
         _patch_torch(torch)
     return resource if resource is not None else dict(config)
+
+
+def _has_gpu() -> bool:
+    import gpumem
+
+    try:
+        return gpumem.get_num_devices() > 0
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _unconfigure(config: dict) -> None:

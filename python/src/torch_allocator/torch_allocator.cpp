@@ -8,6 +8,7 @@
 // and, for gpumem.torch (ctypes):
 //   int   gpumem_torch_configure(int device, char const* spec, void* runtime, int simulated);
 //   int   gpumem_torch_set_resource(int device, void* resource);  // device -1: every device
+//   int   gpumem_torch_set_resource2(int device, void* resource, int on_cuda);
 //   void* gpumem_torch_get_resource(int device);
 //   int   gpumem_torch_release(int device);
 //   int   gpumem_torch_stats(int device, unsigned long long* out, int n);
@@ -128,6 +129,8 @@ struct device_slot {
   gpumem::spec::footprint_source const* footprint{};  // the stack's, if a layer bypasses the meter
   std::atomic<u64> footprint_peak{};  // for stacks whose layer bypasses the runtime (CUDA pools)
 
+  bool on_cuda{};  // the resource talks to CUDA (not a test's host stand-in): capture is checked
+
   stat bytes, blocks;
   std::atomic<u64> retries{}, ooms{};
 };
@@ -154,6 +157,17 @@ void record(char const* action, void const* ptr, std::size_t bytes, cudaStream_t
   if (!recording.load(std::memory_order_relaxed)) { return; }
   std::lock_guard lock{record_mutex};
   if (recorder) { recorder->log(action, ptr, bytes, stream); }
+}
+
+/// True when `stream` is capturing a CUDA graph (errors, e.g. no GPU, read as not capturing).
+bool stream_is_capturing(cudaStream_t stream) noexcept
+{
+  cudaStreamCaptureStatus status{cudaStreamCaptureStatusNone};
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
 }
 
 [[noreturn]] void fail(std::string const& msg, bool out_of_memory)
@@ -205,6 +219,7 @@ device_memory_resource* build(device_slot& s, int device)
     s.meter    = std::move(meter);
     s.observer = std::move(observer);
     s.footprint = stack->footprint();
+    s.on_cuda   = rt == nullptr;
     s.stack     = std::move(stack);
   } catch (...) {
     if (previous != device) { inner.set_device(previous); }
@@ -264,6 +279,13 @@ GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStre
   }
   auto& r      = resource_of(*s, device);
   auto const n = static_cast<std::size_t>(size);
+  if (s->on_cuda && stream_is_capturing(stream)) {
+    fail("gpumem torch allocator: CUDA graph capture is not supported yet: memory that a "
+         "captured graph uses would be handed to other tensors after the capture and overwritten "
+         "when the graph replays. Capture graphs (torch.cuda.graph, torch.compile "
+         "mode='reduce-overhead') with PyTorch's own allocator.",
+         false);
+  }
   void* p{};
   try {
     try {
@@ -371,17 +393,26 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_configure(int device, char const* spec, voi
   return 0;
 }
 
-GPUMEM_TORCH_EXPORT int gpumem_torch_set_resource(int device, void* resource)
+/// Sets a resource object for `device` (-1: every device). `on_cuda`: the resource allocates CUDA
+/// memory (then allocations on a capturing stream are refused); 0 for a test's host stand-in.
+GPUMEM_TORCH_EXPORT int gpumem_torch_set_resource2(int device, void* resource, int on_cuda)
 {
   auto* r = static_cast<device_memory_resource*>(resource);
   if (device == -1) {
-    for (auto& slot : slots) { slot.resource.store(r); }
+    for (int d = 0; d < max_devices; ++d) { gpumem_torch_set_resource2(d, resource, on_cuda); }
     return 0;
   }
   auto* s = slot_of(device);
   if (s == nullptr) { return -1; }
+  std::lock_guard lock{s->build_mutex};
+  s->on_cuda = r != nullptr && on_cuda != 0;
   s->resource.store(r);
   return 0;
+}
+
+GPUMEM_TORCH_EXPORT int gpumem_torch_set_resource(int device, void* resource)
+{
+  return gpumem_torch_set_resource2(device, resource, 0);
 }
 
 GPUMEM_TORCH_EXPORT void* gpumem_torch_get_resource(int device)
@@ -401,6 +432,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_release(int device)
   if (s->blocks.current.load() != 0) { return -2; }
   s->resource.store(nullptr);
   s->footprint = nullptr;
+  s->on_cuda   = false;
   s->stack.reset();
   s->observer.reset();
   s->meter.reset();
