@@ -92,6 +92,12 @@ def test_bad_config_raises_a_typed_error_naming_the_value(text, says):
     assert says in str(e)
 
 
+def test_checking_a_logging_spec_creates_no_file(tmp_path):
+    log = tmp_path / "log.csv"
+    assert gt.parse_config(f"logging:file={log}>pool") == {None: f"logging:file={log}>pool"}
+    assert not log.exists()
+
+
 def test_config_from_env(monkeypatch):
     monkeypatch.delenv(gt.ENV_VAR, raising=False)
     assert gt.config_from_env() is None
