@@ -1,37 +1,63 @@
-"""PyTorch on gpumem: route every CUDA tensor allocation of PyTorch through a gpumem resource.
+"""PyTorch on gpumem: route every CUDA tensor allocation of PyTorch through gpumem.
 
     import torch, gpumem.torch
-    stats = gpumem.torch.use("statistics>pool:initial=1GiB>cuda")   # before any CUDA tensor
+    gpumem.torch.use("pool")            # before any CUDA tensor; every GPU gets its own pool
     ...train...
-    print(stats.get_bytes_counter())                                # readable at any time
+    print(gpumem.torch.max_memory_allocated(), gpumem.torch.memory_summary())
 
-``use()`` loads gpumem's allocator library (``library_path()``), which exports the two functions
-``torch.cuda.memory.CUDAPluggableAllocator`` needs::
+or, with no change to the program (the spec comes from the environment variable
+``GPUMEM_TORCH_ALLOC``, default ``pool>cuda``)::
 
-    void* gpumem_torch_malloc(ssize_t size, int device, cudaStream_t stream);
-    void  gpumem_torch_free(void* ptr, ssize_t size, int device, cudaStream_t stream);
+    GPUMEM_TORCH_ALLOC="pool" python -m gpumem.torch train.py --its --own --arguments
 
-PyTorch calls them on its current stream, from any thread and without the GIL; the resource
-must be thread-safe (the pool, arena, caching, fixed-size resources and the adaptors are).
-When the library was built with PyTorch present (``pip install --no-build-isolation .``),
-exhausting the resource raises ``torch.OutOfMemoryError`` carrying gpumem's message; otherwise a
-``RuntimeError`` with the same message. PyTorch can switch allocators only before it first
-initializes CUDA, so ``use()`` must run before the first CUDA tensor; called later it raises
-RuntimeError saying so. The installed resource lives until the process ends.
+``use()`` installs gpumem's allocator library (``library_path()``) as PyTorch's CUDA allocator
+through ``torch.cuda.memory.CUDAPluggableAllocator``. Each device gets its own resource, built
+from the spec the first time PyTorch allocates on that device. PyTorch calls the library from any
+thread, without the GIL, on its current stream.
 
-With gpumem's allocator PyTorch's own statistics (``torch.cuda.memory_allocated`` and friends)
-are unavailable; read the resource's (a StatisticsResourceAdaptor in the spec) instead.
+PyTorch can switch allocators only before it first initializes CUDA, so ``use()`` must run before
+the first CUDA tensor; called later it raises RuntimeError saying so. The resources live until the
+process ends.
+
+Statistics: ``memory_stats()`` (PyTorch's key names), ``memory_allocated()``,
+``max_memory_allocated()``, ``memory_reserved()``, ``max_memory_reserved()``,
+``reset_peak_memory_stats()``, ``memory_summary()``. PyTorch's own functions of those names do not
+work under a pluggable allocator; ``use()`` points them at these (``patch_torch=False`` leaves
+them alone). ``torch.cuda.empty_cache()`` and ``empty_cache()`` give free memory back.
+``record(path)`` writes a trace that ``gpumem replay`` replays.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import re
+import sys
 
-from . import DeviceMemoryResource, from_spec, get_current_device
+from . import DeviceMemoryResource, SpecError, canonical_spec, from_spec, get_current_device
+
+ENV_VAR = "GPUMEM_TORCH_ALLOC"
+"""The environment variable ``use()`` reads when it is given no spec."""
+
+DEFAULT_SPEC = "pool>cuda"
+"""What ``use()`` installs when given no spec and ``GPUMEM_TORCH_ALLOC`` is not set."""
 
 _LIBRARY = "_torch_allocator.so"
-_installed: dict = {}  # device -> resource
+_installed: dict = {}  # device (None: every device) -> canonical spec or resource
+_lib = None
+_torch_originals: dict = {}  # (module, name) -> PyTorch's function, while patched
+
+
+class AllocatorConfigError(SpecError):
+    """A spec for ``gpumem.torch.use()`` or ``GPUMEM_TORCH_ALLOC`` that is not valid. A
+    ``ValueError`` (through ``gpumem.SpecError``); ``value`` is the text that was given and
+    ``source`` where it came from (the environment variable or ``use()``)."""
+
+    def __init__(self, message: str, value: str = "", source: str = ""):
+        super().__init__(message)
+        self.value = value
+        self.source = source
 
 
 def library_path() -> str:
@@ -40,13 +66,45 @@ def library_path() -> str:
 
 
 def _library() -> ctypes.CDLL:
+    global _lib
+    if _lib is not None:
+        return _lib
     lib = ctypes.CDLL(library_path())
     lib.gpumem_torch_set_resource.argtypes = [ctypes.c_int, ctypes.c_void_p]
     lib.gpumem_torch_set_resource.restype = ctypes.c_int
+    lib.gpumem_torch_set_resource2.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    lib.gpumem_torch_set_resource2.restype = ctypes.c_int
     lib.gpumem_torch_get_resource.argtypes = [ctypes.c_int]
     lib.gpumem_torch_get_resource.restype = ctypes.c_void_p
     lib.gpumem_torch_has_c10.restype = ctypes.c_int
+    lib.gpumem_torch_configure.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p,
+                                           ctypes.c_int]
+    lib.gpumem_torch_configure.restype = ctypes.c_int
+    lib.gpumem_torch_release.argtypes = [ctypes.c_int]
+    lib.gpumem_torch_release.restype = ctypes.c_int
+    lib.gpumem_torch_stats.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_ulonglong),
+                                       ctypes.c_int]
+    lib.gpumem_torch_stats.restype = ctypes.c_int
+    lib.gpumem_torch_reset_peak.argtypes = [ctypes.c_int]
+    lib.gpumem_torch_reset_accumulated.argtypes = [ctypes.c_int]
+    lib.gpumem_torch_record_start.argtypes = [ctypes.c_char_p]
+    lib.gpumem_torch_record_start.restype = ctypes.c_int
+    lib.gpumem_torch_record_stop.restype = ctypes.c_int
+    lib.gpumem_torch_last_error.restype = ctypes.c_char_p
+    lib.gpumem_torch_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    lib.gpumem_torch_malloc.restype = ctypes.c_void_p
+    lib.gpumem_torch_try_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    lib.gpumem_torch_try_malloc.restype = ctypes.c_void_p
+    lib.gpumem_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
+                                      ctypes.c_void_p]
+    lib.gpumem_torch_free.restype = None
+    lib.gpumem_torch_empty_cache.restype = None
+    _lib = lib
     return lib
+
+
+def _last_error() -> str:
+    return _library().gpumem_torch_last_error().decode(errors="replace")
 
 
 def raises_torch_out_of_memory() -> bool:
@@ -55,10 +113,99 @@ def raises_torch_out_of_memory() -> bool:
     return bool(_library().gpumem_torch_has_c10())
 
 
-def _keep_forever(resource) -> None:
-    # Tensors may be freed during interpreter shutdown, after this module's globals are gone:
-    # the resource must outlive them, so it is never destroyed.
-    ctypes.pythonapi.Py_IncRef(ctypes.py_object(resource))
+# -- configuration -----------------------------------------------------------------------------
+
+_DEVICE_ENTRY = re.compile(r"^\s*(\d+)\s*=(.*)$")
+
+
+def _check_spec(spec: str, value: str, source: str) -> str:
+    """The canonical text of one spec; AllocatorConfigError naming `value` when it is not valid."""
+    import gpumem
+
+    where = f"{source}={value!r}" if source == ENV_VAR else f"spec {value!r}"
+    if not spec.strip():
+        raise AllocatorConfigError(
+            f"{where}: empty spec; write a resource stack such as 'pool' or "
+            "'pool:initial=1GiB>cuda_async'", value, source)
+    try:
+        text = canonical_spec(spec.strip())
+    except SpecError as e:
+        raise AllocatorConfigError(f"{where}: {e}", value, source) from None
+    entries = {r["name"]: r for r in gpumem.list_resources()}
+    for layer in text.split(">"):
+        name, _, params = layer.partition(":")
+        entry = entries.get(name)
+        if entry is None:
+            raise AllocatorConfigError(
+                f"{where}: unknown resource {name!r}; valid names: {', '.join(sorted(entries))}",
+                value, source)
+        for param in filter(None, params.split(",")):
+            key = param.partition("=")[0]
+            if key not in entry["params"]:
+                known = ", ".join(entry["params"]) or "none"
+                raise AllocatorConfigError(
+                    f"{where}: {name!r} has no parameter {key!r} (its parameters: {known})",
+                    value, source)
+    # Values (sizes, numbers, their combinations) are checked by building the stack over a
+    # simulated device that touches no memory; stacks that need a real GPU are checked there,
+    # and so are stacks that log (building one would create its file).
+    if any(layer.partition(":")[0] == "logging" for layer in text.split(">")):
+        return text
+    try:
+        gpumem.from_spec(text, gpumem.HostRuntime(capacity_bytes=1 << 44, backed=False))
+    except gpumem.LogicError as e:
+        if "needs a GPU" not in str(e):
+            raise AllocatorConfigError(f"{where}: {e}", value, source) from None
+    except Exception:  # noqa: BLE001  (out of simulated memory and the like: not the spec's fault)
+        pass
+    return text
+
+
+def parse_config(value: str, source: str = ENV_VAR) -> dict:
+    """Parses the text of ``GPUMEM_TORCH_ALLOC`` (or a spec given to ``use()``) into
+    ``{device: spec}``, ``None`` standing for every device without its own entry.
+
+    The text is a spec of the ``gpumem`` command-line tool (``pool``,
+    ``pool:initial=1GiB>cuda_async``, ``statistics>vmm_pool``), or several entries separated by
+    ``;``, each either a spec for every device or ``N=spec`` for device N::
+
+        pool                        every device: a pool
+        0=pool;1=vmm_pool           device 0: a pool, device 1: a virtual-memory pool, others: none
+        vmm_pool;0=pool             device 0: a pool, every other device: a virtual-memory pool
+
+    Raises AllocatorConfigError (a ValueError) naming the value and what is wrong with it.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"expected a spec string, got {value!r}")
+    out: dict = {}
+    parts = value.split(";")
+    for i, part in enumerate(parts):
+        if not part.strip():
+            if i == len(parts) - 1:
+                continue
+            raise AllocatorConfigError(
+                f"{ENV_VAR}={value!r}: an empty entry between ';'" if source == ENV_VAR
+                else f"spec {value!r}: an empty entry between ';'", value, source)
+        m = _DEVICE_ENTRY.match(part)
+        device, spec = (int(m.group(1)), m.group(2)) if m else (None, part)
+        if device in out:
+            what = "every device" if device is None else f"device {device}"
+            raise AllocatorConfigError(
+                (f"{ENV_VAR}={value!r}" if source == ENV_VAR else f"spec {value!r}")
+                + f": {what} is given twice", value, source)
+        out[device] = _check_spec(spec, value, source)
+    if not out:
+        raise AllocatorConfigError(
+            (f"{ENV_VAR}={value!r}" if source == ENV_VAR else f"spec {value!r}")
+            + ": empty; write a resource stack such as 'pool'", value, source)
+    return out
+
+
+def config_from_env() -> dict | None:
+    """``parse_config(os.environ["GPUMEM_TORCH_ALLOC"])``, or None when it is not set (or
+    empty)."""
+    value = os.environ.get(ENV_VAR, "")
+    return parse_config(value, ENV_VAR) if value.strip() else None
 
 
 def _too_late_message(detail: str) -> str:
@@ -66,49 +213,431 @@ def _too_late_message(detail: str) -> str:
         "gpumem.torch.use() must be called before PyTorch's first CUDA allocation (PyTorch can "
         "only switch allocators before it initializes CUDA): " + detail + ". Call it right "
         "after `import torch`, before creating any CUDA tensor or calling torch.cuda functions "
-        "that initialize CUDA."
+        "that initialize CUDA, or start the program with `python -m gpumem.torch`."
     )
 
 
-def use(resource: str | DeviceMemoryResource = "pool>cuda", device: int | None = None):
-    """Builds ``resource`` (a spec string for ``gpumem.from_spec``, or a resource) and makes it
-    PyTorch's CUDA allocator for ``device`` (default: the current device). Returns the resource;
-    its statistics stay readable while PyTorch allocates through it.
+def _resolve(spec, devices, device) -> dict:
+    """{device or None: canonical spec} from use()'s arguments."""
+    if device is not None:
+        if devices is not None:
+            raise TypeError("give either device= or devices=, not both")
+        devices = [device]
+    if spec is None:
+        config = config_from_env() or {None: DEFAULT_SPEC}
+    elif isinstance(spec, str):
+        config = parse_config(spec, "use()")
+    elif isinstance(spec, dict):
+        config = {}
+        for k, v in spec.items():
+            if k is not None and (not isinstance(k, int) or k < 0):
+                raise TypeError(f"device keys are ints >= 0 (or None for every device), got {k!r}")
+            config[k] = _check_spec(v, v, "use()")
+        if not config:
+            raise AllocatorConfigError("use() was given an empty dict of specs")
+    else:
+        raise TypeError(f"expected a spec string, a dict of them or a gpumem resource, got "
+                        f"{spec!r}")
+    if devices is not None:
+        devices = [int(d) for d in devices]
+        default = config.get(None)
+        chosen = {}
+        for d in devices:
+            s = config.get(d, default)
+            if s is None:
+                raise AllocatorConfigError(f"no spec for device {d} (specs are for "
+                                           f"{sorted(k for k in config if k is not None)})")
+            chosen[d] = s
+        config = chosen
+    return config
 
-    Raises RuntimeError when PyTorch has already initialized CUDA or another allocator was
-    installed, and ImportError when PyTorch is missing.
+
+def use(spec=None, devices=None, *, device: int | None = None, runtime=None,
+        patch_torch: bool = True):
+    """Makes gpumem PyTorch's CUDA allocator, before PyTorch initializes CUDA.
+
+    ``spec`` is
+
+    * None: the spec in ``GPUMEM_TORCH_ALLOC`` if set, else ``"pool>cuda"``;
+    * a spec string (the ``gpumem`` tool's grammar, e.g. ``"pool:initial=1GiB"``), for every
+      device, or per device as in ``GPUMEM_TORCH_ALLOC`` (``"0=pool;1=vmm_pool"``, see
+      ``parse_config``);
+    * a dict ``{device: spec}`` (key None: every device without its own entry);
+    * a gpumem resource object, which serves one device (``device``, default the current one).
+
+    Each device gets its own resource, built the first time PyTorch allocates on it. ``devices``
+    (a list of indices) limits the spec to those devices; an allocation on another device then
+    raises, naming it. ``device=N`` is ``devices=[N]``. ``runtime``: a ``gpumem.HostRuntime`` to
+    run without a GPU (tests). ``patch_torch``: point ``torch.cuda.memory_stats`` and friends at
+    this module's functions (they raise under any pluggable allocator otherwise).
+
+    Returns the resource object when one was given, else the installed ``{device: spec}`` (None:
+    every device). Raises RuntimeError when PyTorch has already initialized CUDA or use() was
+    already called, AllocatorConfigError (a ValueError) for a bad spec, ImportError without
+    PyTorch.
     """
-    import torch  # noqa: F401  (ImportError says what is missing)
+    import torch
 
     if _installed:
         raise RuntimeError(
-            f"gpumem.torch.use() was already called (devices {sorted(_installed)}); PyTorch "
+            f"gpumem.torch.use() was already called ({_describe_installed()}); PyTorch "
             "cannot switch allocators again"
         )
     if torch.cuda.is_initialized():
         raise RuntimeError(_too_late_message("torch.cuda is already initialized"))
-    if device is None:
-        device = get_current_device()
-    if isinstance(resource, str):
-        resource = from_spec(resource)
-    if not isinstance(resource, DeviceMemoryResource):
-        raise TypeError(f"expected a spec string or a gpumem resource, got {resource!r}")
     lib = _library()
-    if lib.gpumem_torch_set_resource(device, resource._handle) != 0:
-        raise ValueError(f"device {device} is out of range for the gpumem torch allocator")
+    rt_handle = runtime._handle if runtime is not None else None
+    simulated = int(runtime is not None and not getattr(runtime, "backed", True))
+    resource = None
+    if isinstance(spec, DeviceMemoryResource):
+        if devices is not None:
+            raise TypeError("a resource object serves one device: give device=N, not devices=")
+        resource = spec
+        if device is None:
+            device = get_current_device()
+        on_cuda = getattr(resource, "_runtime", None) is None and _has_gpu()
+        if lib.gpumem_torch_set_resource2(device, resource._handle, int(on_cuda)) != 0:
+            raise ValueError(f"device {device} is out of range for the gpumem torch allocator")
+        config = {device: resource}
+    else:
+        config = _resolve(spec, devices, device)
+        for d, s in config.items():
+            rc = lib.gpumem_torch_configure(-1 if d is None else d, s.encode(), rt_handle,
+                                            simulated)
+            if rc != 0:
+                _unconfigure(config)
+                raise AllocatorConfigError(f"device {d}: {_last_error()}", s, "use()")
     allocator = torch.cuda.memory.CUDAPluggableAllocator(
         library_path(), "gpumem_torch_malloc", "gpumem_torch_free"
     )
+    _set_reset_fn(allocator, lib)
     try:
         torch.cuda.memory.change_current_allocator(allocator)
     except RuntimeError as e:
-        lib.gpumem_torch_set_resource(device, None)
+        _unconfigure(config)
         raise RuntimeError(_too_late_message(str(e).splitlines()[0])) from e
-    _keep_forever(resource)
-    _installed[device] = resource
-    return resource
+    if resource is not None:
+        _keep_forever(resource)
+    if runtime is not None:
+        _keep_forever(runtime)  # the resources built over it are never destroyed either
+    _installed.update(config)
+    if patch_torch:
+        _patch_torch(torch)
+    return resource if resource is not None else dict(config)
+
+
+def _has_gpu() -> bool:
+    import gpumem
+
+    try:
+        return gpumem.get_num_devices() > 0
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _unconfigure(config: dict) -> None:
+    lib = _library()
+    for d, s in config.items():
+        if isinstance(s, DeviceMemoryResource):
+            lib.gpumem_torch_set_resource(d, None)
+        else:
+            lib.gpumem_torch_configure(-1 if d is None else d, None, None, 0)
+
+
+def _set_reset_fn(allocator, lib) -> None:
+    # torch.cuda.empty_cache() reaches CUDAPluggableAllocator's reset_fn (PyTorch 2.0+).
+    try:
+        target = allocator.allocator()
+        target.set_reset_fn(ctypes.cast(lib.gpumem_torch_empty_cache, ctypes.c_void_p).value)
+    except AttributeError:
+        pass  # an older PyTorch: gpumem.torch.empty_cache() still works
+
+
+def _describe_installed() -> str:
+    parts = []
+    for d, s in _installed.items():
+        what = "every device" if d is None else f"device {d}"
+        parts.append(f"{what}: {s if isinstance(s, str) else type(s).__name__}")
+    return "; ".join(parts)
+
+
+def _keep_forever(resource) -> None:
+    # Tensors may be freed during interpreter shutdown, after this module's globals are gone:
+    # the resource must outlive them, so it is never destroyed.
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(resource))
 
 
 def resource(device: int | None = None):
-    """The resource PyTorch allocates from on ``device`` (None: current), or None."""
-    return _installed.get(get_current_device() if device is None else device)
+    """The resource object given to ``use()`` for ``device`` (None: current), or None (also for
+    resources built from a spec, which live inside gpumem's allocator library)."""
+    r = _installed.get(_device_index(device))
+    return r if isinstance(r, DeviceMemoryResource) else None
+
+
+def installed() -> dict:
+    """What ``use()`` installed: ``{device: spec or resource}`` (None: every device); empty
+    before ``use()``."""
+    return dict(_installed)
+
+
+# -- statistics --------------------------------------------------------------------------------
+
+def _device_index(device) -> int:
+    if device is None:
+        torch = sys.modules.get("torch")
+        try:
+            if torch is not None and torch.cuda.is_initialized():
+                return int(torch.cuda.current_device())
+        except Exception:  # noqa: BLE001  (a fake or partial torch: fall back to gpumem's view)
+            pass
+        try:
+            return get_current_device()
+        except Exception:  # noqa: BLE001  (no GPU: device 0)
+            return 0
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        m = re.fullmatch(r"\s*cuda(?::(\d+))?\s*", device)
+        if not m:
+            raise ValueError(f"expected a CUDA device ('cuda', 'cuda:1', an int), got {device!r}")
+        return int(m.group(1)) if m.group(1) else _device_index(None)
+    index = getattr(device, "index", None)  # torch.device
+    if getattr(device, "type", "cuda") != "cuda":
+        raise ValueError(f"expected a CUDA device, got {device!r}")
+    return _device_index(None) if index is None else int(index)
+
+
+_STAT_COUNT = 18
+_KINDS = ("current", "peak", "allocated", "freed")
+
+
+def _raw_stats(device) -> list:
+    d = _device_index(device)
+    out = (ctypes.c_ulonglong * _STAT_COUNT)()
+    if _library().gpumem_torch_stats(d, out, _STAT_COUNT) < 0:
+        raise ValueError(f"device {d} is out of range for the gpumem torch allocator")
+    return list(out)
+
+
+def memory_stats(device=None) -> dict:
+    """The statistics of ``device`` (None: current) under PyTorch's key names and meanings:
+
+    * ``allocated_bytes.all.{current,peak,allocated,freed}``: bytes of the blocks PyTorch holds
+      (what it asked for); ``active_bytes`` and ``requested_bytes`` are the same figures (gpumem
+      frees at once, on the block's stream, so nothing is active without being allocated);
+    * ``allocation.all.*`` and ``active.all.*``: the number of those blocks;
+    * ``reserved_bytes.all.*``: bytes gpumem holds from the device (memory obtained through
+      cudaMalloc / the virtual-memory API, or a CUDA pool's reserved memory); for a resource
+      object given to ``use()`` gpumem cannot see this and reports the allocated figures;
+    * ``num_device_alloc``, ``num_device_free``: memory obtained from / given back to the device;
+    * ``num_alloc_retries``: allocations that ran out of memory, gave free memory back and tried
+      again; ``num_ooms``: allocations that failed (raised out-of-memory).
+
+    There is no ``small_pool`` / ``large_pool`` split. All zeros before the first allocation.
+    """
+    v = _raw_stats(device)
+    reserved = v[8:12] if v[17] else v[0:4]
+    out = {}
+    for name, values in (("active", v[4:8]), ("active_bytes", v[0:4]), ("allocated_bytes", v[0:4]),
+                         ("allocation", v[4:8]), ("requested_bytes", v[0:4]),
+                         ("reserved_bytes", reserved)):
+        for kind, value in zip(_KINDS, values):
+            out[f"{name}.all.{kind}"] = value
+    out["num_alloc_retries"] = v[14]
+    out["num_device_alloc"] = v[12] if v[17] else v[6]
+    out["num_device_free"] = v[13] if v[17] else v[7]
+    out["num_ooms"] = v[15]
+    return dict(sorted(out.items()))
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes PyTorch's tensors hold on ``device`` now (``allocated_bytes.all.current``)."""
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    """The most bytes PyTorch's tensors held at once since the start or the last
+    ``reset_peak_memory_stats()``."""
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes gpumem holds from ``device`` now (``reserved_bytes.all.current``)."""
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device=None) -> int:
+    """The most bytes gpumem held from ``device`` at once since the start or the last
+    ``reset_peak_memory_stats()``."""
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Starts every peak (``*.peak``) anew at the current value."""
+    _library().gpumem_torch_reset_peak(_device_index(device))
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    """Zeroes the running totals (``*.allocated``, ``*.freed``, ``num_*``)."""
+    _library().gpumem_torch_reset_accumulated(_device_index(device))
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)  # unreachable
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A table of ``memory_stats(device)`` for people, laid out like PyTorch's."""
+    s = memory_stats(device)
+    d = _device_index(device)
+    spec = _installed.get(d, _installed.get(None))
+    spec = spec if isinstance(spec, str) or spec is None else type(spec).__name__
+    rows = [("Allocated memory", "allocated_bytes", True),
+            ("Reserved memory", "reserved_bytes", True),
+            ("Allocations", "allocation", False)]
+    width = 75
+    lines = ["=" * width,
+             f" gpumem memory summary, device {d}: {spec or 'no gpumem allocator installed'}",
+             "-" * width,
+             f" {'':<22}{'Current':>12}{'Peak':>12}{'Tot. alloc':>14}{'Tot. freed':>14}",
+             "-" * width]
+    for title, key, is_bytes in rows:
+        fmt = _size if is_bytes else str
+        vals = [fmt(s[f"{key}.all.{k}"]) for k in _KINDS]
+        lines.append(f" {title:<22}{vals[0]:>12}{vals[1]:>12}{vals[2]:>14}{vals[3]:>14}")
+    if not abbreviated:
+        lines.append("-" * width)
+        lines.append(f" Device allocations: {s['num_device_alloc']}   device frees: "
+                     f"{s['num_device_free']}   retries: {s['num_alloc_retries']}   "
+                     f"out-of-memory errors: {s['num_ooms']}")
+    lines.append("=" * width)
+    return "\n".join(lines) + "\n"
+
+
+def empty_cache() -> None:
+    """Gives the memory gpumem holds but does not use back to the devices, where the resource
+    can: per-thread caches flush, virtual-memory pools (``vmm_pool``) and CUDA pools
+    (``cuda_async``) trim to what is in use. The pool and the arena keep what they hold.
+    ``torch.cuda.empty_cache()`` does the same once ``use()`` has run."""
+    _library().gpumem_torch_empty_cache()
+
+
+# -- out of memory -----------------------------------------------------------------------------
+
+_OOM_MARK = "gpumem: CUDA out of memory"
+
+
+class out_of_memory_errors(contextlib.ContextDecorator):
+    """Turns gpumem's out-of-memory errors that reach Python as RuntimeError into
+    ``torch.OutOfMemoryError`` (same message), so that ``except torch.OutOfMemoryError`` works
+    in every build. A context manager and a decorator::
+
+        with gpumem.torch.out_of_memory_errors():
+            loss = model(batch)
+
+    Only needed when gpumem was built without PyTorch present (``raises_torch_out_of_memory()``
+    is False); otherwise PyTorch raises torch.OutOfMemoryError itself. ``python -m gpumem.torch``
+    runs the whole program inside it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if error is None or not isinstance(error, (RuntimeError, MemoryError)):
+            return False
+        torch = sys.modules.get("torch")
+        oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+        if oom is None or isinstance(error, oom) or _OOM_MARK not in str(error):
+            return False
+        raise oom(str(error)) from error
+
+
+# -- recording ---------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def record(path):
+    """Writes every allocation and free PyTorch makes through gpumem, on every device, while the
+    ``with`` block runs, to ``path``: a gpumem trace (CSV) that ``gpumem replay path`` replays
+    against any resource. Stack frames are not recorded (the trace format has no place for
+    them). Raises RuntimeError when a recording is already running, the file cannot be opened,
+    or it could not be written completely."""
+    lib = _library()
+    if lib.gpumem_torch_record_start(os.fsencode(path)) != 0:
+        raise RuntimeError(f"gpumem.torch.record({os.fspath(path)!r}): {_last_error()}")
+    try:
+        yield path
+    finally:
+        if lib.gpumem_torch_record_stop() != 0:
+            raise RuntimeError(f"gpumem.torch.record({os.fspath(path)!r}): {_last_error()}")
+
+
+# -- PyTorch's own functions -------------------------------------------------------------------
+
+_PATCHED = ("memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
+            "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
+            "memory_summary")
+
+
+def _patch_torch(torch) -> None:
+    """Points torch.cuda's statistics functions at this module's (PyTorch's raise under a
+    pluggable allocator)."""
+    here = sys.modules[__name__]
+    for module in (torch.cuda, getattr(torch.cuda, "memory", None)):
+        if module is None:
+            continue
+        for name in _PATCHED:
+            if hasattr(module, name):
+                _torch_originals.setdefault((module.__name__, name), getattr(module, name))
+                setattr(module, name, getattr(here, name))
+
+
+# -- the command line: python -m gpumem.torch ---------------------------------------------------
+
+_USAGE = """usage: python -m gpumem.torch [--alloc SPEC] (SCRIPT | -m MODULE) [ARGS...]
+
+Runs a Python program with gpumem as PyTorch's CUDA allocator, without changing it.
+SPEC defaults to $GPUMEM_TORCH_ALLOC, else 'pool>cuda'; per device: '0=pool;1=vmm_pool'.
+"""
+
+
+def _main(argv: list) -> int:
+    import runpy
+
+    import gpumem.torch as this  # the imported module, not __main__: one allocator state
+
+    spec = None
+    while argv and argv[0].startswith("--alloc"):
+        if argv[0] == "--alloc" and len(argv) > 1:
+            spec, argv = argv[1], argv[2:]
+        elif argv[0].startswith("--alloc="):
+            spec, argv = argv[0][len("--alloc="):], argv[1:]
+        else:
+            break
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stderr.write(_USAGE)
+        return 0 if argv else 2
+    try:
+        this.use(spec)
+    except this.AllocatorConfigError as e:
+        sys.stderr.write(f"gpumem.torch: {e}\n")
+        return 2
+    if argv[0] == "-m" and len(argv) < 2:
+        sys.stderr.write(_USAGE)
+        return 2
+    with this.out_of_memory_errors():
+        if argv[0] == "-m":
+            sys.argv = argv[1:]
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = argv
+            sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+            runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -106,6 +106,9 @@ What gpumem asks of CUDA (memory, events, streams, devices). Two implementations
 runtime (``cuda_runtime()``) and ``HostRuntime``, a host stand-in for tests with no GPU.
 )doc")
       .def_property_readonly("name", &detail::runtime::name, "'cuda' or 'host'.")
+      .def_property_readonly(
+          "_handle", [](detail::runtime& rt) { return to_int(&rt); },
+          "The runtime's address (for gpumem's PyTorch allocator library).")
       .def(
           "memory_info",
           [](detail::runtime& rt) {

@@ -1,8 +1,10 @@
 // The factory machinery: typed parameters, lookup with diagnoses, building a stack.
 #include <gpumem/detail/format.hpp>
 #include <gpumem/align.hpp>
+#include <gpumem/mr/cuda_async_memory_resource.hpp>
 #include <gpumem/mr/logging_resource_adaptor.hpp>
 #include <gpumem/mr/thread_cache_resource_adaptor.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 
 #include <cstdlib>
@@ -179,6 +181,20 @@ void resource_stack::flush_logs()
     if (auto* log =
             dynamic_cast<mr::logging_resource_adaptor<mr::device_memory_resource>*>(layer.get())) {
       log->flush();
+    }
+  }
+}
+
+void resource_stack::trim()
+{
+  using cache_t = mr::thread_cache_resource_adaptor<mr::device_memory_resource>;
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    if (auto* c = dynamic_cast<cache_t*>(it->get())) {
+      c->trim();
+    } else if (auto* v = dynamic_cast<mr::vmm_pool_memory_resource*>(it->get())) {
+      (void)v->trim_to(0);
+    } else if (auto* a = dynamic_cast<mr::cuda_async_memory_resource*>(it->get())) {
+      a->pool().trim_to(0);
     }
   }
 }

@@ -107,6 +107,11 @@ class resource_stack {
   [[nodiscard]] std::size_t size() const noexcept { return layers_.size(); }
   /// Flushes every logging layer; throws std::runtime_error when a log could not be written.
   void flush_logs();
+  /// Gives free memory back to the device where a layer can: per-thread caches flush (top
+  /// first, so their blocks reach the layers below), virtual-memory pools and CUDA memory pools
+  /// trim to what is in use. Other layers (the pool, the arena, ...) keep what they hold. Not
+  /// synchronous with other threads' allocations beyond what each layer guarantees.
+  void trim();
 
  private:
   friend resource_stack build(resource_spec const&, detail::runtime&, bool);

@@ -1,30 +1,65 @@
 // python/src/torch_allocator/torch_allocator.cpp — the shared library that PyTorch's
 // torch.cuda.memory.CUDAPluggableAllocator loads (gpumem/_torch_allocator.so).
 //
-// Exports, with C linkage:
+// Exports, with C linkage, for PyTorch:
 //   void* gpumem_torch_malloc(ssize_t size, int device, cudaStream_t stream);
 //   void  gpumem_torch_free(void* ptr, ssize_t size, int device, cudaStream_t stream);
-// and, for gpumem.torch:
+//   void  gpumem_torch_empty_cache(void);   // CUDAPluggableAllocator's reset_fn (empty_cache)
+// and, for gpumem.torch (ctypes):
+//   int   gpumem_torch_configure(int device, char const* spec, void* runtime, int simulated);
 //   int   gpumem_torch_set_resource(int device, void* resource);  // device -1: every device
+//   int   gpumem_torch_set_resource2(int device, void* resource, int on_cuda);
 //   void* gpumem_torch_get_resource(int device);
+//   int   gpumem_torch_release(int device);
+//   int   gpumem_torch_stats(int device, unsigned long long* out, int n);
+//   void  gpumem_torch_reset_peak(int device);
+//   void  gpumem_torch_reset_accumulated(int device);
+//   int   gpumem_torch_record_start(char const* path);
+//   int   gpumem_torch_record_stop(void);
+//   char const* gpumem_torch_last_error(void);
+//   void* gpumem_torch_try_malloc(ssize_t size, int device, cudaStream_t stream);  // no throw
 //   int   gpumem_torch_has_c10(void);  // 1 when OOM raises torch.OutOfMemoryError
 //
-// Each device has one gpumem device_memory_resource (set by gpumem.torch.use(), which keeps its
-// Python object alive for the life of the process). PyTorch calls malloc/free from any thread,
-// without the GIL: the resource must be thread-safe (wrap it in a ThreadSafeResourceAdaptor if
-// not).
+// Each device has a slot: either a resource object set by gpumem.torch (whose Python object is
+// kept alive for the life of the process), or a spec (the device's own, else the default one)
+// from which the slot builds its resource stack on the device's first allocation. The build
+// happens once, under the slot's mutex (double-checked: the hot path is one atomic load), over a
+// metered runtime, so that the bytes the stack holds from the device are known (the "reserved"
+// statistics) without help from the resource.
+//
+// PyTorch calls malloc/free from any thread, without the GIL: the resource must be thread-safe
+// (every stack a spec builds is: the suballocators and adaptors are).
+//
+// Statistics: per device, atomic counters of what PyTorch asked for (bytes and blocks: current,
+// peak, allocated, freed), the bytes held from the device (current, peak, allocated, freed and
+// the number of device allocations / frees, from the metered runtime), allocation retries and
+// out-of-memory errors. An allocation that runs out of memory first gives free memory back
+// (resource_stack::trim: caches flush, virtual-memory and CUDA pools trim) and tries once more
+// (num_alloc_retries); failing again it counts in num_ooms and raises.
 //
 // Errors: malloc on a device with no resource, or a failing resource, throws through PyTorch.
 // Built against PyTorch's c10 (GPUMEM_WITH_C10), an allocation failure is rethrown as
 // c10::OutOfMemoryError carrying gpumem's message, which PyTorch raises as torch.OutOfMemoryError;
-// without c10 the gpumem exception reaches PyTorch, which raises RuntimeError with the message.
+// without c10 the gpumem exception reaches PyTorch, which raises RuntimeError with the message
+// (gpumem.torch turns that into torch.OutOfMemoryError where it can; see torch.py).
+#include <gpumem/detail/allocation_logger.hpp>
+#include <gpumem/detail/runtime.hpp>
+#include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/spec/resource_factory.hpp>
+#include <gpumem/spec/resource_spec.hpp>
+#include <gpumem/trace/metered_runtime.hpp>
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <exception>
+#include <fstream>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -37,9 +72,103 @@
 namespace {
 
 using gpumem::mr::device_memory_resource;
+using u64 = unsigned long long;
 
 constexpr int max_devices = 64;
-std::array<std::atomic<device_memory_resource*>, max_devices> resources{};
+
+void raise_to(std::atomic<u64>& peak, u64 value) noexcept
+{
+  u64 seen = peak.load(std::memory_order_relaxed);
+  while (seen < value && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {}
+}
+
+/// A current / peak / allocated / freed quadruple, as PyTorch reports each statistic.
+struct stat {
+  std::atomic<u64> current{}, peak{}, allocated{}, freed{};
+  void add(u64 n) noexcept
+  {
+    allocated.fetch_add(n, std::memory_order_relaxed);
+    raise_to(peak, current.fetch_add(n, std::memory_order_relaxed) + n);
+  }
+  void sub(u64 n) noexcept
+  {
+    freed.fetch_add(n, std::memory_order_relaxed);
+    current.fetch_sub(n, std::memory_order_relaxed);
+  }
+  void reset_peak() noexcept { peak.store(current.load(std::memory_order_relaxed)); }
+  void reset_accumulated() noexcept
+  {
+    allocated.store(0);
+    freed.store(0);
+  }
+};
+
+/// Counts what the stack takes from the device and gives back (told by the metered runtime).
+struct device_meter final : gpumem::trace::chunk_observer {
+  stat chunks_bytes;  // current/peak unused: the meter's held bytes are authoritative
+  std::atomic<u64> device_allocs{}, device_frees{};
+  void chunk_added(std::uintptr_t, std::size_t bytes) noexcept override
+  {
+    chunks_bytes.allocated.fetch_add(bytes, std::memory_order_relaxed);
+    device_allocs.fetch_add(1, std::memory_order_relaxed);
+  }
+  void chunk_removed(std::uintptr_t, std::size_t bytes) noexcept override
+  {
+    chunks_bytes.freed.fetch_add(bytes, std::memory_order_relaxed);
+    device_frees.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+struct device_slot {
+  std::atomic<device_memory_resource*> resource{};
+  std::mutex build_mutex;  // guards the members below
+  std::string spec;        // this device's own spec (empty: the default one)
+  std::unique_ptr<gpumem::trace::metered_runtime> meter;
+  std::unique_ptr<device_meter> observer;
+  std::unique_ptr<gpumem::spec::resource_stack> stack;
+  gpumem::spec::footprint_source const* footprint{};  // the stack's, if a layer bypasses the meter
+  std::atomic<u64> footprint_peak{};  // for stacks whose layer bypasses the runtime (CUDA pools)
+
+  bool on_cuda{};  // the resource talks to CUDA (not a test's host stand-in): capture is checked
+
+  stat bytes, blocks;
+  std::atomic<u64> retries{}, ooms{};
+};
+
+// Never destroyed: PyTorch may free tensors during interpreter shutdown, and the runtime below a
+// stack (CUDA, or a test's host stand-in) may be gone by the time static destructors would run.
+auto& slots = *new std::array<device_slot, max_devices>;
+
+std::mutex config_mutex;  // guards the defaults below
+std::string default_spec;
+bool every_device{};  // the default spec serves every device
+gpumem::detail::runtime* config_runtime{};
+bool config_simulated{};
+
+thread_local std::string last_error;
+
+// Recording (gpumem.torch.record): a trace of every allocation and free, all devices.
+std::atomic<bool> recording{};
+std::mutex record_mutex;
+std::unique_ptr<gpumem::detail::allocation_logger> recorder;
+
+void record(char const* action, void const* ptr, std::size_t bytes, cudaStream_t stream) noexcept
+{
+  if (!recording.load(std::memory_order_relaxed)) { return; }
+  std::lock_guard lock{record_mutex};
+  if (recorder) { recorder->log(action, ptr, bytes, stream); }
+}
+
+/// True when `stream` is capturing a CUDA graph (errors, e.g. no GPU, read as not capturing).
+bool stream_is_capturing(cudaStream_t stream) noexcept
+{
+  cudaStreamCaptureStatus status{cudaStreamCaptureStatusNone};
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
 
 [[noreturn]] void fail(std::string const& msg, bool out_of_memory)
 {
@@ -52,55 +181,389 @@ std::array<std::atomic<device_memory_resource*>, max_devices> resources{};
 #endif
 }
 
-device_memory_resource& resource_of(int device)
+device_slot* slot_of(int device) noexcept
 {
-  auto* r = (device >= 0 && device < max_devices) ? resources[device].load() : nullptr;
-  if (r == nullptr) {
-    fail("gpumem torch allocator: no gpumem resource is installed for CUDA device " +
-             std::to_string(device) + " (call gpumem.torch.use(..., device=" +
-             std::to_string(device) + ") before PyTorch's first CUDA allocation)",
+  return (device >= 0 && device < max_devices) ? &slots[device] : nullptr;
+}
+
+/// Bytes the device's stack holds from the device (0 when unknown: a resource object).
+u64 held_bytes(device_slot& s)
+{
+  if (!s.stack) { return 0; }
+  if (s.footprint != nullptr) { return s.footprint->held_bytes(); }
+  return s.meter->held_bytes();
+}
+
+/// Builds the slot's stack from its spec, on `device`; the caller holds s.build_mutex.
+device_memory_resource* build(device_slot& s, int device)
+{
+  std::string spec;
+  gpumem::detail::runtime* rt{};
+  bool simulated{};
+  {
+    std::lock_guard lock{config_mutex};
+    spec      = s.spec.empty() && every_device ? default_spec : s.spec;
+    rt        = config_runtime;
+    simulated = config_simulated;
+  }
+  if (spec.empty()) { return nullptr; }
+  auto& inner = rt != nullptr ? *rt : gpumem::detail::cuda_runtime();
+  int const previous = inner.current_device();
+  if (previous != device) { inner.set_device(device); }
+  try {
+    auto meter    = std::make_unique<gpumem::trace::metered_runtime>(inner);
+    auto observer = std::make_unique<device_meter>();
+    meter->observe(observer.get());
+    auto stack = std::make_unique<gpumem::spec::resource_stack>(
+        gpumem::spec::build(spec, *meter, simulated));
+    s.meter    = std::move(meter);
+    s.observer = std::move(observer);
+    s.footprint = stack->footprint();
+    s.on_cuda   = rt == nullptr;
+    s.stack     = std::move(stack);
+  } catch (...) {
+    if (previous != device) { inner.set_device(previous); }
+    throw;
+  }
+  if (previous != device) { inner.set_device(previous); }
+  return &s.stack->top();
+}
+
+device_memory_resource& resource_of(device_slot& s, int device)
+{
+  if (auto* r = s.resource.load(std::memory_order_acquire)) { return *r; }
+  std::lock_guard lock{s.build_mutex};
+  if (auto* r = s.resource.load(std::memory_order_acquire)) { return *r; }
+  device_memory_resource* r{};
+  try {
+    r = build(s, device);
+  } catch (std::exception const& e) {
+    fail("gpumem torch allocator: cannot build the resource for CUDA device " +
+             std::to_string(device) + ": " + e.what(),
          false);
   }
+  if (r == nullptr) {
+    fail("gpumem torch allocator: no gpumem resource is configured for CUDA device " +
+             std::to_string(device) +
+             " (gpumem.torch.use() was given other devices; name this one too, e.g. "
+             "gpumem.torch.use(spec, devices=None) for every device)",
+         false);
+  }
+  s.resource.store(r, std::memory_order_release);
   return *r;
+}
+
+std::string out_of_memory_message(device_slot& s, int device, std::size_t size, char const* what)
+{
+  using gpumem::spec::size_to_string;
+  std::string msg = "gpumem: CUDA out of memory on device " + std::to_string(device) +
+                    " (tried to allocate " + size_to_string(size) + "): " + what +
+                    ". PyTorch tensors hold " + size_to_string(s.bytes.current.load()) +
+                    " through gpumem";
+  if (s.stack) {
+    std::lock_guard lock{s.build_mutex};
+    msg += "; gpumem holds " + size_to_string(held_bytes(s)) + " from the device";
+  }
+  return msg + ".";
 }
 
 }  // namespace
 
 GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStream_t stream)
 {
-  auto& r = resource_of(device);
+  auto* s = slot_of(device);
+  if (s == nullptr) {
+    fail("gpumem torch allocator: CUDA device " + std::to_string(device) +
+             " is out of range (at most " + std::to_string(max_devices) + " devices)",
+         false);
+  }
+  auto& r      = resource_of(*s, device);
+  auto const n = static_cast<std::size_t>(size);
+  if (s->on_cuda && stream_is_capturing(stream)) {
+    fail("gpumem torch allocator: CUDA graph capture is not supported yet: memory that a "
+         "captured graph uses would be handed to other tensors after the capture and overwritten "
+         "when the graph replays. Capture graphs (torch.cuda.graph, torch.compile "
+         "mode='reduce-overhead') with PyTorch's own allocator.",
+         false);
+  }
+  void* p{};
   try {
-    return r.allocate(static_cast<std::size_t>(size), gpumem::cuda_stream_view{stream});
+    try {
+      p = r.allocate(n, gpumem::cuda_stream_view{stream});
+    } catch (std::bad_alloc const&) {
+      if (s->stack == nullptr) { throw; }  // a resource object: nothing to give back
+      s->retries.fetch_add(1, std::memory_order_relaxed);
+      {
+        std::lock_guard lock{s->build_mutex};
+        s->stack->trim();
+      }
+      p = r.allocate(n, gpumem::cuda_stream_view{stream});
+    }
   } catch (std::bad_alloc const& e) {  // gpumem::out_of_memory and bad_alloc
-    fail(std::string{"gpumem: "} + e.what(), true);
+    s->ooms.fetch_add(1, std::memory_order_relaxed);
+    record("allocate failure", nullptr, n, stream);
+    fail(out_of_memory_message(*s, device, n, e.what()), true);
   } catch (std::exception const& e) {
     fail(std::string{"gpumem: "} + e.what(), false);
   }
+  if (p != nullptr) {
+    s->bytes.add(n);
+    s->blocks.add(1);
+    if (s->footprint != nullptr) { raise_to(s->footprint_peak, s->footprint->held_bytes()); }
+  }
+  record("allocate", p, n, stream);
+  return p;
+}
+
+/// gpumem_torch_malloc that returns nullptr instead of throwing (gpumem_torch_last_error says
+/// why): for callers that cannot take a C++ exception (ctypes, C).
+GPUMEM_TORCH_EXPORT void* gpumem_torch_try_malloc(ssize_t size, int device, cudaStream_t stream)
+{
+  try {
+    return gpumem_torch_malloc(size, device, stream);
+  } catch (std::exception const& e) {
+    last_error = e.what();
+  } catch (...) {
+    last_error = "unknown error";
+  }
+  return nullptr;
 }
 
 GPUMEM_TORCH_EXPORT void gpumem_torch_free(void* ptr, ssize_t size, int device, cudaStream_t stream)
 {
-  auto* r = (device >= 0 && device < max_devices) ? resources[device].load() : nullptr;
-  if (r != nullptr) {
-    r->deallocate(ptr, static_cast<std::size_t>(size), gpumem::cuda_stream_view{stream});
+  auto* s = slot_of(device);
+  if (s == nullptr || ptr == nullptr) { return; }
+  auto* r = s->resource.load(std::memory_order_acquire);
+  if (r == nullptr) { return; }
+  auto const n = static_cast<std::size_t>(size);
+  record("free", ptr, n, stream);
+  s->bytes.sub(n);
+  s->blocks.sub(1);
+  r->deallocate(ptr, n, gpumem::cuda_stream_view{stream});
+}
+
+GPUMEM_TORCH_EXPORT void gpumem_torch_empty_cache(void)
+{
+  for (auto& s : slots) {
+    if (s.resource.load(std::memory_order_acquire) == nullptr) { continue; }
+    std::lock_guard lock{s.build_mutex};
+    if (!s.stack) { continue; }
+    try {
+      s.stack->trim();
+    } catch (...) {  // a failed trim leaves the memory where it was; never throw into PyTorch
+    }
   }
+}
+
+GPUMEM_TORCH_EXPORT char const* gpumem_torch_last_error(void) { return last_error.c_str(); }
+
+/// Sets the spec of `device` (-1: the default of every device without its own), built over
+/// `runtime` (nullptr: CUDA; `simulated`: a host stand-in without memory) on the device's first
+/// allocation. Returns 0; -1 for a device out of range; -2 when the device's resource already
+/// exists; -3 when the spec does not parse (gpumem_torch_last_error says why).
+GPUMEM_TORCH_EXPORT int gpumem_torch_configure(int device, char const* spec, void* runtime,
+                                               int simulated)
+{
+  std::string const text = spec != nullptr ? spec : "";
+  try {
+    if (!text.empty()) { (void)gpumem::spec::parse_resource_spec(text); }
+  } catch (std::exception const& e) {
+    last_error = e.what();
+    return -3;
+  }
+  std::lock_guard lock{config_mutex};
+  config_runtime   = static_cast<gpumem::detail::runtime*>(runtime);
+  config_simulated = simulated != 0;
+  if (device == -1) {
+    default_spec = text;
+    every_device = !text.empty();
+    return 0;
+  }
+  auto* s = slot_of(device);
+  if (s == nullptr) {
+    last_error = "device " + std::to_string(device) + " is out of range";
+    return -1;
+  }
+  std::lock_guard slot_lock{s->build_mutex};
+  if (s->resource.load() != nullptr) {
+    last_error = "device " + std::to_string(device) + " already has its resource";
+    return -2;
+  }
+  s->spec = text;
+  return 0;
+}
+
+/// Sets a resource object for `device` (-1: every device). `on_cuda`: the resource allocates CUDA
+/// memory (then allocations on a capturing stream are refused); 0 for a test's host stand-in.
+GPUMEM_TORCH_EXPORT int gpumem_torch_set_resource2(int device, void* resource, int on_cuda)
+{
+  auto* r = static_cast<device_memory_resource*>(resource);
+  if (device == -1) {
+    for (int d = 0; d < max_devices; ++d) { gpumem_torch_set_resource2(d, resource, on_cuda); }
+    return 0;
+  }
+  auto* s = slot_of(device);
+  if (s == nullptr) { return -1; }
+  std::lock_guard lock{s->build_mutex};
+  s->on_cuda = r != nullptr && on_cuda != 0;
+  s->resource.store(r);
+  return 0;
 }
 
 GPUMEM_TORCH_EXPORT int gpumem_torch_set_resource(int device, void* resource)
 {
-  auto* r = static_cast<device_memory_resource*>(resource);
-  if (device == -1) {
-    for (auto& slot : resources) { slot.store(r); }
-    return 0;
-  }
-  if (device < 0 || device >= max_devices) { return -1; }
-  resources[device].store(r);
-  return 0;
+  return gpumem_torch_set_resource2(device, resource, 0);
 }
 
 GPUMEM_TORCH_EXPORT void* gpumem_torch_get_resource(int device)
 {
-  return (device >= 0 && device < max_devices) ? resources[device].load() : nullptr;
+  auto* s = slot_of(device);
+  return s != nullptr ? s->resource.load() : nullptr;
+}
+
+/// Forgets the device's resource and destroys the stack built from a spec, with its statistics,
+/// so that the next allocation builds it again. Only while PyTorch holds nothing on the device:
+/// returns -2 (and keeps everything) otherwise; -1 for a device out of range.
+GPUMEM_TORCH_EXPORT int gpumem_torch_release(int device)
+{
+  auto* s = slot_of(device);
+  if (s == nullptr) { return -1; }
+  std::lock_guard lock{s->build_mutex};
+  if (s->blocks.current.load() != 0) { return -2; }
+  s->resource.store(nullptr);
+  s->footprint = nullptr;
+  s->on_cuda   = false;
+  s->stack.reset();
+  s->observer.reset();
+  s->meter.reset();
+  for (auto* st : {&s->bytes, &s->blocks}) {
+    st->current.store(0);
+    st->peak.store(0);
+    st->reset_accumulated();
+  }
+  s->footprint_peak.store(0);
+  s->retries.store(0);
+  s->ooms.store(0);
+  return 0;
+}
+
+/// The statistics of `device`, in this order (n of them written; returns how many exist, -1
+/// for a device out of range):
+///   0-3   bytes PyTorch holds: current, peak, allocated, freed
+///   4-7   blocks PyTorch holds: current, peak, allocated, freed
+///   8-11  bytes held from the device: current, peak, allocated, freed
+///   12-13 device allocations, device frees
+///   14    allocation retries, 15 out-of-memory errors
+///   16    1 when the resource exists, 17 1 when the bytes held from the device are measured
+GPUMEM_TORCH_EXPORT int gpumem_torch_stats(int device, u64* out, int n)
+{
+  constexpr int count = 18;
+  auto* s             = slot_of(device);
+  if (s == nullptr) { return -1; }
+  std::array<u64, count> v{};
+  v[0] = s->bytes.current;
+  v[1] = s->bytes.peak;
+  v[2] = s->bytes.allocated;
+  v[3] = s->bytes.freed;
+  v[4] = s->blocks.current;
+  v[5] = s->blocks.peak;
+  v[6] = s->blocks.allocated;
+  v[7] = s->blocks.freed;
+  {
+    std::lock_guard lock{s->build_mutex};
+    v[16] = s->resource.load() != nullptr ? 1 : 0;
+    if (s->stack) {
+      v[17] = 1;
+      v[8]  = held_bytes(*s);
+      v[9]  = s->footprint != nullptr
+                ? std::max<u64>(s->footprint_peak.load(), v[8])
+                : s->meter->peak_held_bytes();
+      v[10] = s->observer->chunks_bytes.allocated;
+      v[11] = s->observer->chunks_bytes.freed;
+      v[12] = s->observer->device_allocs;
+      v[13] = s->observer->device_frees;
+    }
+  }
+  v[14] = s->retries;
+  v[15] = s->ooms;
+  std::copy_n(v.begin(), std::clamp(n, 0, count), out);
+  return count;
+}
+
+GPUMEM_TORCH_EXPORT void gpumem_torch_reset_peak(int device)
+{
+  auto* s = slot_of(device);
+  if (s == nullptr) { return; }
+  s->bytes.reset_peak();
+  s->blocks.reset_peak();
+  std::lock_guard lock{s->build_mutex};
+  if (s->stack) {
+    s->meter->reset_peak();
+    s->footprint_peak.store(held_bytes(*s));
+  }
+}
+
+GPUMEM_TORCH_EXPORT void gpumem_torch_reset_accumulated(int device)
+{
+  auto* s = slot_of(device);
+  if (s == nullptr) { return; }
+  s->bytes.reset_accumulated();
+  s->blocks.reset_accumulated();
+  s->retries.store(0);
+  s->ooms.store(0);
+  std::lock_guard lock{s->build_mutex};
+  if (s->observer) {
+    s->observer->chunks_bytes.reset_accumulated();
+    s->observer->device_allocs.store(0);
+    s->observer->device_frees.store(0);
+  }
+}
+
+/// Starts writing every allocation and free (all devices) to `path` as a gpumem trace (the CSV
+/// `gpumem replay` reads). Returns 0; -1 when a recording is running or the file cannot be
+/// opened (gpumem_torch_last_error says which).
+GPUMEM_TORCH_EXPORT int gpumem_torch_record_start(char const* path)
+{
+  std::lock_guard lock{record_mutex};
+  if (recorder) {
+    last_error = "a recording is already running";
+    return -1;
+  }
+  try {
+    auto file = std::make_shared<std::ofstream>(path, std::ios::out | std::ios::trunc);
+    if (!*file) {
+      last_error = std::string{"cannot open "} + path + " for writing";
+      return -1;
+    }
+    recorder = std::make_unique<gpumem::detail::allocation_logger>(
+        std::vector<std::shared_ptr<std::ostream>>{file}, false);
+  } catch (std::exception const& e) {
+    last_error = e.what();
+    return -1;
+  }
+  recording.store(true);
+  return 0;
+}
+
+/// Stops the recording and closes its file. Returns 0; -1 when the file could not be written
+/// completely (a full disk) or no recording was running.
+GPUMEM_TORCH_EXPORT int gpumem_torch_record_stop(void)
+{
+  recording.store(false);
+  std::lock_guard lock{record_mutex};
+  if (!recorder) {
+    last_error = "no recording is running";
+    return -1;
+  }
+  int rc = 0;
+  try {
+    recorder->flush();
+  } catch (std::exception const& e) {
+    last_error = e.what();
+    rc         = -1;
+  }
+  recorder.reset();
+  return rc;
 }
 
 GPUMEM_TORCH_EXPORT int gpumem_torch_has_c10(void)

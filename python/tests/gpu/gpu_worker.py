@@ -121,18 +121,20 @@ def oom_check():
 
     import gpumem.torch
 
-    top = gpumem.torch.use("statistics>limiting:limit=256MiB>pool:initial=64MiB>cuda")
+    gpumem.torch.use("limiting:limit=256MiB>pool:initial=64MiB>cuda")
     small = torch.ones(1 << 20, device="cuda")  # 4 MiB
     error_type = message = None
     try:
-        torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+        with gpumem.torch.out_of_memory_errors():  # torch.OutOfMemoryError in every build
+            torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     except (torch.OutOfMemoryError, MemoryError, RuntimeError) as e:
         error_type, message = type(e).__name__, str(e)
     after = torch.ones(1 << 20, device="cuda") + small  # still usable after the failure
     result(error_type=error_type, message=message[:600] if message else None,
            torch_oom=error_type == "OutOfMemoryError",
            c10=gpumem.torch.raises_torch_out_of_memory(),
-           usable_after=float(after.sum().item()), current_bytes=top.get_bytes_counter().value)
+           usable_after=float(after.sum().item()), current_bytes=gpumem.torch.memory_allocated(),
+           num_ooms=gpumem.torch.memory_stats()["num_ooms"])
 
 
 def too_late_check():

@@ -1,0 +1,211 @@
+"""gpumem.torch on a GPU: lazy per-device resources, memory_stats, empty_cache, out-of-memory,
+CUDA graph capture, recording, the `python -m gpumem.torch` runner, and the two comparison
+scripts (training, generation) under PyTorch's allocator and gpumem with the same seed.
+
+Each check runs in its own process (PyTorch's allocator is chosen once per process). Skips
+without a GPU or without PyTorch. GPUMEM_GPU_REPORT=<file> appends the comparison JSON lines."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import gpumem
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+pytestmark = [
+    pytest.mark.skipif(gpumem.get_num_devices() == 0,
+                       reason="needs a CUDA GPU (none visible on this machine)"),
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                       reason="needs the Python package 'torch'"),
+]
+
+
+def python(args, env=None, timeout=300):
+    full_env = dict(os.environ)
+    full_env.pop("GPUMEM_TORCH_ALLOC", None)
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=full_env,
+                          timeout=timeout, cwd=HERE)
+    return proc
+
+
+def check(code, env=None):
+    """Runs `code`; returns the JSON of its last line starting with RESULT."""
+    proc = python(["-c", textwrap.dedent(code)], env)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+PRELUDE = """
+import json, torch, gpumem.torch as gt
+def result(**kw):
+    print("RESULT " + json.dumps(kw), flush=True)
+"""
+
+
+def test_each_device_gets_its_resource_on_first_use():
+    r = check(PRELUDE + """
+        gt.use("pool:initial=64MiB")
+        n = torch.cuda.device_count()
+        before = [gt._raw_stats(d)[16] for d in range(n)]
+        x = torch.ones(1 << 20, device=f"cuda:{n - 1}")
+        after = [gt._raw_stats(d)[16] for d in range(n)]
+        reserved = [gt.memory_reserved(d) for d in range(n)]
+        result(n=n, before=before, after=after, reserved=reserved)
+    """)
+    n = r["n"]
+    assert r["before"] == [0] * n
+    assert r["after"] == [0] * (n - 1) + [1]
+    assert r["reserved"][-1] >= 64 << 20 and all(v == 0 for v in r["reserved"][:-1])
+
+
+def test_memory_stats_under_pytorchs_names_and_torch_cuda_functions():
+    r = check(PRELUDE + """
+        gt.use("pool:initial=64MiB")
+        x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+        y = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
+        del x
+        s = torch.cuda.memory_stats()
+        result(stats=s, ours=gt.memory_stats(), allocated=torch.cuda.memory_allocated(),
+               peak=torch.cuda.max_memory_allocated(), reserved=torch.cuda.memory_reserved(),
+               summary=torch.cuda.memory_summary())
+    """)
+    s = r["stats"]
+    assert s == r["ours"]
+    assert s["allocated_bytes.all.current"] == 3 << 20 == r["allocated"]
+    assert s["allocated_bytes.all.peak"] == 4 << 20 == r["peak"]
+    assert s["allocation.all.current"] == 1 and s["allocation.all.freed"] == 1
+    assert r["reserved"] >= 64 << 20 and s["num_ooms"] == 0
+    assert "Allocated memory" in r["summary"]
+
+
+def test_empty_cache_gives_memory_back():
+    r = check(PRELUDE + """
+        gt.use("vmm_pool")
+        x = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+        del x
+        torch.cuda.synchronize()
+        held = gt.memory_reserved()
+        free_before = torch.cuda.mem_get_info()[0]
+        torch.cuda.empty_cache()      # reaches gpumem through the pluggable allocator's reset hook
+        result(held=held, after=gt.memory_reserved(),
+               freed_on_device=torch.cuda.mem_get_info()[0] - free_before)
+    """)
+    assert r["held"] >= 512 << 20
+    assert r["after"] < r["held"]
+    assert r["freed_on_device"] >= 256 << 20
+
+
+def test_out_of_memory_is_torchs_error_with_gpumems_diagnosis():
+    r = check(PRELUDE + """
+        gt.use("limiting:limit=256MiB>pool:initial=64MiB")
+        keep = torch.ones(1 << 20, device="cuda")
+        try:
+            with gt.out_of_memory_errors():
+                torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+            kind = message = None
+        except Exception as e:
+            kind, message = type(e).__name__, str(e)
+        result(kind=kind, is_torch=kind == "OutOfMemoryError", message=message,
+               ooms=gt.memory_stats()["num_ooms"], retries=gt.memory_stats()["num_alloc_retries"],
+               usable=float((torch.ones(16, device="cuda") + 1).sum().item()))
+    """)
+    assert r["is_torch"], r
+    assert "CUDA out of memory on device 0" in r["message"] and "512" in r["message"], r
+    assert r["ooms"] == 1 and r["retries"] == 1 and r["usable"] == 32.0
+
+
+def test_cuda_graph_capture_is_refused_clearly():
+    r = check(PRELUDE + """
+        gt.use("pool")
+        model = torch.nn.Linear(256, 256).cuda()
+        static_in = torch.randn(64, 256, device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                model(static_in)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        chain = []
+        try:
+            with torch.cuda.graph(g):
+                static_out = model(static_in)
+            g.replay()
+            captured = True
+        except Exception as e:
+            captured = False
+            while e is not None:
+                chain.append(str(e))
+                e = e.__cause__ or e.__context__
+        result(captured=captured, chain=chain)
+    """)
+    # Either a capture that works (a future gpumem with a private pool per graph) or a refusal
+    # that says why; never a silent corruption.
+    if not r["captured"]:
+        assert any("CUDA graph capture is not supported yet" in m for m in r["chain"]), r
+
+
+def test_record_writes_a_trace_gpumem_replay_replays(tmp_path):
+    trace = tmp_path / "torch.csv"
+    r = check(PRELUDE + f"""
+        gt.use("pool")
+        with gt.record({str(trace)!r}):
+            a = torch.randn(1024, 1024, device="cuda")
+            b = (a @ a).relu()
+            del a
+            c = b.sum()
+        result(lines=sum(1 for _ in open({str(trace)!r})))
+    """)
+    assert r["lines"] > 3
+    out = gpumem.replay(trace, "pool:initial=64MiB")
+    (result,) = out["traces"][0]["results"]
+    assert result["peak_held_bytes"] >= 4 << 20
+
+
+def test_the_runner_switches_an_unchanged_script():
+    proc = python(["-m", "gpumem.torch", "torch_train_bench.py", "--steps", "4", "--layers", "2"],
+                  {"GPUMEM_TORCH_ALLOC": "pool"})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["allocator"] == "gpumem all=pool" and out["peak_allocated_mib"] > 0
+    bad = python(["-m", "gpumem.torch", "torch_train_bench.py"], {"GPUMEM_TORCH_ALLOC": "poool"})
+    assert bad.returncode == 2 and "GPUMEM_TORCH_ALLOC='poool'" in bad.stderr
+
+
+def compare(script, specs):
+    runs = {"torch": python([script], timeout=600)}
+    for spec in specs:
+        runs[spec] = python(["-m", "gpumem.torch", script], {"GPUMEM_TORCH_ALLOC": spec},
+                            timeout=600)
+    results = {}
+    for name, proc in runs.items():
+        assert proc.returncode == 0, f"{script} under {name}:\n{proc.stderr[-3000:]}"
+        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = os.environ.get("GPUMEM_GPU_REPORT")
+    if report:
+        with open(report, "a") as f:
+            for r in results.values():
+                f.write(json.dumps(r) + "\n")
+    for r in results.values():
+        print(json.dumps(r))
+    return results
+
+
+def test_training_gives_the_same_losses_under_gpumem():
+    r = compare("torch_train_bench.py", ["pool", "vmm_pool"])
+    for name in ("pool", "vmm_pool"):
+        assert r[name]["losses"] == r["torch"]["losses"], name
+
+
+def test_generation_gives_the_same_tokens_under_gpumem():
+    r = compare("torch_generate_bench.py", ["pool", "vmm_pool"])
+    for name in ("pool", "vmm_pool"):
+        assert r[name]["tokens_sha256"] == r["torch"]["tokens_sha256"], name

@@ -1,0 +1,91 @@
+"""A GPT-2-shaped decoder in plain PyTorch (no other package), shared by the PyTorch-allocator
+comparison scripts torch_train_bench.py and torch_generate_bench.py.
+
+Attention is written out (matmul, mask, softmax) rather than through a fused kernel, so that
+the numbers are deterministic and equal under any allocator with the same seed."""
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * width, width))
+
+    def attend(self, x, cache=None):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        shape = (b, t, self.heads, c // self.heads)
+        q, k, v = (y.view(shape).transpose(1, 2) for y in (q, k, v))
+        if cache is not None:  # KV cache: grows by t tokens per call
+            if cache.get("k") is not None:
+                k = torch.cat([cache["k"], k], dim=2)
+                v = torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        total = k.size(2)
+        mask = torch.ones(t, total, dtype=torch.bool, device=x.device).tril(total - t)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        y = F.softmax(scores.float(), dim=-1).to(v.dtype) @ v
+        return self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+    def forward(self, x, cache=None):
+        x = x + self.attend(self.ln1(x), cache)
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    """GPT-2 small by default: 12 layers, 768 wide, 12 heads, 50257 tokens, 1024 positions."""
+
+    def __init__(self, vocab=50257, positions=1024, width=768, layers=12, heads=12):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, width)
+        self.pos = nn.Embedding(positions, width)
+        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.tok.weight  # tied, as in GPT-2
+
+    def forward(self, tokens, caches=None, start=0):
+        t = tokens.size(1)
+        pos = torch.arange(start, start + t, device=tokens.device)
+        x = self.tok(tokens) + self.pos(pos)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
+        return self.head(self.ln(x))
+
+
+def allocator_name() -> str:
+    """'torch' (PyTorch's caching allocator) or what gpumem.torch installed."""
+    import sys
+
+    gt = sys.modules.get("gpumem.torch")
+    if gt is not None and gt.installed():
+        return "gpumem " + "; ".join(
+            f"{'all' if d is None else d}={s}" for d, s in gt.installed().items())
+    return "torch"
+
+
+def setup_determinism(seed: int) -> None:
+    import os
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def device_used_bytes() -> int:
+    free, total = torch.cuda.mem_get_info()
+    return total - free
