@@ -7,7 +7,8 @@
 #      gpumem as a FetchContent subproject built as a shared library;
 #   3. ASan+UBSan build: the CPU tests;
 #   4. TSan build: the CPU tests (threads, registry, stress);
-#   5. libFuzzer (clang, ASan+UBSan): each fuzzer 25 s from its seed corpus;
+#   5. libFuzzer (clang, ASan+UBSan; Atheris for the Python snapshot converter): each fuzzer
+#      25 s from its seed corpus;
 #   6. newest CCCL: the CPU tests again, built against the newest CCCL headers from PyPI
 #      (nvidia-cuda-cccl, header-only, in a virtual environment), so that an interface change
 #      upstream turns this red before it reaches a user's build;
@@ -113,6 +114,16 @@ cfg="$san -DGPUMEM_SANITIZE=thread"
 TSAN_OPTIONS=halt_on_error=1 stage tsan "$root/build-tsan" -L cpu
 
 cfg="$san -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_SANITIZE=address -DGPUMEM_BUILD_FUZZERS=ON -DCMAKE_CXX_COMPILER=clang++-14"
+# The snapshot converter (Python) is fuzzed by Atheris, from PyPI into a virtual environment.
+fuzz_venv="$root/build-fuzz/venv"
+if { [ -x "$fuzz_venv/bin/python" ] || python3 -m venv "$fuzz_venv"; } &&
+   "$fuzz_venv/bin/pip" install -q --only-binary=:all: atheris >"$logs/fuzz.pip.log" 2>&1; then
+  cfg="$cfg -DGPUMEM_FUZZ_PYTHON=$fuzz_venv/bin/python"
+else
+  echo "== fuzz: could not install atheris from PyPI; the snapshot converter is not fuzzed" >&2
+  tail -5 "$logs/fuzz.pip.log" >&2
+  failed=$((failed + 1)); stage_failed+=(fuzz-atheris)
+fi
 ASAN_OPTIONS=detect_leaks=1 stage fuzz "$root/build-fuzz" -L fuzz
 
 # newest_cccl_include: installs the newest nvidia-cuda-cccl into a virtual environment and prints

@@ -51,9 +51,10 @@ Counts bytes and allocations through it: current value, peak and total, readable
 nested scope with zeroed counters; ``pop_counters()`` ends it, folds it into the enclosing scope
 and returns it. ``allocation_counts`` gives all six numbers as a dict.
 )doc")
-      .def(
-          py::init([](py::handle upstream) { return std::make_shared<R>(upstream_ref(upstream)); }),
-          py::arg("upstream"), py::keep_alive<1, 2>())
+      .def(py::init([](py::handle upstream) {
+             return linked(upstream, std::make_shared<R>(upstream_ref(upstream)));
+           }),
+           py::arg("upstream"), py::keep_alive<1, 2>())
       .def("get_bytes_counter", &R::get_bytes_counter,
            "Bytes of the innermost scope (a StatisticsCounter).")
       .def("get_allocations_counter", &R::get_allocations_counter,
@@ -89,7 +90,7 @@ C++ stack): a leak report at any time. ``get_outstanding_allocations()`` is a di
 {pointer: size}; read it while no other thread allocates through the adaptor.
 )doc")
       .def(py::init([](py::handle upstream, bool capture_stacks) {
-             return std::make_shared<R>(upstream_ref(upstream), capture_stacks);
+             return linked(upstream, std::make_shared<R>(upstream_ref(upstream), capture_stacks));
            }),
            py::arg("upstream"), py::arg("capture_stacks") = false, py::keep_alive<1, 2>())
       .def("get_allocated_bytes", &R::get_allocated_bytes, "Sum of the sizes of live allocations.")
@@ -119,8 +120,9 @@ environment variable, LogicError when unset). ``auto_flush`` flushes after each 
 otherwise call ``flush()``.
 )doc")
       .def(py::init([](py::handle upstream, std::optional<std::string> file, bool auto_flush) {
-             return std::make_shared<R>(upstream_ref(upstream),
-                                        file ? *file : R::get_default_filename(), auto_flush);
+             return linked(upstream, std::make_shared<R>(upstream_ref(upstream),
+                                                         file ? *file : R::get_default_filename(),
+                                                         auto_flush));
            }),
            py::arg("upstream"), py::arg("log_file_name") = py::none(),
            py::arg("auto_flush") = false, py::keep_alive<1, 2>())
@@ -138,7 +140,7 @@ Lets at most ``allocation_limit`` bytes be allocated through it at once (each al
 rounded up to ``alignment``); beyond it, allocate raises OutOfMemoryError naming the limit.
 )doc")
       .def(py::init([](py::handle upstream, byte_size limit, std::size_t alignment) {
-             return std::make_shared<R>(upstream_ref(upstream), limit, alignment);
+             return linked(upstream, std::make_shared<R>(upstream_ref(upstream), limit, alignment));
            }),
            py::arg("upstream"), py::arg("allocation_limit"),
            py::arg("alignment") = CUDA_ALLOCATION_ALIGNMENT, py::keep_alive<1, 2>())
@@ -169,7 +171,8 @@ misses, flushes, remote frees and bytes cached.
             if (auto* pool = dynamic_cast<mr::pool_memory_resource<device_memory_resource>*>(&up)) {
               o.upstream_pool_bytes = [pool] { return pool->pool_size(); };
             }
-            return std::make_shared<R>(device_async_resource_ref{up}, std::move(o));
+            return linked(upstream,
+                          std::make_shared<R>(device_async_resource_ref{up}, std::move(o)));
           }),
           py::arg("upstream"), py::arg("max_cached_size_bytes") = std::size_t{1} << 20,
           py::arg("thread_cap_bytes") = std::size_t{32} << 20,
@@ -213,7 +216,8 @@ Aligns allocations of at least ``alignment_threshold`` bytes to ``alignment`` (a
 may exceed 256) by over-allocating from ``upstream``.
 )doc")
       .def(py::init([](py::handle upstream, std::size_t alignment, byte_size threshold) {
-             return std::make_shared<R>(upstream_ref(upstream), alignment, threshold);
+             return linked(upstream,
+                           std::make_shared<R>(upstream_ref(upstream), alignment, threshold));
            }),
            py::arg("upstream"), py::arg("alignment") = CUDA_ALLOCATION_ALIGNMENT,
            py::arg("alignment_threshold") = R::default_alignment_threshold, py::keep_alive<1, 2>())
@@ -235,7 +239,8 @@ garbage, then return True).
                py::gil_scoped_acquire gil;
                return (*fn)(bytes).cast<bool>();
              };
-             return std::make_shared<R>(upstream_ref(upstream), std::move(cb), nullptr);
+             return linked(upstream,
+                           std::make_shared<R>(upstream_ref(upstream), std::move(cb), nullptr));
            }),
            py::arg("upstream"), py::arg("callback"), py::keep_alive<1, 2>());
 }
@@ -248,7 +253,8 @@ Prefetches each new allocation to the current device on its stream (for managed 
 first kernel does not fault it in page by page).
 )doc")
       .def(py::init([](py::handle upstream, py::handle runtime) {
-             return std::make_shared<R>(upstream_ref(upstream), to_runtime(runtime));
+             return linked(upstream,
+                           std::make_shared<R>(upstream_ref(upstream), to_runtime(runtime)));
            }),
            py::arg("upstream"), py::kw_only(), py::arg("runtime") = py::none(),
            py::keep_alive<1, 2>(), py::keep_alive<1, 3>());
@@ -259,9 +265,10 @@ void bind_thread_safe(py::module_& m)
   using R = mr::thread_safe_resource_adaptor<device_memory_resource>;
   adaptor_class<R>(m, "ThreadSafeResourceAdaptor",
                    "Serializes allocate and deallocate of ``upstream`` with one mutex.")
-      .def(
-          py::init([](py::handle upstream) { return std::make_shared<R>(upstream_ref(upstream)); }),
-          py::arg("upstream"), py::keep_alive<1, 2>());
+      .def(py::init([](py::handle upstream) {
+             return linked(upstream, std::make_shared<R>(upstream_ref(upstream)));
+           }),
+           py::arg("upstream"), py::keep_alive<1, 2>());
 }
 }  // namespace
 }  // namespace gpumem::python

@@ -44,6 +44,16 @@ using holder = std::shared_ptr<T>;
 /// The resource behind a Python object (a DeviceMemoryResource); TypeError otherwise.
 [[nodiscard]] mr::device_memory_resource& to_resource(py::handle resource);
 
+/// `r`, built over the resource behind `upstream` through a resource ref, linked to it as the C++
+/// pointer constructors link: a stack deeper than gpumem::max_stack_depth raises LogicError here
+/// instead of overflowing the native stack on the first allocation.
+template <class R>
+std::shared_ptr<R> linked(py::handle upstream, std::shared_ptr<R> r)
+{
+  r->link_upstream(&to_resource(upstream));
+  return r;
+}
+
 // -- one registration function per binding file -------------------------------------------------
 void bind_errors(py::module_& m);
 void bind_runtime(py::module_& m);

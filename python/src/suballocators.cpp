@@ -75,7 +75,8 @@ OutOfMemoryError naming the request, the pool size and maximum, and the largest 
               initial ? initial->bytes : (rt.memory_info().free_bytes / 2) & ~std::size_t{255};
           std::optional<std::size_t> const maximum_bytes =
               maximum ? std::optional<std::size_t>{maximum->bytes} : std::nullopt;
-          return std::make_shared<R>(upstream_ref(upstream), initial_bytes, maximum_bytes, rt);
+          return linked(upstream, std::make_shared<R>(upstream_ref(upstream), initial_bytes,
+                                                      maximum_bytes, rt));
         }),
         py::arg("upstream"), py::arg("initial_pool_size") = py::none(),
         py::arg("maximum_pool_size") = py::none(), py::kw_only(), py::arg("runtime") = py::none(),
@@ -146,8 +147,8 @@ the block size raises; smaller requests take a whole block. Stream-ordered like 
 )doc");
   c.def(py::init(
             [](py::handle upstream, byte_size block_size, std::size_t blocks, py::handle runtime) {
-              return std::make_shared<R>(upstream_ref(upstream), block_size, blocks,
-                                         to_runtime(runtime));
+              return linked(upstream, std::make_shared<R>(upstream_ref(upstream), block_size,
+                                                          blocks, to_runtime(runtime)));
             }),
         py::arg("upstream"), py::arg("block_size") = R::default_block_size,
         py::arg("blocks_to_preallocate") = R::default_blocks_to_preallocate, py::kw_only(),
@@ -169,7 +170,8 @@ fails. ``defragment()`` synchronizes and returns empty superblocks to the global
                        py::handle runtime) {
              std::optional<std::size_t> const bytes =
                  arena_size ? std::optional<std::size_t>{arena_size->bytes} : std::nullopt;
-             return std::make_shared<R>(upstream_ref(upstream), bytes, dump, to_runtime(runtime));
+             return linked(upstream, std::make_shared<R>(upstream_ref(upstream), bytes, dump,
+                                                         to_runtime(runtime)));
            }),
            py::arg("upstream"), py::arg("arena_size") = py::none(),
            py::arg("dump_log_on_failure") = false, py::kw_only(), py::arg("runtime") = py::none(),
@@ -194,9 +196,12 @@ larger requests go to ``upstream``. With no exponents there are no bins until ``
                throw py::value_error(
                    "give both min_size_exponent and max_size_exponent, or neither");
              }
-             if (!min_exp) { return std::make_shared<R>(upstream_ref(upstream), rt); }
-             return std::make_shared<R>(upstream_ref(upstream), static_cast<std::int8_t>(*min_exp),
-                                        static_cast<std::int8_t>(*max_exp), rt);
+             if (!min_exp) {
+               return linked(upstream, std::make_shared<R>(upstream_ref(upstream), rt));
+             }
+             return linked(upstream, std::make_shared<R>(upstream_ref(upstream),
+                                                         static_cast<std::int8_t>(*min_exp),
+                                                         static_cast<std::int8_t>(*max_exp), rt));
            }),
            py::arg("upstream"), py::arg("min_size_exponent") = py::none(),
            py::arg("max_size_exponent") = py::none(), py::kw_only(),
@@ -228,7 +233,8 @@ A caching allocator with geometric bins (CUB's semantics): requests round up to
       .def(py::init([](py::handle upstream, unsigned bin_growth, unsigned min_bin, unsigned max_bin,
                        std::size_t max_cached_bytes, bool debug, py::handle runtime) {
              options o{bin_growth, min_bin, max_bin, max_cached_bytes, debug};
-             return std::make_shared<R>(upstream_ref(upstream), o, to_runtime(runtime));
+             return linked(upstream,
+                           std::make_shared<R>(upstream_ref(upstream), o, to_runtime(runtime)));
            }),
            py::arg("upstream"), py::arg("bin_growth") = options{}.bin_growth,
            py::arg("min_bin") = options{}.min_bin, py::arg("max_bin") = options{}.max_bin,

@@ -130,3 +130,16 @@ def test_thread_cache_from_spec_and_bad_options(host):
     assert top.stats["passed_through"] == 1
     with pytest.raises(gpumem.LogicError, match="max_cached_size_bytes"):
         gpumem.ThreadCacheResourceAdaptor(gpumem.CudaMemoryResource(host), max_cached_size_bytes=0)
+
+
+def test_a_stack_deeper_than_the_limit_is_refused_when_built(leaf):
+    """A chain thousands deep once overflowed the native stack on the first allocation."""
+    top = leaf
+    for _ in range(99):  # 100 resources with the leaf: the most one stack may hold
+        top = gpumem.StatisticsResourceAdaptor(top)
+    with pytest.raises(gpumem.LogicError, match="at most 100 resources; this one would be 101 deep"):
+        gpumem.StatisticsResourceAdaptor(top)
+    with pytest.raises(gpumem.LogicError, match="at most 100"):
+        gpumem.PoolMemoryResource(top, 1 << 20)
+    p = top.allocate(4096)  # the deepest allowed stack allocates through every layer
+    top.deallocate(p, 4096)

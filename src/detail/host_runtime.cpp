@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace gpumem::detail {
@@ -120,6 +121,10 @@ struct host_runtime::state {
   std::set<stream_rec*> created_set;
   std::vector<std::unique_ptr<stream_rec>> created;
   std::set<event_rec*> events;
+  /// Streams that may have work not completed (every other stream has completed == enqueued), so
+  /// a device-wide synchronization costs nothing per idle stream: with auto_complete, or tens of
+  /// thousands of streams, the stand-in adds no per-stream cost to a cudaFree.
+  std::unordered_set<stream_rec*> pending;
 
   stream_rec& resolve(cudaStream_t handle)
   {
@@ -162,6 +167,27 @@ struct host_runtime::state {
     }
     std::erase_if(s.waits, satisfied);
     s.completed = std::max(s.completed, std::min(position, s.enqueued));
+  }
+
+  /// Work was added to `s`.
+  void submitted(stream_rec& s)
+  {
+    if (options.auto_complete) {
+      s.completed = s.enqueued;
+    } else {
+      pending.insert(&s);
+    }
+  }
+
+  /// The host blocks until the device is idle: every stream completes its work.
+  void synchronize_all()
+  {
+    std::vector<stream_rec*> const todo(pending.begin(), pending.end());
+    for (auto* s : todo) {
+      ++calls.synchronize_visits;
+      sync_to(*s, s->enqueued);  // afterwards s->completed == s->enqueued
+    }
+    pending.clear();
   }
 
   std::vector<stream_rec*> all_streams()
@@ -222,7 +248,7 @@ void host_runtime::enqueue(cudaStream_t stream, std::uint64_t count)
   std::lock_guard lock{state_->mutex};
   auto& s = state_->resolve(stream);
   s.enqueued += count;
-  if (state_->options.auto_complete) { s.completed = s.enqueued; }
+  state_->submitted(s);
 }
 
 void host_runtime::complete(cudaStream_t stream)
@@ -234,7 +260,7 @@ void host_runtime::complete(cudaStream_t stream)
 void host_runtime::complete_all()
 {
   std::lock_guard lock{state_->mutex};
-  for (auto* s : state_->all_streams()) { state::sync_to(*s, s->enqueued); }
+  state_->synchronize_all();
 }
 
 std::uint64_t host_runtime::enqueued(cudaStream_t stream)
@@ -341,7 +367,7 @@ void host_runtime::free(memory_kind, void* ptr) noexcept
   }
   st.live.erase(it);
   // cudaFree and cudaFreeHost block until the device is idle; model that.
-  for (auto* s : st.all_streams()) { state::sync_to(*s, s->enqueued); }
+  st.synchronize_all();
 }
 
 mem_info host_runtime::memory_info()
@@ -355,7 +381,7 @@ void host_runtime::prefetch(void const*, std::size_t, mem_location, cudaStream_t
   std::lock_guard lock{state_->mutex};
   auto& s = state_->resolve(stream);  // validates the stream; migration is work on it
   s.enqueued += 1;
-  if (state_->options.auto_complete) { s.completed = s.enqueued; }
+  state_->submitted(s);
 }
 
 void host_runtime::advise_preferred_location(void const* ptr, std::size_t bytes, mem_location where)
@@ -465,7 +491,7 @@ void host_runtime::device_synchronize()
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.synchronize;
-  for (auto* s : state_->all_streams()) { state::sync_to(*s, s->enqueued); }
+  state_->synchronize_all();
 }
 
 // -- virtual memory ------------------------------------------------------------------------------

@@ -168,9 +168,24 @@ std::string layer_args::text(std::string_view key) const
 }
 
 resource_stack::resource_stack(resource_stack&&) noexcept            = default;
-resource_stack& resource_stack::operator=(resource_stack&&) noexcept = default;
+// Layers go from the top down, so none outlives the layer below it (a defaulted assignment
+// would let the vector destroy the old layers bottom first).
+resource_stack& resource_stack::operator=(resource_stack&& other) noexcept
+{
+  if (this != &other) {
+    clear();
+    layers_ = std::move(other.layers_);
+    spec_   = std::move(other.spec_);
+  }
+  return *this;
+}
 
 resource_stack::~resource_stack()
+{
+  clear();
+}
+
+void resource_stack::clear() noexcept
 {
   while (!layers_.empty()) { layers_.pop_back(); }
 }
@@ -254,6 +269,11 @@ resource_stack build(resource_spec const& spec, detail::runtime& rt, bool simula
   auto const bottom = find_entry(full.layers.back().name).kind;
   if (bottom != resource_kind::leaf && bottom != resource_kind::peer) {
     full.layers.push_back({"cuda", {}});
+  }
+  if (full.layers.size() > max_stack_depth) {
+    throw spec_error{detail::format("a resource stack may hold at most ", max_stack_depth,
+                                    " resources; '", to_string(spec), "' needs ",
+                                    full.layers.size(), " (with the cuda leaf below)")};
   }
   check_placement(full, simulated);
   resource_stack stack;

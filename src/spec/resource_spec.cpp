@@ -1,7 +1,9 @@
 // The resource-spec grammar: layers split on '>', params on ',', sizes with units.
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/stack_links.hpp>
 #include <gpumem/spec/resource_spec.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -98,6 +100,11 @@ resource_spec parse_resource_spec(std::string_view text)
   std::string_view rest = text;
   while (true) {
     auto const gt = rest.find('>');
+    if (spec.layers.size() == max_stack_depth) {
+      throw spec_error{detail::format("a resource spec may have at most ", max_stack_depth,
+                                      " layers; this one has ",
+                                      std::count(text.begin(), text.end(), '>') + 1)};
+    }
     spec.layers.push_back(parse_layer(text, rest.substr(0, gt)));
     if (gt == std::string_view::npos) { break; }
     rest = rest.substr(gt + 1);

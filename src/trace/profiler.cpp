@@ -13,8 +13,8 @@ compact_event profiler::apply(event const& e)
 {
   compact_event c;
   line_    = e.line;
-  c.thread = index_of(p_.threads, e.thread, last_thread_, "threads");
-  c.stream = index_of(p_.streams, e.stream, last_stream_, "streams");
+  c.thread = index_of(p_.threads, thread_index_, e.thread, last_thread_, "threads");
+  c.stream = index_of(p_.streams, stream_index_, e.stream, last_stream_, "streams");
   c.line   = static_cast<std::uint32_t>(
       std::min<std::uint64_t>(e.line, std::numeric_limits<std::uint32_t>::max()));
   if (e.act == action::allocate) {
@@ -39,20 +39,22 @@ void profiler::finish()
   p_.slots     = next_slot_;
 }
 
-std::uint16_t profiler::index_of(std::vector<std::uint64_t>& ids, std::uint64_t id,
-                                 std::size_t& last, char const* what)
+std::uint16_t profiler::index_of(std::vector<std::uint64_t>& ids,
+                                 std::unordered_map<std::uint64_t, std::uint16_t>& index,
+                                 std::uint64_t id, std::size_t& last, char const* what)
 {
   if (last < ids.size() && ids[last] == id) { return static_cast<std::uint16_t>(last); }
-  auto it = std::find(ids.begin(), ids.end(), id);
-  if (it == ids.end()) {
+  auto it = index.find(id);
+  if (it == index.end()) {
     if (ids.size() == std::numeric_limits<std::uint16_t>::max()) {
       throw trace_error{p_.path, line_,
                         detail::format("at most 65535 distinct ", what, " in a trace")};
     }
-    it = ids.insert(ids.end(), id);
+    it = index.emplace(id, static_cast<std::uint16_t>(ids.size())).first;
+    ids.push_back(id);
   }
-  last = static_cast<std::size_t>(it - ids.begin());
-  return static_cast<std::uint16_t>(last);
+  last = it->second;
+  return it->second;
 }
 
 void profiler::allocate(event const& e, compact_event& c)

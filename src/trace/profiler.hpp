@@ -13,6 +13,7 @@
 #include <gpumem/trace/trace_event.hpp>
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace gpumem::trace {
@@ -32,9 +33,11 @@ class profiler {
     std::uint32_t slot;
   };
 
-  /// The index of `id` in `ids` (appended when new); `last` caches the previous answer.
-  std::uint16_t index_of(std::vector<std::uint64_t>& ids, std::uint64_t id, std::size_t& last,
-                         char const* what);
+  /// The index of `id` in `ids` (appended when new), found through `index` in O(1) whatever the
+  /// number of distinct ids; `last` caches the previous answer.
+  std::uint16_t index_of(std::vector<std::uint64_t>& ids,
+                         std::unordered_map<std::uint64_t, std::uint16_t>& index, std::uint64_t id,
+                         std::size_t& last, char const* what);
   void allocate(event const& e, compact_event& c);
   void free(event const& e, compact_event& c);
 
@@ -46,6 +49,8 @@ class profiler {
   std::size_t live_{};
   std::size_t last_thread_{};
   std::size_t last_stream_{};
+  std::unordered_map<std::uint64_t, std::uint16_t> thread_index_;  ///< p_.threads[i] -> i
+  std::unordered_map<std::uint64_t, std::uint16_t> stream_index_;  ///< p_.streams[i] -> i
 };
 
 }  // namespace gpumem::trace

@@ -353,5 +353,45 @@ TEST(Replay, OnePassStopsAtAMalformedLine)
   EXPECT_EQ(sim.meter.held_bytes(), 0U);
 }
 
+// Tens of thousands of distinct streams and threads: each id keeps the index of its first
+// appearance (ids are looked up in a hash map, not by a scan of those seen so far), and a trace
+// with more than 65535 distinct streams is refused with the limit in the message.
+TEST(Replay, ManyDistinctStreamsAndThreadsKeepTheirIndexes)
+{
+  std::string body;
+  constexpr std::uint64_t n = 40000;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    auto const id = 1000 + i * 7919 % n;  // a permutation: every id once, out of order
+    body += "" + std::to_string(id) + "," + std::to_string(2 * i) + ",allocate,0x" +
+            std::to_string(i + 1) + "000,256," + std::to_string(id) + "\n";
+    body += "" + std::to_string(id) + "," + std::to_string(2 * i + 1) + ",free,0x" +
+            std::to_string(i + 1) + "000,256," + std::to_string(id) + "\n";
+  }
+  temp_trace t{body};
+  auto const p = profile_trace(t.path);
+  ASSERT_EQ(p.streams.size(), n);
+  ASSERT_EQ(p.threads.size(), n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(p.streams[i], 1000 + i * 7919 % n) << i;
+    ASSERT_EQ(p.threads[i], p.streams[i]) << i;
+  }
+  EXPECT_EQ(p.frees, n);
+  EXPECT_EQ(p.unknown_frees, 0U);
+
+  std::string too_many;
+  for (std::uint64_t i = 0; i <= 65535; ++i) {
+    too_many += "0," + std::to_string(i) + ",allocate,0x" + std::to_string(i + 1) + "000,256," +
+                std::to_string(i + 1) + "\n";
+  }
+  temp_trace t2{too_many};
+  std::string message;
+  try {
+    (void)profile_trace(t2.path);
+  } catch (trace_error const& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("at most 65535 distinct streams"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace gpumem::trace

@@ -52,11 +52,9 @@ cudaStream_t target::new_stream()
 cudaStream_t target::stream_of(std::uint64_t id)
 {
   if (id == 0) { return nullptr; }
-  for (auto const& [k, s] : by_id_) {
-    if (k == id) { return s; }
-  }
-  by_id_.emplace_back(id, new_stream());
-  return by_id_.back().second;
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) { it = by_id_.emplace(id, new_stream()).first; }
+  return it->second;
 }
 
 void target::synchronize()

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -43,7 +44,7 @@ class target {
  private:
   std::unique_ptr<detail::host_runtime> host_;
   std::unique_ptr<trace::metered_runtime> meter_;
-  std::vector<std::pair<std::uint64_t, cudaStream_t>> by_id_;
+  std::unordered_map<std::uint64_t, cudaStream_t> by_id_;  ///< O(1) whatever the stream count
   std::vector<cudaStream_t> owned_;
 };
 

@@ -54,6 +54,9 @@ struct host_runtime_calls {
   std::uint64_t event_query{};
   std::uint64_t stream_wait_event{};
   std::uint64_t synchronize{};  ///< event, stream and device synchronizations
+  /// Streams that device-wide synchronizations (cudaFree, device and complete_all) had to
+  /// complete; idle streams are not visited, so this grows with the work, not the stream count.
+  std::uint64_t synchronize_visits{};
   std::uint64_t vmm_create{};
   std::uint64_t vmm_release{};
   std::uint64_t vmm_map{};

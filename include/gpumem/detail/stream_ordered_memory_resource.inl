@@ -57,15 +57,16 @@ free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::
                                                        cuda_stream_view stream)
 {
   free_block found{};
-  streams_.for_each([&](stream_state& other) {
-    if (found.valid() || &other == &mine || !other.identity.recordable_here() ||
-        !other.maybe_free.load(std::memory_order_relaxed)) {
-      return;
+  // Stops at the first stream that has a block; streams with nothing free cost one flag load.
+  streams_.find_if([&](stream_state& other) {
+    if (!other.maybe_free.load(std::memory_order_relaxed) || &other == &mine ||
+        !other.identity.recordable_here()) {
+      return false;
     }
     std::lock_guard lock{other.mutex};
     found = other.list.take(size);
     if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
-    if (!found.valid()) { return; }
+    if (!found.valid()) { return false; }
     try {
       order_after(other, stream);
     } catch (...) {
@@ -73,6 +74,7 @@ free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::
       other.maybe_free.store(true, std::memory_order_relaxed);
       throw;
     }
+    return true;
   });
   return found;
 }

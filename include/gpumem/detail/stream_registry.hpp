@@ -78,6 +78,18 @@ class stream_registry {
     for (auto& s : all_) { f(*s); }
   }
 
+  /// Calls f(State&) for the States in order until one returns true (then true), holding the
+  /// registry mutex (not the States' own locks).
+  template <class F>
+  bool find_if(F&& f)
+  {
+    std::lock_guard lock{mutex_};
+    for (auto& s : all_) {
+      if (f(*s)) { return true; }
+    }
+    return false;
+  }
+
  private:
   struct cache_entry {
     std::uint64_t registry{};

@@ -59,6 +59,7 @@ class aligned_resource_adaptor
       : aligned_resource_adaptor{to_device_async_resource_ref_checked(upstream), alignment,
                                  alignment_threshold}
   {
+    this->link_upstream(upstream);
   }
 
   [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept

@@ -43,6 +43,7 @@ class arena_memory_resource final : public device_memory_resource {
       : arena_memory_resource{to_device_async_resource_ref_checked(upstream_mr), arena_size,
                               dump_log_on_failure, runtime}
   {
+    this->link_upstream(upstream_mr);
   }
 
   explicit arena_memory_resource(device_async_resource_ref upstream_mr,

@@ -42,6 +42,7 @@ class binning_memory_resource : public device_memory_resource {
                                    detail::runtime& runtime = detail::cuda_runtime())
       : binning_memory_resource{to_device_async_resource_ref_checked(upstream_resource), runtime}
   {
+    this->link_upstream(upstream_resource);
   }
 
   /// Adds fixed_size bins of 2^min_size_exponent .. 2^max_size_exponent bytes.
@@ -64,6 +65,7 @@ class binning_memory_resource : public device_memory_resource {
       : binning_memory_resource{to_device_async_resource_ref_checked(upstream_resource),
                                 min_size_exponent, max_size_exponent, runtime}
   {
+    this->link_upstream(upstream_resource);
   }
 
   /// Destroys the owned bins, which return their memory upstream.

@@ -41,6 +41,7 @@ class caching_memory_resource final : public device_memory_resource {
                                    detail::runtime& runtime = detail::cuda_runtime())
       : caching_memory_resource{to_device_async_resource_ref_checked(upstream), options, runtime}
   {
+    this->link_upstream(upstream);
   }
   explicit caching_memory_resource(device_async_resource_ref upstream,
                                    caching_memory_resource_options options = {},

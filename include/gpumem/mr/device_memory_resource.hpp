@@ -13,6 +13,9 @@
 //  * A request of 0 bytes returns nullptr without calling do_allocate; deallocating nullptr is a
 //    no-op. This holds for every resource, so adaptors and suballocators never see size 0.
 //  * is_equal: memory from one can be freed by the other. Default: identity.
+//  * Lifetime: an upstream must outlive every resource built over it; a stack holds at most
+//    max_stack_depth resources (detail/stack_links.hpp: debug builds abort when an upstream is
+//    destroyed first; a deeper stack is refused with logic_error).
 // Thread safety: as documented by each derived resource.
 #pragma once
 
@@ -23,9 +26,11 @@
 #include <gpumem/resource_ref.hpp>
 
 #include <gpumem/detail/over_aligned.hpp>
+#include <gpumem/detail/stack_links.hpp>
 
 #include <cstddef>
 #include <exception>
+#include <type_traits>
 #include <utility>
 
 namespace gpumem::mr {
@@ -148,7 +153,28 @@ class device_memory_resource {
 
   friend void get_property(device_memory_resource const&, cuda::mr::device_accessible) noexcept {}
 
+  /// How many resources this one's stack holds: itself and those below it (1 for a leaf, or
+  /// for a resource whose upstream was given as a resource ref). At most max_stack_depth.
+  [[nodiscard]] std::size_t stack_depth() const noexcept { return node_.depth(); }
+
+  /// Links this resource over `upstream` (ignored unless it is a gpumem device resource): sets the
+  /// stack depth, throws logic_error past max_stack_depth, and in debug builds counts this one as
+  /// built over it. The constructors that take the upstream as a pointer call it; code that built
+  /// a resource over a resource ref to `upstream` (language bindings) may call it once after.
+  template <class Upstream>
+  void link_upstream(Upstream* upstream)
+  {
+    if constexpr (std::is_base_of_v<device_memory_resource, Upstream>) {
+      if (upstream != nullptr) {
+        link_.link(node_, static_cast<device_memory_resource*>(upstream)->node_);
+      }
+    }
+  }
+
  private:
+  detail::stack_node node_;     // destroyed last: checks that nothing is still built over this
+  detail::upstream_link link_;  // destroyed before: this one no longer counts over its upstream
+
   static void check_alignment(std::size_t bytes, std::size_t alignment)
   {
     GPUMEM_EXPECTS(is_supported_alignment(alignment), logic_error,

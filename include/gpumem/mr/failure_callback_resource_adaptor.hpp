@@ -42,6 +42,7 @@ class failure_callback_resource_adaptor
       : failure_callback_resource_adaptor{to_device_async_resource_ref_checked(upstream),
                                           std::move(callback), callback_arg}
   {
+    this->link_upstream(upstream);
   }
 
   failure_callback_resource_adaptor(failure_callback_resource_adaptor&&) noexcept = default;

@@ -55,6 +55,7 @@ class limiting_resource_adaptor
       : limiting_resource_adaptor{to_device_async_resource_ref_checked(upstream), allocation_limit,
                                   alignment}
   {
+    this->link_upstream(upstream);
   }
 
   limiting_resource_adaptor(limiting_resource_adaptor&&) noexcept            = default;

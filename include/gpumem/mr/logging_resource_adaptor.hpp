@@ -59,12 +59,14 @@ class logging_resource_adaptor
                            bool auto_flush = false)
       : logging_resource_adaptor{checked(upstream), {make_file_sink(filename)}, auto_flush}
   {
+    this->link_upstream(upstream);
   }
 
   /// Logs to `stream`, which must outlive the adaptor.
   logging_resource_adaptor(Upstream* upstream, std::ostream& stream, bool auto_flush = false)
       : logging_resource_adaptor{checked(upstream), {make_ostream_sink(stream)}, auto_flush}
   {
+    this->link_upstream(upstream);
   }
 
   /// Logs every line to each of `sinks`.
@@ -72,6 +74,7 @@ class logging_resource_adaptor
                            bool auto_flush = false)
       : logging_resource_adaptor{checked(upstream), sinks, auto_flush}
   {
+    this->link_upstream(upstream);
   }
 
   logging_resource_adaptor(device_async_resource_ref upstream,

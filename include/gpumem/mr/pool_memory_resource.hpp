@@ -62,6 +62,7 @@ class pool_memory_resource
       : pool_memory_resource{to_device_async_resource_ref_checked(upstream_mr), initial_pool_size,
                              maximum_pool_size, runtime}
   {
+    this->link_upstream(upstream_mr);
   }
 
   template <class Upstream2                                                        = Upstream,
@@ -72,6 +73,7 @@ class pool_memory_resource
       : pool_memory_resource{device_async_resource_ref{upstream_mr}, initial_pool_size,
                              maximum_pool_size, runtime}
   {
+    this->link_upstream(&upstream_mr);
   }
 
   /// Returns all memory to upstream.

@@ -36,6 +36,7 @@ class prefetch_resource_adaptor
   prefetch_resource_adaptor(Upstream* upstream, detail::runtime& rt = detail::cuda_runtime())
       : prefetch_resource_adaptor{to_device_async_resource_ref_checked(upstream), rt}
   {
+    this->link_upstream(upstream);
   }
 
   prefetch_resource_adaptor(prefetch_resource_adaptor&&) noexcept            = default;

@@ -82,6 +82,7 @@ class statistics_resource_adaptor
   statistics_resource_adaptor(Upstream* upstream)
       : statistics_resource_adaptor{to_device_async_resource_ref_checked(upstream)}
   {
+    this->link_upstream(upstream);
   }
 
   statistics_resource_adaptor(statistics_resource_adaptor&&) noexcept            = default;

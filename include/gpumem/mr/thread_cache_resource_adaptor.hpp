@@ -55,6 +55,7 @@ class thread_cache_resource_adaptor
       : thread_cache_resource_adaptor{to_device_async_resource_ref_checked(upstream),
                                       with_pool_size(upstream, std::move(options))}
   {
+    this->link_upstream(upstream);
   }
 
   thread_cache_resource_adaptor(thread_cache_resource_adaptor const&)            = delete;

@@ -30,6 +30,7 @@ class thread_safe_resource_adaptor
   thread_safe_resource_adaptor(Upstream* upstream)
       : upstream_{to_device_async_resource_ref_checked(upstream)}
   {
+    this->link_upstream(upstream);
   }
 
   thread_safe_resource_adaptor(thread_safe_resource_adaptor const&)            = delete;

@@ -65,6 +65,7 @@ class tracking_resource_adaptor
   tracking_resource_adaptor(Upstream* upstream, bool capture_stacks = false)
       : tracking_resource_adaptor{to_device_async_resource_ref_checked(upstream), capture_stacks}
   {
+    this->link_upstream(upstream);
   }
 
   tracking_resource_adaptor(tracking_resource_adaptor&&) noexcept            = default;

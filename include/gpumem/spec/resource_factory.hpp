@@ -88,7 +88,8 @@ class layer_args {
   factory_entry const* entry_;
 };
 
-/// Owns the layers of a built stack; top() is the outermost. Destroys the top first.
+/// Owns the layers of a built stack; top() is the outermost. Destroys the top first (also when
+/// assigned over), so no layer outlives its upstream.
 class resource_stack {
  public:
   resource_stack() = default;
@@ -115,6 +116,7 @@ class resource_stack {
 
  private:
   friend resource_stack build(resource_spec const&, detail::runtime&, bool);
+  void clear() noexcept;  ///< destroys the layers from the top down
   std::vector<std::unique_ptr<mr::device_memory_resource>> layers_;  ///< [0] = bottom
   std::string spec_;
 };

@@ -47,6 +47,16 @@ if run 1 convert junk.pickle -o existing.csv && has "not a PyTorch memory snapsh
   ok "a malformed snapshot leaves an existing output as it was (no temporary left)"
 else fail "convert of a malformed snapshot over an existing file (rc=$rc)"; fi
 
+# Snapshots that unpickle but hold the wrong values, and the fuzzer's finds (tests/fuzz/corpus/
+# snapshot_converter/regression_*): each refused with a message, never a Python traceback.
+for snapshot in "$tests"/../../../tests/fuzz/corpus/snapshot_converter/regression_*; do
+  name=$(basename "$snapshot")
+  if run 1 convert "$snapshot" -o existing.csv && has "$name: " err.txt &&
+     ! has "Traceback" err.txt && [ "$(sum existing.csv)" = "$existing" ]; then
+    ok "convert refuses $name: $(tail -1 err.txt | sed 's/.*regression_[a-z_0-9]*: //')"
+  else fail "convert of $name (rc=$rc)"; fi
+done
+
 # -- write failures are detected ----------------------------------------------------------------
 if [ -w /dev/full ]; then
   if run 1 synth /dev/full --events 100000 && has "/dev/full" err.txt; then
