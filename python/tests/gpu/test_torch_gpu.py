@@ -36,8 +36,9 @@ def python(args, env=None, timeout=300):
 
 
 def check(code, env=None):
-    """Runs `code`; returns the JSON of its last line starting with RESULT."""
-    proc = python(["-c", textwrap.dedent(code)], env)
+    """Runs PRELUDE then `code` (indented as in the test); returns the JSON of its last line
+    starting with RESULT."""
+    proc = python(["-c", PRELUDE + textwrap.dedent(code)], env)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return json.loads(lines[-1][len("RESULT "):])
@@ -51,7 +52,7 @@ def result(**kw):
 
 
 def test_each_device_gets_its_resource_on_first_use():
-    r = check(PRELUDE + """
+    r = check("""
         gt.use("pool:initial=64MiB")
         n = torch.cuda.device_count()
         before = [gt._raw_stats(d)[16] for d in range(n)]
@@ -67,7 +68,7 @@ def test_each_device_gets_its_resource_on_first_use():
 
 
 def test_memory_stats_under_pytorchs_names_and_torch_cuda_functions():
-    r = check(PRELUDE + """
+    r = check("""
         gt.use("pool:initial=64MiB")
         x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
         y = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
@@ -87,7 +88,7 @@ def test_memory_stats_under_pytorchs_names_and_torch_cuda_functions():
 
 
 def test_empty_cache_gives_memory_back():
-    r = check(PRELUDE + """
+    r = check("""
         gt.use("vmm_pool")
         x = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
         del x
@@ -104,7 +105,7 @@ def test_empty_cache_gives_memory_back():
 
 
 def test_out_of_memory_is_torchs_error_with_gpumems_diagnosis():
-    r = check(PRELUDE + """
+    r = check("""
         gt.use("limiting:limit=256MiB>pool:initial=64MiB")
         keep = torch.ones(1 << 20, device="cuda")
         try:
@@ -123,7 +124,7 @@ def test_out_of_memory_is_torchs_error_with_gpumems_diagnosis():
 
 
 def test_cuda_graph_capture_is_refused_clearly():
-    r = check(PRELUDE + """
+    r = check("""
         gt.use("pool")
         model = torch.nn.Linear(256, 256).cuda()
         static_in = torch.randn(64, 256, device="cuda")
@@ -155,7 +156,7 @@ def test_cuda_graph_capture_is_refused_clearly():
 
 def test_record_writes_a_trace_gpumem_replay_replays(tmp_path):
     trace = tmp_path / "torch.csv"
-    r = check(PRELUDE + f"""
+    r = check(f"""
         gt.use("pool")
         with gt.record({str(trace)!r}):
             a = torch.randn(1024, 1024, device="cuda")
