@@ -181,6 +181,24 @@ def test_the_runner_switches_an_unchanged_script():
     assert bad.returncode == 2 and "GPUMEM_TORCH_ALLOC='poool'" in bad.stderr
 
 
+def test_two_processes_share_one_gpu_each_under_gpumem():
+    """Two training processes at once on one GPU, each with its own gpumem pool: both finish with
+    the losses of a single run."""
+    env = dict(os.environ, GPUMEM_TORCH_ALLOC="vmm_pool")
+    cmd = [sys.executable, "-m", "gpumem.torch", "torch_train_bench.py", "--steps", "6",
+           "--layers", "4"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=HERE) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    single = python(cmd[1:], {"GPUMEM_TORCH_ALLOC": "vmm_pool"})
+    assert single.returncode == 0, single.stderr[-3000:]
+    expected = json.loads(single.stdout.strip().splitlines()[-1])["losses"]
+    for out, _ in outs:
+        assert json.loads(out.strip().splitlines()[-1])["losses"] == expected
+
+
 def compare(script, specs):
     runs = {"torch": python([script], timeout=600)}
     for spec in specs:
