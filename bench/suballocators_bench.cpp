@@ -11,6 +11,7 @@
 #include <gpumem/mr/pool_memory_resource.hpp>
 
 #include <benchmark/benchmark.h>
+#include "support/workloads.hpp"
 
 #include <cmath>
 #include <memory>
@@ -70,16 +71,6 @@ mr::device_memory_resource& resource(kind k, workload w)
   }
 }
 
-std::vector<std::size_t> log_uniform_sizes(std::size_t count, std::size_t lo, std::size_t hi,
-                                           std::uint64_t seed)
-{
-  std::mt19937_64 rng{seed};
-  std::uniform_real_distribution<double> e{std::log2(double(lo)), std::log2(double(hi))};
-  std::vector<std::size_t> sizes(count);
-  for (auto& s : sizes) { s = static_cast<std::size_t>(std::exp2(e(rng))); }
-  return sizes;
-}
-
 // -- pair: allocate + free one size in a loop on one stream -----------------------------------
 void pair(benchmark::State& state, kind k)
 {
@@ -124,22 +115,8 @@ void random_small(benchmark::State& state, kind k)
 // -- threads: T threads, own stream each, <= 64 live each; aggregate items (ops) per second -----
 void threads(benchmark::State& state, kind k)
 {
-  auto& mr             = resource(k, workload::threads);
-  auto const sizes     = log_uniform_sizes(4096, 256, 64 * KiB, 100 + state.thread_index());
-  cudaStream_t const s = dev().streams[static_cast<std::size_t>(state.thread_index())];
-  std::vector<std::pair<void*, std::size_t>> ring(64, {nullptr, 0});
-  std::size_t i = 0;
-  for (auto _ : state) {
-    auto& slot = ring[i % 64];
-    if (slot.first != nullptr) { mr.deallocate(slot.first, slot.second, s); }
-    auto const n = sizes[i % sizes.size()];
-    slot         = {mr.allocate(n, s), n};
-    ++i;
-  }
-  for (auto [p, n] : ring) {
-    if (p != nullptr) { mr.deallocate(p, n, s); }
-  }
-  state.SetItemsProcessed(state.iterations() * 2);  // an allocate and a free per iteration
+  ring_of_live_blocks(state, resource(k, workload::threads),
+                      dev().streams[static_cast<std::size_t>(state.thread_index())]);
 }
 
 void register_all()

@@ -11,6 +11,7 @@
 #include <gpumem/mr/thread_cache_resource_adaptor.hpp>
 
 #include <benchmark/benchmark.h>
+#include "support/workloads.hpp"
 
 #include <cmath>
 #include <random>
@@ -64,16 +65,6 @@ mr::device_memory_resource& resource(kind k, workload w)
   return stacks[static_cast<int>(w)].get(k);
 }
 
-std::vector<std::size_t> log_uniform_sizes(std::size_t count, std::size_t lo, std::size_t hi,
-                                           std::uint64_t seed)
-{
-  std::mt19937_64 rng{seed};
-  std::uniform_real_distribution<double> e{std::log2(double(lo)), std::log2(double(hi))};
-  std::vector<std::size_t> sizes(count);
-  for (auto& s : sizes) { s = static_cast<std::size_t>(std::exp2(e(rng))); }
-  return sizes;
-}
-
 void pair(benchmark::State& state, kind k)
 {
   auto& mr             = resource(k, workload::pair);
@@ -90,22 +81,8 @@ void pair(benchmark::State& state, kind k)
 /// Each thread keeps a ring of 64 live blocks: free the oldest, allocate a new one.
 void threads(benchmark::State& state, kind k)
 {
-  auto& mr             = resource(k, workload::threads);
-  auto const sizes     = log_uniform_sizes(4096, 256, 64 * KiB, 100 + state.thread_index());
-  cudaStream_t const s = dev().streams[static_cast<std::size_t>(state.thread_index())];
-  std::vector<std::pair<void*, std::size_t>> ring(64, {nullptr, 0});
-  std::size_t i = 0;
-  for (auto _ : state) {
-    auto& slot = ring[i % 64];
-    if (slot.first != nullptr) { mr.deallocate(slot.first, slot.second, s); }
-    auto const n = sizes[i % sizes.size()];
-    slot         = {mr.allocate(n, s), n};
-    ++i;
-  }
-  for (auto [p, n] : ring) {
-    if (p != nullptr) { mr.deallocate(p, n, s); }
-  }
-  state.SetItemsProcessed(state.iterations() * 2);
+  ring_of_live_blocks(state, resource(k, workload::threads),
+                      dev().streams[static_cast<std::size_t>(state.thread_index())]);
 }
 
 void register_all()
