@@ -353,6 +353,15 @@ void fixed_size_free_list::merge(fixed_size_free_list& other)
   other.blocks_.clear();
 }
 
+void fixed_size_free_list::give_half(fixed_size_free_list& dst)
+{
+  auto const half = blocks_.size() / 2;
+  dst.blocks_.reserve(half);  // may throw; nothing has moved yet
+  auto const from = blocks_.end() - static_cast<std::ptrdiff_t>(half);
+  dst.blocks_.assign(from, blocks_.end());
+  blocks_.erase(from, blocks_.end());
+}
+
 free_stats fixed_size_free_list::stats() const noexcept
 {
   return {blocks_.size() * block_size_, blocks_.size(), blocks_.empty() ? 0 : block_size_};

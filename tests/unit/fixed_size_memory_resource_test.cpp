@@ -5,6 +5,7 @@
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 
 #include <set>
+#include <vector>
 
 namespace gpumem::test {
 namespace {
@@ -36,6 +37,40 @@ TEST(fixed_size, GrowsByThePreallocationCountWhenAllBlocksAreOut)
   for (void* p : ptrs) { fixed.deallocate(p, 4 * KiB); }
   fixed.check_invariants();
   EXPECT_EQ(fixed.get_free_stats().free_bytes, 16 * 4 * KiB);
+}
+
+// A stream that runs dry steals from another stream's list: one event orders it after all that
+// stream's frees, so it takes half of that list with the block it needs, and the next allocations
+// are hits with no runtime call; the donor keeps the other half.
+TEST(fixed_size, AStealTakesHalfOfTheOtherStreamsBlocksBehindOneEvent)
+{
+  host_upstream up;
+  fixed_mr fixed{&up.cuda, 4 * KiB, 9, up.rt};
+  auto const a = up.rt.create_stream();
+  auto const b = up.rt.create_stream();
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 9; ++i) { ptrs.push_back(fixed.allocate(4 * KiB, a)); }
+  up.rt.enqueue(a);  // work on a that uses the blocks, still pending
+  for (void* p : ptrs) { fixed.deallocate(p, 4 * KiB, a); }
+
+  auto const before = up.rt.calls();
+  std::set<void*> on_b{fixed.allocate(4 * KiB, b)};  // steals 1 + half of the other 8
+  EXPECT_EQ(up.rt.calls().event_record, before.event_record + 1);
+  EXPECT_EQ(up.rt.calls().stream_wait_event, before.stream_wait_event + 1);
+  for (int i = 0; i < 4; ++i) { on_b.insert(fixed.allocate(4 * KiB, b)); }
+  EXPECT_EQ(up.rt.calls().event_record, before.event_record + 1) << "b's next 4 are hits";
+  EXPECT_EQ(on_b.size(), 5U);
+  std::set<void*> on_a;
+  for (int i = 0; i < 4; ++i) { on_a.insert(fixed.allocate(4 * KiB, a)); }
+  EXPECT_EQ(up.rt.calls().event_record, before.event_record + 1) << "a kept 4 blocks";
+  for (void* p : on_a) { EXPECT_EQ(on_b.count(p), 0U); }
+  EXPECT_EQ(fixed.pool_size(), 9 * 4 * KiB) << "no growth";
+  fixed.check_invariants();
+  for (void* p : on_a) { fixed.deallocate(p, 4 * KiB, a); }
+  for (void* p : on_b) { fixed.deallocate(p, 4 * KiB, b); }
+  fixed.check_invariants();
+  EXPECT_EQ(fixed.get_free_stats().free_bytes, 9 * 4 * KiB);
+  up.rt.complete_all();
 }
 
 TEST(fixed_size, RejectsRequestsLargerThanTheBlock)

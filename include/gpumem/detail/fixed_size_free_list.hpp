@@ -23,6 +23,9 @@ class fixed_size_free_list {
   /// Cuts a fresh upstream chunk into blocks; a tail shorter than a block is not used.
   void insert_chunk(free_block chunk);
   void merge(fixed_size_free_list& other);
+  /// Moves the more recently freed half of the blocks (rounded down) into `dst`, which must be
+  /// empty. Throws bad_alloc before moving anything when `dst` cannot hold them.
+  void give_half(fixed_size_free_list& dst);
 
   [[nodiscard]] std::size_t block_size() const noexcept { return block_size_; }
   [[nodiscard]] bool empty() const noexcept { return blocks_.empty(); }

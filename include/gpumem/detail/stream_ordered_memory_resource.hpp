@@ -14,7 +14,8 @@
 //   1. hit path: best fit in S's own list — S's mutex only, no runtime call;
 //   2. unowned_ (its mutex);
 //   3. steal from another stream A's list: record A's event now (after the free, so it covers it),
-//      make S wait on it, take the block. Skipped for another thread's per-thread default stream
+//      make S wait on it, take the block (from a same-size list, half of A's blocks with it).
+//      Skipped for another thread's per-thread default stream
 //      (an event recorded on cudaStreamPerThread from this thread would land on the wrong stream);
 //   4. under grow_mutex_: reclaim — detach every stream's list, synchronize the device (all work
 //      enqueued before the frees is done), merge everything into unowned_ (coalescing across
@@ -61,6 +62,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -183,6 +185,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
   free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
   free_block take_unowned(std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
+  void adopt_stolen(stream_state& mine, stream_state& donor, FreeList& extra) noexcept;
   void order_after(stream_state& other, cuda_stream_view stream);
   bool reclaim();
   free_block grow(std::size_t size, cuda_stream_view stream);

@@ -52,11 +52,24 @@ free_block stream_ordered_memory_resource<D, L>::take_unowned(std::size_t size)
   return unowned_.list.take(size);
 }
 
+// A list of same-size blocks (fixed_size) gives half of its blocks with the one it is asked for:
+// the event that orders `stream` after the other stream's frees covers them all, so a thread that
+// runs dry takes one event for many blocks instead of one per block (see docs/design.md,
+// "binning>pool at 16 threads").
 template <class D, class L>
 free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::size_t size,
                                                        cuda_stream_view stream)
 {
+  constexpr bool batches = requires(L& a, L& b) { a.give_half(b); };
   free_block found{};
+  auto extra = [this] {  // only a same-size list takes extra blocks
+    if constexpr (batches) {
+      return L{prototype_};
+    } else {
+      return 0;
+    }
+  }();
+  stream_state* donor = nullptr;
   // Stops at the first stream that has a block; streams with nothing free cost one flag load.
   streams_.find_if([&](stream_state& other) {
     if (!other.maybe_free.load(std::memory_order_relaxed) || &other == &mine ||
@@ -65,18 +78,49 @@ free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::
     }
     std::lock_guard lock{other.mutex};
     found = other.list.take(size);
-    if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
-    if (!found.valid()) { return false; }
+    if (!found.valid()) {
+      if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
+      return false;
+    }
     try {
       order_after(other, stream);
     } catch (...) {
       other.list.insert(found);
-      other.maybe_free.store(true, std::memory_order_relaxed);
       throw;
     }
+    if constexpr (batches) {
+      try {
+        other.list.give_half(extra);
+        donor = &other;
+      } catch (std::bad_alloc const&) {  // host memory is short: take the one block only
+      }
+    }
+    if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
     return true;
   });
+  if constexpr (batches) {
+    if (!extra.empty()) { adopt_stolen(mine, *donor, extra); }
+  }
   return found;
+}
+
+// Blocks stolen along with one: into `mine`'s list (the stream is ordered after them), or back to
+// the donor when host memory is too short to grow `mine`'s list. (Both failing ends the process:
+// the blocks could be neither kept nor returned.)
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::adopt_stolen(stream_state& mine, stream_state& donor,
+                                                        L& extra) noexcept
+{
+  try {
+    std::lock_guard lock{mine.mutex};
+    mine.list.merge(extra);
+    mine.maybe_free.store(true, std::memory_order_relaxed);
+    return;
+  } catch (std::bad_alloc const&) {
+  }
+  std::lock_guard lock{donor.mutex};
+  donor.list.merge(extra);
+  donor.maybe_free.store(true, std::memory_order_relaxed);
 }
 
 // The event is recorded now, after the free (which happened before `other`'s mutex was taken), so
