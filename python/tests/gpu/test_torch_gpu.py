@@ -67,6 +67,42 @@ def test_each_device_gets_its_resource_on_first_use():
     assert r["reserved"][-1] >= 64 << 20 and all(v == 0 for v in r["reserved"][:-1])
 
 
+def test_two_devices_in_one_process():
+    """A tensor on each device, a copy between them and a data-parallel training step, with the
+    statistics of each device its own (skips on a machine with one GPU)."""
+    r = check("""
+        gt.use({0: "pool:initial=64MiB", None: "vmm_pool"})
+        n = torch.cuda.device_count()
+        if n < 2:
+            result(n=n)
+        else:
+            torch.manual_seed(0)
+            a = torch.randn(1 << 20, device="cuda:0")
+            b = a.to("cuda:1")
+            same = bool(torch.equal(a.cpu(), b.cpu()))
+            model = torch.nn.DataParallel(torch.nn.Linear(512, 512).cuda(0), device_ids=[0, 1])
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            x = torch.randn(64, 512, device="cuda:0")
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            torch.cuda.synchronize(0)
+            torch.cuda.synchronize(1)
+            result(n=n, same=same, loss=float(loss),
+                   allocated=[gt.memory_allocated(d) for d in (0, 1)],
+                   peaks=[gt.max_memory_allocated(d) for d in (0, 1)],
+                   reserved=[gt.memory_reserved(d) for d in (0, 1)],
+                   allocs=[gt.memory_stats(d)["allocation.all.allocated"] for d in (0, 1)])
+    """)
+    if r["n"] < 2:
+        pytest.skip(f"needs 2 GPUs; this machine has {r['n']}")
+    assert r["same"]
+    assert r["loss"] == r["loss"]  # not NaN
+    assert all(v >= 4 << 20 for v in r["peaks"]), r  # a 4 MiB tensor on each device at least
+    assert all(v > 0 for v in r["allocs"]), r
+    assert r["reserved"][0] >= 64 << 20 and r["reserved"][1] > 0, r
+
+
 def test_memory_stats_under_pytorchs_names_and_torch_cuda_functions():
     r = check("""
         gt.use("pool:initial=64MiB")
