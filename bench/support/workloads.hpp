@@ -15,8 +15,8 @@
 namespace gpumem::bench {
 
 /// `count` sizes log-uniform in [lo, hi], reproducible from `seed`.
-inline std::vector<std::size_t> log_uniform_sizes(std::size_t count, std::size_t lo,
-                                                  std::size_t hi, std::uint64_t seed)
+inline std::vector<std::size_t> log_uniform_sizes(std::size_t count, std::size_t lo, std::size_t hi,
+                                                  std::uint64_t seed)
 {
   std::mt19937_64 rng{seed};
   std::uniform_real_distribution<double> e{std::log2(double(lo)), std::log2(double(hi))};
@@ -31,7 +31,7 @@ inline void ring_of_live_blocks(benchmark::State& state, mr::device_memory_resou
                                 cudaStream_t s)
 {
   constexpr std::size_t KiB = 1024;
-  auto const sizes = log_uniform_sizes(4096, 256, 64 * KiB, 100 + state.thread_index());
+  auto const sizes          = log_uniform_sizes(4096, 256, 64 * KiB, 100 + state.thread_index());
   std::vector<std::pair<void*, std::size_t>> ring(64, {nullptr, 0});
   std::size_t i = 0;
   for (auto _ : state) {

@@ -102,8 +102,8 @@ free granules go back to the device at each growth. ``trim_to(n)`` releases free
 at most n bytes are mapped. Takes memory from the runtime directly (no upstream).
 )doc");
   c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
-                    unsigned growth, std::optional<std::size_t> threshold, std::optional<int> device,
-                    py::handle runtime) {
+                    unsigned growth, std::optional<std::size_t> threshold,
+                    std::optional<int> device, py::handle runtime) {
           mr::vmm_pool_options o;
           o.reserve_bytes           = reserve.value_or(0);
           o.granularity_bytes       = granularity.value_or(0);

@@ -209,18 +209,18 @@ void coalescing_free_list::unlink(record r) noexcept
 void coalescing_free_list::carve(free_block const& from, char* ptr, std::size_t n)
 {
   auto const r = by_start_.find_or(from.ptr, no_record);
-  GPUMEM_EXPECTS(r != no_record && records_[r].size == from.size && from.ptr <= ptr &&
-                     ptr + n <= from.end(),
-                 logic_error,
-                 format("coalescing_free_list: cannot carve ", n, " bytes at ",
-                        static_cast<void*>(ptr), " out of ", static_cast<void*>(from.ptr), " (",
-                        from.size, " bytes)"));
+  GPUMEM_EXPECTS(
+      r != no_record && records_[r].size == from.size && from.ptr <= ptr && ptr + n <= from.end(),
+      logic_error,
+      format("coalescing_free_list: cannot carve ", n, " bytes at ", static_cast<void*>(ptr),
+             " out of ", static_cast<void*>(from.ptr), " (", from.size, " bytes)"));
   free_block const left{from.ptr, static_cast<std::size_t>(ptr - from.ptr), from.chunk};
   free_block const right{ptr + n, static_cast<std::size_t>(from.end() - ptr - n), from.chunk};
   if (left.size > 0) { reserve_one(class_of(left.size)); }
   if (right.size > 0) { reserve_one(class_of(right.size)); }
   unlink(r);
-  bool const twice = left.size > 0 && right.size > 0 && class_of(left.size) == class_of(right.size) &&
+  bool const twice = left.size > 0 && right.size > 0 &&
+                     class_of(left.size) == class_of(right.size) &&
                      class_of(left.size) != class_of(from.size);
   if (left.size > 0) {
     emplace(left);

@@ -194,10 +194,15 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
   /// True for a Derived that backs one registered range on demand (see the top of this file).
   static constexpr bool backs_in_place()
   {
-    return requires(Derived& d, Derived const& cd, FreeList& list, std::size_t n,
-                    std::vector<free_block> const& blocks) {
-      { d.grow_in_place(list, n) } -> std::same_as<free_block>;
-      { cd.backed_bytes() } -> std::convertible_to<std::size_t>;
+    return requires(Derived & d, Derived const& cd, FreeList& list, std::size_t n,
+                    std::vector<free_block> const& blocks)
+    {
+      {
+        d.grow_in_place(list, n)
+        } -> std::same_as<free_block>;
+      {
+        cd.backed_bytes()
+        } -> std::convertible_to<std::size_t>;
       cd.check_backing(blocks);
     };
   }

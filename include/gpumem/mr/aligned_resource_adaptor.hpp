@@ -94,7 +94,8 @@ class aligned_resource_adaptor
       std::lock_guard lock{mutex_};
       pointers_.emplace(aligned, over_aligned{raw, bytes});
     } catch (...) {
-      gpumem::detail::async_deallocate(upstream_, raw, bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
+      gpumem::detail::async_deallocate(upstream_, raw, bytes + padding, CUDA_ALLOCATION_ALIGNMENT,
+                                       stream);
       throw;
     }
     return aligned;
@@ -121,7 +122,8 @@ class aligned_resource_adaptor
                                      bad_deallocations_.fetch_add(1) + 1);
     }
     std::size_t const padding = alignment_ - CUDA_ALLOCATION_ALIGNMENT;
-    gpumem::detail::async_deallocate(upstream_, block.raw, block.bytes + padding, CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, block.raw, block.bytes + padding,
+                                     CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
   void* upstream_allocate(std::size_t bytes, cuda_stream_view stream)
@@ -142,6 +144,6 @@ class aligned_resource_adaptor
 };
 
 static_assert(gpumem::detail::async_resource_with<aligned_resource_adaptor<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -118,7 +118,8 @@ class limiting_resource_adaptor
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
     auto const allocated = live_->take(ptr, bytes, "limiting_resource_adaptor");
-    gpumem::detail::async_deallocate(upstream_, ptr, allocated.value_or(bytes), CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, ptr, allocated.value_or(bytes),
+                                     CUDA_ALLOCATION_ALIGNMENT, stream);
     if (allocated) { allocated_bytes_->fetch_sub(charge_of(*allocated)); }
   }
 
@@ -156,6 +157,6 @@ class limiting_resource_adaptor
 };
 
 static_assert(gpumem::detail::async_resource_with<limiting_resource_adaptor<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

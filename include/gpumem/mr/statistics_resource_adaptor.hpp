@@ -183,7 +183,8 @@ class statistics_resource_adaptor
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
     auto const allocated = state_->live.take(ptr, bytes, "statistics_resource_adaptor");
-    gpumem::detail::async_deallocate(upstream_, ptr, allocated.value_or(bytes), CUDA_ALLOCATION_ALIGNMENT, stream);
+    gpumem::detail::async_deallocate(upstream_, ptr, allocated.value_or(bytes),
+                                     CUDA_ALLOCATION_ALIGNMENT, stream);
     if (!allocated) { return; }
     write_lock_t lock{state_->mutex};
     state_->counters.back().first -= static_cast<std::int64_t>(*allocated);
@@ -194,7 +195,7 @@ class statistics_resource_adaptor
   std::unique_ptr<state> state_;  // in a box so the adaptor moves
 };
 
-static_assert(gpumem::detail::async_resource_with<statistics_resource_adaptor<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<
+              statistics_resource_adaptor<device_memory_resource>, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

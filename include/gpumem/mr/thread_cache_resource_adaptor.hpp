@@ -115,7 +115,7 @@ class thread_cache_resource_adaptor
   std::shared_ptr<detail::thread_cache::cache_core> core_;  // shared with the threads' exit hooks
 };
 
-static_assert(gpumem::detail::async_resource_with<thread_cache_resource_adaptor<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<
+              thread_cache_resource_adaptor<device_memory_resource>, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

@@ -196,6 +196,6 @@ class tracking_resource_adaptor
 };
 
 static_assert(gpumem::detail::async_resource_with<tracking_resource_adaptor<device_memory_resource>,
-                                            cuda::mr::device_accessible>);
+                                                  cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr

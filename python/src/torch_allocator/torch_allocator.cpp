@@ -207,7 +207,7 @@ device_memory_resource* build(device_slot& s, int device)
     simulated = config_simulated;
   }
   if (spec.empty()) { return nullptr; }
-  auto& inner = rt != nullptr ? *rt : gpumem::detail::cuda_runtime();
+  auto& inner        = rt != nullptr ? *rt : gpumem::detail::cuda_runtime();
   int const previous = inner.current_device();
   if (previous != device) { inner.set_device(device); }
   try {
@@ -216,8 +216,8 @@ device_memory_resource* build(device_slot& s, int device)
     meter->observe(observer.get());
     auto stack = std::make_unique<gpumem::spec::resource_stack>(
         gpumem::spec::build(spec, *meter, simulated));
-    s.meter    = std::move(meter);
-    s.observer = std::move(observer);
+    s.meter     = std::move(meter);
+    s.observer  = std::move(observer);
     s.footprint = stack->footprint();
     s.on_cuda   = rt == nullptr;
     s.stack     = std::move(stack);
@@ -280,11 +280,12 @@ GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStre
   auto& r      = resource_of(*s, device);
   auto const n = static_cast<std::size_t>(size);
   if (s->on_cuda && stream_is_capturing(stream)) {
-    fail("gpumem torch allocator: CUDA graph capture is not supported yet: memory that a "
-         "captured graph uses would be handed to other tensors after the capture and overwritten "
-         "when the graph replays. Capture graphs (torch.cuda.graph, torch.compile "
-         "mode='reduce-overhead') with PyTorch's own allocator.",
-         false);
+    fail(
+        "gpumem torch allocator: CUDA graph capture is not supported yet: memory that a "
+        "captured graph uses would be handed to other tensors after the capture and overwritten "
+        "when the graph replays. Capture graphs (torch.cuda.graph, torch.compile "
+        "mode='reduce-overhead') with PyTorch's own allocator.",
+        false);
   }
   void* p{};
   try {
@@ -355,7 +356,10 @@ GPUMEM_TORCH_EXPORT void gpumem_torch_empty_cache(void)
   }
 }
 
-GPUMEM_TORCH_EXPORT char const* gpumem_torch_last_error(void) { return last_error.c_str(); }
+GPUMEM_TORCH_EXPORT char const* gpumem_torch_last_error(void)
+{
+  return last_error.c_str();
+}
 
 /// Sets the spec of `device` (-1: the default of every device without its own), built over
 /// `runtime` (nullptr: CUDA; `simulated`: a host stand-in without memory) on the device's first
@@ -475,9 +479,8 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_stats(int device, u64* out, int n)
     if (s->stack) {
       v[17] = 1;
       v[8]  = held_bytes(*s);
-      v[9]  = s->footprint != nullptr
-                ? std::max<u64>(s->footprint_peak.load(), v[8])
-                : s->meter->peak_held_bytes();
+      v[9]  = s->footprint != nullptr ? std::max<u64>(s->footprint_peak.load(), v[8])
+                                      : s->meter->peak_held_bytes();
       v[10] = s->observer->chunks_bytes.allocated;
       v[11] = s->observer->chunks_bytes.freed;
       v[12] = s->observer->device_allocs;
