@@ -1,6 +1,7 @@
 // The driver's virtual-memory calls behind detail::runtime (see cuda_vmm.hpp). Entry points are
 // looked up once, on first use; a driver without them gives a cuda_error that says so.
 #include "cuda_vmm.hpp"
+#include "driver_entry_point.hpp"
 
 #include <gpumem/detail/format.hpp>
 #include <gpumem/error.hpp>
@@ -37,17 +38,7 @@ struct driver_api {
 template <class Fn>
 void load(Fn& fn, char const* symbol)
 {
-  void* ptr{};
-  cudaDriverEntryPointQueryResult found{};
-  auto const status = cudaGetDriverEntryPointByVersion(symbol, &ptr, 12000, cudaEnableDefault,
-                                                       &found);
-  if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || ptr == nullptr) {
-    (void)cudaGetLastError();
-    throw cuda_error{status == cudaSuccess ? cudaErrorNotSupported : status,
-                     format("virtual memory: the CUDA driver does not provide ", symbol,
-                            " (a driver for CUDA 12.0 or newer is needed)")};
-  }
-  fn = reinterpret_cast<Fn>(ptr);
+  load_driver_symbol(fn, symbol, "virtual memory");
 }
 
 driver_api const& api()
@@ -104,7 +95,10 @@ CUmemAllocationProp device_prop(int device, bool shareable)
   return prop;
 }
 
-CUdeviceptr dptr(void* ptr) { return reinterpret_cast<CUdeviceptr>(ptr); }
+CUdeviceptr dptr(void* ptr)
+{
+  return reinterpret_cast<CUdeviceptr>(ptr);
+}
 
 }  // namespace
 
@@ -151,7 +145,10 @@ vmm_handle create(std::size_t bytes, int device, bool shareable)
   return handle;
 }
 
-void release(vmm_handle handle) noexcept { report(api().release(handle), "cuMemRelease"); }
+void release(vmm_handle handle) noexcept
+{
+  report(api().release(handle), "cuMemRelease");
+}
 
 void map(void* ptr, std::size_t bytes, vmm_handle handle)
 {

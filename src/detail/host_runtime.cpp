@@ -4,6 +4,7 @@
 #include <gpumem/align.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/host_runtime.hpp>
+#include <gpumem/detail/stream_capture.hpp>
 #include <gpumem/error.hpp>
 
 #include <sys/mman.h>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace gpumem::detail {
@@ -125,6 +127,24 @@ struct host_runtime::state {
   /// a device-wide synchronization costs nothing per idle stream: with auto_complete, or tens of
   /// thousands of streams, the stand-in adds no per-stream cost to a cudaFree.
   std::unordered_set<stream_rec*> pending;
+  /// The stream under a global-mode capture (null: none) and whether a forbidden call broke it.
+  stream_rec* capturing{};
+  bool capture_invalidated{};
+
+  /// Throws what CUDA throws for `call` during a global capture (and invalidates the capture).
+  void forbid_during_capture(char const* call)
+  {
+    if (capturing == nullptr) [[likely]] { return; }
+    capture_invalidated = true;
+    throw_stream_capture_error(cudaErrorStreamCaptureUnsupported, call);
+  }
+  /// The legacy default stream synchronizes with every stream: CUDA refuses it during a capture.
+  void forbid_legacy_during_capture(stream_rec const& s, char const* call)
+  {
+    if (capturing == nullptr || &s != &legacy || capturing == &legacy) [[likely]] { return; }
+    capture_invalidated = true;
+    throw_stream_capture_error(cudaErrorStreamCaptureImplicit, call);
+  }
 
   stream_rec& resolve(cudaStream_t handle)
   {
@@ -204,10 +224,9 @@ struct host_runtime::state {
     bool const injected = failures_to_inject > 0;
     if (injected) { --failures_to_inject; }
     if (injected || bytes > options.capacity_bytes - used) {
-      GPUMEM_FAIL(out_of_memory,
-                  format("host_runtime: cannot allocate ", bytes_str(bytes), " of ", what, ": ",
-                         bytes_str(options.capacity_bytes - used), " free of ",
-                         bytes_str(options.capacity_bytes)));
+      GPUMEM_FAIL(out_of_memory, format("host_runtime: cannot allocate ", bytes_str(bytes), " of ",
+                                        what, ": ", bytes_str(options.capacity_bytes - used),
+                                        " free of ", bytes_str(options.capacity_bytes)));
     }
     used += bytes;
     peak = std::max(peak, used);
@@ -332,6 +351,7 @@ void* host_runtime::allocate(memory_kind kind, std::size_t bytes)
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
   ++st.calls.allocate;
+  st.forbid_during_capture("cudaMalloc");
   auto const granule = std::max(st.options.granularity_bytes, CUDA_ALLOCATION_ALIGNMENT);
   bool const fits = bytes <= st.options.capacity_bytes - st.used && can_align_up(bytes, granule) &&
                     align_up(bytes, granule) <= st.options.capacity_bytes - st.used;
@@ -447,8 +467,9 @@ void host_runtime::event_record(cudaEvent_t event, cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.event_record;
-  auto& e    = state_->resolve(event);
-  auto& s    = state_->resolve(stream);
+  auto& e = state_->resolve(event);
+  auto& s = state_->resolve(stream);
+  state_->forbid_legacy_during_capture(s, "cudaEventRecord");
   e.stream   = &s;
   e.position = s.enqueued;
 }
@@ -457,6 +478,7 @@ bool host_runtime::event_query(cudaEvent_t event)
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.event_query;
+  state_->forbid_during_capture("cudaEventQuery");
   auto const& e = state_->resolve(event);
   return e.stream == nullptr || e.stream->completed >= e.position;
 }
@@ -465,6 +487,7 @@ void host_runtime::event_synchronize(cudaEvent_t event)
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.synchronize;
+  state_->forbid_during_capture("cudaEventSynchronize");
   auto const& e = state_->resolve(event);
   if (e.stream != nullptr) { state::sync_to(*e.stream, e.position); }
 }
@@ -475,6 +498,7 @@ void host_runtime::stream_wait_event(cudaStream_t stream, cudaEvent_t event)
   ++state_->calls.stream_wait_event;
   auto const& e = state_->resolve(event);
   auto& s       = state_->resolve(stream);
+  state_->forbid_legacy_during_capture(s, "cudaStreamWaitEvent");
   if (e.stream == nullptr || e.stream == &s || e.stream->completed >= e.position) { return; }
   s.waits.push_back({s.enqueued, e.stream, e.position});
 }
@@ -483,6 +507,7 @@ void host_runtime::stream_synchronize(cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.synchronize;
+  state_->forbid_during_capture("cudaStreamSynchronize");
   auto& s = state_->resolve(stream);
   state::sync_to(s, s.enqueued);
 }
@@ -491,7 +516,26 @@ void host_runtime::device_synchronize()
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.synchronize;
+  state_->forbid_during_capture("cudaDeviceSynchronize");
   state_->synchronize_all();
+}
+
+void host_runtime::begin_global_capture(cudaStream_t stream)
+{
+  std::lock_guard lock{state_->mutex};
+  GPUMEM_EXPECTS(state_->capturing == nullptr, logic_error,
+                 "host runtime: a stream capture is already active (the model has one at a time)");
+  state_->capturing           = &state_->resolve(stream);
+  state_->capture_invalidated = false;
+}
+
+bool host_runtime::end_capture(cudaStream_t stream)
+{
+  std::lock_guard lock{state_->mutex};
+  GPUMEM_EXPECTS(state_->capturing != nullptr && state_->capturing == &state_->resolve(stream),
+                 logic_error, "host runtime: end_capture of a stream that is not being captured");
+  state_->capturing = nullptr;
+  return !std::exchange(state_->capture_invalidated, false);
 }
 
 // -- virtual memory ------------------------------------------------------------------------------

@@ -107,9 +107,14 @@ cuda_async_view_memory_resource::cuda_async_view_memory_resource(cudaMemPool_t p
         char const* who = "cuda_async_view_memory_resource";
         GPUMEM_EXPECTS(pool_handle != nullptr, logic_error,
                        "cuda_async_view_memory_resource: the pool handle is null");
-        int const device = current_device_or_throw(who);
-        require_stream_ordered_allocation(who, device);
-        return memory_pool_ref{pool_handle, pool_location::device(device)};
+        require_stream_ordered_allocation(who, current_device_or_throw(who));
+        auto const home = detail::find_pool_home(pool_handle);
+        GPUMEM_EXPECTS(
+            home.has_value(), logic_error,
+            detail::format(who, ": cannot tell which device pool ", static_cast<void*>(pool_handle),
+                           " belongs to (several devices have read-write access); "
+                           "construct it from memory_pool_ref{handle, location}"));
+        return memory_pool_ref{pool_handle, *home};
       }()}
 {
 }

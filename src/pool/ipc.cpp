@@ -3,6 +3,7 @@
 #include <gpumem/error.hpp>
 #include <gpumem/pool/ipc.hpp>
 #include <gpumem/pool/ipc_event.hpp>
+#include <gpumem/pool/pointer_query.hpp>
 #include <gpumem/pool/pool_capabilities.hpp>
 
 #include <cuda_runtime_api.h>
@@ -23,23 +24,6 @@ namespace {
 void check(cudaError_t status, char const* what)
 {
   if (status != cudaSuccess) [[unlikely]] { throw_cuda(status, what); }
-}
-
-/// The device whose memory the pool holds: the one device with read_write access that cannot be
-/// revoked. Imported pools do not say it otherwise. -1 when none is found.
-int resident_device(cudaMemPool_t pool)
-{
-  int const count = get_num_cuda_devices();
-  for (int d = 0; d < count; ++d) {
-    cudaMemAccessFlags flags{};
-    cudaMemLocation loc{cudaMemLocationTypeDevice, d};
-    if (cudaMemPoolGetAccess(&flags, pool, &loc) != cudaSuccess) {
-      (void)cudaGetLastError();
-      continue;
-    }
-    if (flags == cudaMemAccessFlagsProtReadWrite) { return d; }
-  }
-  return -1;
 }
 
 cudaMemPool_t import_pool(shareable_pool_handle const& handle)
@@ -143,10 +127,21 @@ void ipc_event::synchronize() const
 imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle)
     : pool_{import_pool(handle)}
 {
+  try {
+    home_ = detail::find_pool_home(pool_);
+  } catch (...) {
+    destroy();
+    throw;
+  }
+}
+
+imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, pool_location home)
+    : pool_{import_pool(handle)}, home_{home}
+{
 }
 
 imported_memory_pool::imported_memory_pool(imported_memory_pool&& other) noexcept
-    : pool_{std::exchange(other.pool_, nullptr)}
+    : pool_{std::exchange(other.pool_, nullptr)}, home_{std::exchange(other.home_, std::nullopt)}
 {
 }
 
@@ -155,6 +150,7 @@ imported_memory_pool& imported_memory_pool::operator=(imported_memory_pool&& oth
   if (this != &other) {
     destroy();
     pool_ = std::exchange(other.pool_, nullptr);
+    home_ = std::exchange(other.home_, std::nullopt);
   }
   return *this;
 }
@@ -173,9 +169,11 @@ void imported_memory_pool::destroy() noexcept
 void imported_memory_pool::set_access(cuda_device_id device, access_flags flags) const
 {
   GPUMEM_EXPECTS(pool_ != nullptr, logic_error, "set_access: the imported pool is empty");
-  int const owner = resident_device(pool_);
-  auto const loc  = owner >= 0 ? pool_location::device(owner) : pool_location::none();
-  detail::set_pool_access(pool_, loc, device, flags);
+  GPUMEM_EXPECTS(home_.has_value(), logic_error,
+                 "set_access: the imported pool's home device is not known (CUDA did not tell "
+                 "at import); import it with the location the exporter reports: "
+                 "imported_memory_pool(handle, pool.location())");
+  detail::set_pool_access(pool_, *home_, device, flags);
 }
 
 imported_allocation imported_memory_pool::import_pointer(pointer_export_data const& data,
@@ -223,6 +221,30 @@ void imported_allocation::free_async(cuda_stream_view stream, ipc_event const& f
   check(cudaFreeAsync(ptr_, stream.value()), "freeing an imported allocation");
   ptr_ = nullptr;
   freed.record(stream);
+}
+
+// -- export_pointer
+// --------------------------------------------------------------------------------
+
+pointer_export_data export_pointer(void const* ptr)
+{
+  GPUMEM_EXPECTS(ptr != nullptr, logic_error, "export_pointer: the pointer is null");
+  auto const info = query_pointer(ptr);
+  GPUMEM_EXPECTS(info.from_pool(), logic_error,
+                 detail::format("export_pointer(", ptr,
+                                "): not memory of a stream-ordered pool (only allocations of an "
+                                "IPC-capable memory pool can be exported)"));
+  cudaMemPoolPtrExportData raw{};
+  auto const st = cudaMemPoolExportPointer(&raw, const_cast<void*>(ptr));
+  if (st != cudaSuccess) {
+    throw_cuda(st, detail::format("export_pointer(", ptr, "): CUDA refused to export it from pool ",
+                                  static_cast<void*>(info.pool),
+                                  "; the pool must be created with an IPC handle type and shared "
+                                  "(memory_pool::export_handle) before its allocations"));
+  }
+  pointer_export_data out{};
+  std::memcpy(out.bytes.data(), &raw, sizeof raw);
+  return out;
 }
 
 // -- exported_allocation -------------------------------------------------------------------------
@@ -276,19 +298,8 @@ exported_allocation::~exported_allocation()
 pointer_export_data exported_allocation::export_data()
 {
   GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "export_data: the allocation was freed");
-  cudaMemPoolPtrExportData raw{};
-  auto const st = cudaMemPoolExportPointer(&raw, ptr_);
-  if (st != cudaSuccess) {
-    throw_cuda(st,
-               pool_->exported()
-                   ? std::string{"cudaMemPoolExportPointer refused the allocation"}
-                   : std::string{"cudaMemPoolExportPointer refused the allocation: its pool has "
-                                 "not been exported yet; share the pool first "
-                                 "(memory_pool::export_handle), then its allocations"});
-  }
-  pointer_export_data out{};
-  std::memcpy(out.bytes.data(), &raw, sizeof raw);
-  shared_ = true;
+  auto out = export_pointer(ptr_);
+  shared_  = true;
   return out;
 }
 

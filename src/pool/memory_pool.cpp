@@ -5,11 +5,14 @@
 #include <gpumem/pool/device_pools.hpp>
 #include <gpumem/pool/memory_pool.hpp>
 #include <gpumem/pool/pool_capabilities.hpp>
+#include <gpumem/pool/pointer_query.hpp>
 
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <optional>
 #include <utility>
+#include <vector>
 
 namespace gpumem {
 namespace {
@@ -223,52 +226,142 @@ pool_usage_statistics pool_statistics(cudaMemPool_t pool)
 
 // -- access --------------------------------------------------------------------------------------
 
+namespace {
+
+bool is_other_device(pool_location owner, access_request const& r) noexcept
+{
+  return r.accessor_kind == location_kind::device && owner.kind == location_kind::device &&
+         owner.id != r.accessor;
+}
+
+/// The request for one descriptor, with peer capability asked of CUDA where it matters.
+access_request make_request(pool_location owner, access_descriptor const& d, int device_count)
+{
+  access_request r{owner, d.accessor.id, d.flags, device_count, false, d.accessor.kind};
+  bool const known = r.accessor >= 0 && r.accessor < device_count;
+  if (known && is_other_device(owner, r)) {
+    int can{};
+    auto const st = cudaDeviceCanAccessPeer(&can, r.accessor, owner.id);
+    if (st != cudaSuccess) { throw_cuda(st, "cudaDeviceCanAccessPeer"); }
+    r.peer_capable = can != 0;
+  }
+  return r;
+}
+
+/// Throws the refusal of `r` (peer capability missing: cuda_error, else logic_error).
+[[noreturn]] void refuse(access_request const& r, std::string const& why)
+{
+  bool const known = r.accessor >= 0 && r.accessor < r.device_count;
+  if (known && !r.peer_capable && is_other_device(r.owner, r)) {
+    throw cuda_error{cudaErrorPeerAccessUnsupported,
+                     site_message(__FILE__, __LINE__, "pool access refused: " + why)};
+  }
+  GPUMEM_FAIL(logic_error, "pool access refused: " + why);
+}
+
+std::string describe(pool_location loc)
+{
+  return loc.kind == location_kind::host ? std::string{"host"}
+                                         : format(to_string(loc.kind), " ", loc.id);
+}
+
+}  // namespace
+
+void set_pool_access(cudaMemPool_t pool, pool_location owner,
+                     std::span<access_descriptor const> descriptors)
+{
+  require_pool(pool, "set_access");
+  int const count = get_num_cuda_devices();
+  std::vector<cudaMemAccessDesc> cuda_descs;
+  cuda_descs.reserve(descriptors.size());
+  for (auto const& d : descriptors) {
+    auto const r   = make_request(owner, d, count);
+    auto const why = access_refusal(r);
+    if (!why.empty()) { refuse(r, why); }
+    bool const is_owner = r.accessor_kind == location_kind::device &&
+                          owner.kind == location_kind::device && owner.id == r.accessor;
+    if (is_owner) { continue; }  // the owner always has read_write access; nothing to change
+    cudaMemAccessDesc desc{};
+    desc.location = to_cuda(d.accessor);
+    desc.flags    = static_cast<cudaMemAccessFlags>(d.flags);
+    cuda_descs.push_back(desc);
+  }
+  if (cuda_descs.empty()) { return; }
+  auto const st = cudaMemPoolSetAccess(pool, cuda_descs.data(), cuda_descs.size());
+  if (st != cudaSuccess) {
+    std::string who;
+    for (auto const& d : descriptors) {
+      who += (who.empty() ? "" : ", ") + describe(d.accessor) + ": " + to_string(d.flags);
+    }
+    throw_cuda(st, format("cudaMemPoolSetAccess(", who, ")"));
+  }
+}
+
 void set_pool_access(cudaMemPool_t pool, pool_location owner, cuda_device_id accessor,
                      access_flags flags)
 {
-  require_pool(pool, "set_access");
-  access_request req{owner, accessor.value(), flags, get_num_cuda_devices(), false};
-  bool const known = req.accessor >= 0 && req.accessor < req.device_count;
-  if (known && owner.kind == location_kind::device && owner.id != req.accessor) {
-    int can{};
-    auto const st = cudaDeviceCanAccessPeer(&can, req.accessor, owner.id);
-    if (st != cudaSuccess) { throw_cuda(st, "cudaDeviceCanAccessPeer"); }
-    req.peer_capable = can != 0;
-  }
-  auto const why = access_refusal(req);
-  if (why.empty() && owner.kind == location_kind::device && owner.id == req.accessor) {
-    return;  // the owner always has read_write access; nothing to change
-  }
-  if (!why.empty()) {
-    auto const status = known && !req.peer_capable && owner.kind == location_kind::device &&
-                                owner.id != req.accessor
-                            ? cudaErrorPeerAccessUnsupported
-                            : cudaErrorInvalidDevice;
-    if (status == cudaErrorPeerAccessUnsupported) {
-      throw cuda_error{status, site_message(__FILE__, __LINE__, "pool access refused: " + why)};
-    }
-    GPUMEM_FAIL(logic_error, "pool access refused: " + why);
-  }
-  cudaMemAccessDesc desc{};
-  desc.location = {cudaMemLocationTypeDevice, req.accessor};
-  desc.flags    = static_cast<cudaMemAccessFlags>(flags);
-  auto const st = cudaMemPoolSetAccess(pool, &desc, 1);
+  access_descriptor const d{pool_location::device(accessor.value()), flags};
+  set_pool_access(pool, owner, std::span{&d, 1});
+}
+
+access_flags get_pool_access(cudaMemPool_t pool, pool_location accessor)
+{
+  require_pool(pool, "access");
+  cudaMemAccessFlags flags{};
+  cudaMemLocation loc = to_cuda(accessor);
+  auto const st       = cudaMemPoolGetAccess(&flags, pool, &loc);
   if (st != cudaSuccess) {
-    throw_cuda(st,
-               format("cudaMemPoolSetAccess(device ", req.accessor, ", ", to_string(flags), ")"));
+    throw_cuda(st, format("cudaMemPoolGetAccess(", describe(accessor), ")"));
   }
+  return static_cast<access_flags>(flags);
 }
 
 access_flags get_pool_access(cudaMemPool_t pool, cuda_device_id accessor)
 {
-  require_pool(pool, "access");
-  cudaMemAccessFlags flags{};
-  cudaMemLocation loc{cudaMemLocationTypeDevice, accessor.value()};
-  auto const st = cudaMemPoolGetAccess(&flags, pool, &loc);
-  if (st != cudaSuccess) {
-    throw_cuda(st, format("cudaMemPoolGetAccess(device ", accessor.value(), ")"));
+  return get_pool_access(pool, pool_location::device(accessor.value()));
+}
+
+namespace {
+
+/// The devices with read-write access to `pool`.
+std::vector<int> read_write_devices(cudaMemPool_t pool)
+{
+  std::vector<int> out;
+  int const count = get_num_cuda_devices();
+  for (int d = 0; d < count; ++d) {
+    cudaMemAccessFlags flags{};
+    cudaMemLocation loc{cudaMemLocationTypeDevice, d};
+    if (cudaMemPoolGetAccess(&flags, pool, &loc) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    if (flags == cudaMemAccessFlagsProtReadWrite) { out.push_back(d); }
   }
-  return static_cast<access_flags>(flags);
+  return out;
+}
+
+/// The device whose default or current pool `pool` is, among `candidates`.
+std::optional<int> device_pool_owner(cudaMemPool_t pool, std::vector<int> const& candidates)
+{
+  for (int d : candidates) {
+    cudaMemPool_t def{}, cur{};
+    bool const is_def = cudaDeviceGetDefaultMemPool(&def, d) == cudaSuccess && def == pool;
+    bool const is_cur = cudaDeviceGetMemPool(&cur, d) == cudaSuccess && cur == pool;
+    (void)cudaGetLastError();
+    if (is_def || is_cur) { return d; }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<pool_location> find_pool_home(cudaMemPool_t pool)
+{
+  require_pool(pool, "find_pool_home");
+  auto const rw = read_write_devices(pool);
+  if (rw.size() == 1) { return pool_location::device(rw.front()); }
+  if (auto const d = device_pool_owner(pool, rw)) { return pool_location::device(*d); }
+  return std::nullopt;
 }
 
 }  // namespace detail
@@ -296,6 +389,40 @@ void memory_pool_ref::trim_to(std::size_t min_bytes_to_keep) const
   }
 }
 
+namespace {
+
+/// "device 1", "host", "host NUMA node 0": where a pool's memory is, for messages.
+std::string where(pool_location loc)
+{
+  switch (loc.kind) {
+    case location_kind::device:
+      return detail::format("device ", loc.id);
+    case location_kind::host_numa:
+      return detail::format("host NUMA node ", loc.id);
+    case location_kind::host:
+      return "host";
+    case location_kind::none:
+      break;
+  }
+  return "no preferred location";
+}
+
+/// Free and total memory of the device `loc` names (0, 0 for other locations or on failure).
+std::pair<std::size_t, std::size_t> device_memory(pool_location loc)
+{
+  std::size_t free{}, total{};
+  if (loc.kind != location_kind::device) { return {free, total}; }
+  int previous{};
+  if (cudaGetDevice(&previous) != cudaSuccess) { previous = -1; }
+  bool const switched = previous != loc.id && cudaSetDevice(loc.id) == cudaSuccess;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) { free = total = 0; }
+  if (switched) { (void)cudaSetDevice(previous); }
+  (void)cudaGetLastError();
+  return {free, total};
+}
+
+}  // namespace
+
 void* memory_pool_ref::allocate(std::size_t bytes, cuda_stream_view stream) const
 {
   require_pool(pool_, "allocate");
@@ -303,19 +430,28 @@ void* memory_pool_ref::allocate(std::size_t bytes, cuda_stream_view stream) cons
   auto const st = cudaMallocFromPoolAsync(&ptr, bytes, pool_, stream.value());
   if (st == cudaSuccess) [[likely]] { return ptr; }
   (void)cudaGetLastError();
-  auto const msg = detail::format("memory pool ", static_cast<void*>(pool_), ": cannot allocate ",
-                                  detail::bytes_str(bytes), " on stream ",
-                                  static_cast<void*>(stream.value()), ": ", cudaGetErrorName(st));
-  std::size_t free{}, total{};
-  if (cudaMemGetInfo(&free, &total) != cudaSuccess) { (void)cudaGetLastError(); }
+  auto const msg =
+      detail::format("memory pool ", static_cast<void*>(pool_), " on ", where(location_),
+                     ": cannot allocate ", detail::bytes_str(bytes), " on stream ",
+                     static_cast<void*>(stream.value()), ": ", cudaGetErrorName(st));
+  auto const [free, total] = device_memory(location_);
   // CUDA may answer an impossible size with cudaErrorInvalidValue; it is still out of memory.
   bool const exhausted = st == cudaErrorMemoryAllocation || (total != 0 && bytes > total);
   if (!exhausted) { throw_cuda(st, msg); }
-  auto const s = detail::pool_statistics(pool_);
+  auto const s      = detail::pool_statistics(pool_);
+  auto const device = total == 0
+                          ? std::string{}
+                          : detail::format("; ", where(location_), " has ", detail::bytes_str(free),
+                                           " free of ", detail::bytes_str(total));
   GPUMEM_FAIL(out_of_memory,
               detail::format(msg, "; pool reserves ", detail::bytes_str(s.reserved_bytes),
-                             " of which ", detail::bytes_str(s.used_bytes), " in use; device has ",
-                             detail::bytes_str(free), " free of ", detail::bytes_str(total)));
+                             " of which ", detail::bytes_str(s.used_bytes), " in use", device));
+}
+
+bool memory_pool_ref::owns(void const* ptr) const
+{
+  require_pool(pool_, "owns");
+  return ptr != nullptr && query_pointer(ptr).pool == pool_;
 }
 
 void memory_pool_ref::deallocate(void* ptr, cuda_stream_view stream) const noexcept

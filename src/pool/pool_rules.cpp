@@ -276,6 +276,15 @@ namespace detail {
 
 std::string access_refusal(access_request const& r)
 {
+  if (r.accessor_kind == location_kind::none) {
+    return "location none cannot be given access: name a device, the host or a host NUMA node";
+  }
+  if (r.accessor_kind == location_kind::host) { return {}; }
+  if (r.accessor_kind == location_kind::host_numa) {
+    return r.accessor >= 0
+               ? std::string{}
+               : format("host NUMA node ", r.accessor, " does not exist (ids are >= 0)");
+  }
   if (r.accessor < 0 || r.accessor >= r.device_count) {
     return format("device ", r.accessor, " does not exist (", r.device_count, " devices)");
   }

@@ -218,6 +218,27 @@ TEST(PoolAccess, RefusalsSayWhy)
   EXPECT_EQ(access_refusal({pool_location::host(), 1, access_flags::read_write, 2, false}), "");
 }
 
+TEST(PoolAccess, AccessorsByLocation)
+{
+  using detail::access_refusal;
+  auto const dev0 = pool_location::device(0);
+  auto const host = location_kind::host;
+  auto const numa = location_kind::host_numa;
+  auto const none = location_kind::none;
+  auto const rw   = access_flags::read_write;
+  // The host and host NUMA nodes are not devices: no device count or peer rule applies to them.
+  EXPECT_EQ(access_refusal({dev0, 0, rw, 1, false, host}), "");
+  EXPECT_EQ(access_refusal({dev0, 7, rw, 1, false, numa}), "");
+  EXPECT_HAS(access_refusal({dev0, -1, rw, 1, false, numa}),
+             "host NUMA node -1 does not exist (ids are >= 0)");
+  EXPECT_HAS(access_refusal({dev0, 0, rw, 1, false, none}),
+             "location none cannot be given access: name a device, the host or a host NUMA node");
+  // A descriptor is a location and flags; the default is read_write.
+  access_descriptor const d{pool_location::host_numa(1)};
+  EXPECT_EQ(d.flags, access_flags::read_write);
+  EXPECT_EQ(d.accessor, pool_location::host_numa(1));
+}
+
 template <class Pool, class A>
 concept can_set = requires(Pool const& p)
 {

@@ -96,6 +96,15 @@ class host_runtime final : public runtime {
   void complete_all();
   [[nodiscard]] std::uint64_t enqueued(cudaStream_t stream);
   [[nodiscard]] std::uint64_t completed(cudaStream_t stream);
+  /// Begins a global-mode capture of `stream` into a CUDA graph (cudaStreamBeginCapture, mode
+  /// global; one at a time). Until end_capture, the calls CUDA forbids during such a capture from
+  /// any thread — allocate, event_query, event/stream/device synchronization, and event record or
+  /// wait on the legacy default stream — throw the cuda_error CUDA gives and invalidate the
+  /// capture. Throws logic_error when a capture is already active.
+  void begin_global_capture(cudaStream_t stream);
+  /// Ends the capture of `stream`; false when a forbidden call invalidated it. Throws logic_error
+  /// when `stream` is not being captured.
+  [[nodiscard]] bool end_capture(cudaStream_t stream);
   /// The next `count` allocate() and vmm_create() calls fail with out_of_memory.
   void fail_next_allocations(std::size_t count);
   /// The next `count` vmm_map() calls fail with cuda_error.

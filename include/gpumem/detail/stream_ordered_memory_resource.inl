@@ -60,7 +60,10 @@ template <class D, class L>
 free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::size_t size,
                                                        cuda_stream_view stream)
 {
-  constexpr bool batches = requires(L& a, L& b) { a.give_half(b); };
+  constexpr bool batches = requires(L & a, L & b)
+  {
+    a.give_half(b);
+  };
   free_block found{};
   auto extra = [this] {  // only a same-size list takes extra blocks
     if constexpr (batches) {
@@ -134,10 +137,17 @@ void stream_ordered_memory_resource<D, L>::order_after(stream_state& other, cuda
 }
 
 // Detach first, then synchronize: a block freed after the detach is not moved, so everything moved
-// was freed before the synchronization and its stream's prior work is complete.
+// was freed before the synchronization and its stream's prior work is complete. A first
+// synchronization before anything moves fails without changing the lists when CUDA refuses to
+// synchronize at all (during a CUDA graph capture): the blocks stay with their streams.
 template <class D, class L>
 bool stream_ordered_memory_resource<D, L>::reclaim()
 {
+  bool any = false;
+  streams_.for_each(
+      [&](stream_state& s) { any = any || s.maybe_free.load(std::memory_order_relaxed); });
+  if (!any) { return false; }
+  runtime_->device_synchronize();
   L detached{prototype_};
   streams_.for_each([&](stream_state& s) {
     if (!s.maybe_free.load(std::memory_order_relaxed)) { return; }
@@ -289,9 +299,9 @@ void stream_ordered_memory_resource<D, L>::check_invariants() const
   });
   if constexpr (backs_in_place()) {
     derived().check_backing(blocks);
-    GPUMEM_INVARIANT(pool_bytes_ == derived().backed_bytes(), D::resource_name,
-                     format("pool_bytes_ ", pool_bytes_.load(), " != backed bytes ",
-                            derived().backed_bytes()));
+    GPUMEM_INVARIANT(
+        pool_bytes_ == derived().backed_bytes(), D::resource_name,
+        format("pool_bytes_ ", pool_bytes_.load(), " != backed bytes ", derived().backed_bytes()));
   } else {
     std::size_t chunk_bytes{};
     for (auto const& c : chunks_) { chunk_bytes += c.size; }

@@ -14,8 +14,10 @@ namespace gpumem::mr {
 
 class cuda_async_view_memory_resource final : public device_memory_resource {
  public:
-  /// Views `pool_handle`, whose memory is on the current device (implicit, as the seed documents).
-  /// Throws logic_error for a null handle, no current device, or a driver or device without
+  /// Views `pool_handle`, recorded on the device the pool belongs to (not the current device):
+  /// the only device with read-write access, or the device whose default or current pool it is.
+  /// Throws logic_error for a null handle, a pool whose device cannot be told (use the
+  /// memory_pool_ref constructor), no current device, or a driver or device without
   /// stream-ordered allocation (as the owning resource does).
   cuda_async_view_memory_resource(cudaMemPool_t pool_handle);
   /// Views `pool`.

@@ -29,6 +29,7 @@
 
 #include <array>
 #include <cstddef>
+#include <optional>
 
 namespace gpumem {
 
@@ -40,14 +41,28 @@ struct pointer_export_data {
 
 class imported_allocation;
 
+/// The export data of any live allocation of an IPC-capable pool that was shared
+/// (memory_pool::export_handle) — memory from memory_pool_ref::allocate, from a
+/// cuda_async_memory_resource created with an export handle type, or from cudaMallocAsync. The
+/// allocation stays the caller's: free it only after every importer freed it (see above).
+/// Throws logic_error when `ptr` is not memory of a stream-ordered pool, cuda_error (saying why)
+/// when CUDA refuses it, e.g. because its pool is not IPC-capable or not shared yet.
+[[nodiscard]] pointer_export_data export_pointer(void const* ptr);
+
 /// A pool imported from another process. Owning, move-only. Cannot allocate (CUDA forbids it):
 /// there is no allocate member and no conversion to memory_pool_ref. Initially accessible only
 /// from its resident device; the exporter's access settings are not inherited.
 class imported_memory_pool {
  public:
   /// Imports `handle`. Throws logic_error for an empty descriptor or a handle type that is not
-  /// posix_file_descriptor or fabric, cuda_error naming the handle when CUDA refuses it.
+  /// posix_file_descriptor or fabric, cuda_error naming the handle when CUDA refuses it. The
+  /// pool's home device is found right away (the only device with access to a freshly imported
+  /// pool); when CUDA does not tell, location() is empty and set_access refuses until it is known:
+  /// then use the constructor below with the location the exporter reports
+  /// (memory_pool::location()).
   explicit imported_memory_pool(shareable_pool_handle const& handle);
+  /// Imports `handle` of a pool whose memory lives at `home` (the exporter's pool location).
+  imported_memory_pool(shareable_pool_handle const& handle, pool_location home);
   imported_memory_pool(imported_memory_pool&& other) noexcept;
   imported_memory_pool& operator=(imported_memory_pool&& other) noexcept;
   imported_memory_pool(imported_memory_pool const&)            = delete;
@@ -55,6 +70,8 @@ class imported_memory_pool {
   ~imported_memory_pool();
 
   [[nodiscard]] cudaMemPool_t handle() const noexcept { return pool_; }
+  /// Where the pool's memory lives; empty when it could not be found (see the constructor).
+  [[nodiscard]] std::optional<pool_location> location() const noexcept { return home_; }
 
   /// Statistics only (they reflect this process's imports); reuse policies mean nothing here.
   /// Seen on driver 580 (CUDA 13.0): the driver refuses these queries on imported pools with
@@ -68,6 +85,8 @@ class imported_memory_pool {
   {
     return detail::pool_statistics(pool_);
   }
+  /// Gives `device` access to the imported memory (peer capability with the pool's home device is
+  /// checked first). logic_error when the home device is not known (see the constructor).
   void set_access(cuda_device_id device, access_flags flags = access_flags::read_write) const;
   [[nodiscard]] access_flags access(cuda_device_id device) const
   {
@@ -82,6 +101,7 @@ class imported_memory_pool {
  private:
   void destroy() noexcept;
   cudaMemPool_t pool_{};
+  std::optional<pool_location> home_;
 };
 
 /// An allocation mapped from another process. Owning, move-only; freed first (before the

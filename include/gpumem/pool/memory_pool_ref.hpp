@@ -14,6 +14,7 @@
 #include <gpumem/pool/pool_location.hpp>
 
 #include <cstddef>
+#include <span>
 
 namespace gpumem {
 
@@ -64,12 +65,31 @@ class memory_pool_ref {
   {
     return detail::get_pool_access(pool_, device);
   }
+  /// Sets several accessors (devices, the host, host NUMA nodes) in one call; all are checked
+  /// first, so a refused entry changes nothing.
+  void set_access(std::span<access_descriptor const> descriptors) const
+  {
+    detail::set_pool_access(pool_, location_, descriptors);
+  }
+  void set_access(pool_location accessor, access_flags flags) const
+  {
+    access_descriptor const d{accessor, flags};
+    detail::set_pool_access(pool_, location_, std::span{&d, 1});
+  }
+  [[nodiscard]] access_flags access(pool_location accessor) const
+  {
+    return detail::get_pool_access(pool_, accessor);
+  }
 
   /// `bytes` (> 0) from this pool, ordered on `stream` (cudaMallocFromPoolAsync). Throws
   /// out_of_memory (with the pool's statistics) or cuda_error.
   [[nodiscard]] void* allocate(std::size_t bytes, cuda_stream_view stream) const;
   /// Frees `ptr` on `stream` (cudaFreeAsync). Never throws.
   void deallocate(void* ptr, cuda_stream_view stream) const noexcept;
+
+  /// True when the live allocation `ptr` came from this pool (the driver's pointer attribute;
+  /// see pointer_query.hpp). Query only live memory: after a free the answer is undefined.
+  [[nodiscard]] bool owns(void const* ptr) const;
 
   friend bool operator==(memory_pool_ref a, memory_pool_ref b) noexcept
   {

@@ -11,6 +11,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <optional>
+#include <span>
 #include <string>
 
 namespace gpumem {
@@ -23,19 +25,32 @@ enum class access_flags {
 
 [[nodiscard]] char const* to_string(access_flags flags) noexcept;
 
+/// One entry of a pool's access list: who (a device, the host or a host NUMA node) gets what.
+struct access_descriptor {
+  pool_location accessor;
+  access_flags flags{access_flags::read_write};
+};
+
 namespace detail {
 
 /// What is known about a request "give `accessor` access `flags` to a pool at `owner`".
 struct access_request {
   pool_location owner;
-  int accessor{};
+  int accessor{};  ///< device ordinal, or NUMA node for host_numa
   access_flags flags{access_flags::read_write};
   int device_count{};
   bool peer_capable{};  ///< cudaDeviceCanAccessPeer(accessor, owner.id)
+  location_kind accessor_kind{location_kind::device};
 };
 
 /// Why the request must be refused (a sentence), or empty. Pure: tests drive it without a GPU.
 [[nodiscard]] std::string access_refusal(access_request const& request);
+
+/// Checks every request (peer capability first), then sets them all in one cudaMemPoolSetAccess
+/// call: nothing changes when one is refused. Throws as the single-device form does.
+void set_pool_access(cudaMemPool_t pool, pool_location owner,
+                     std::span<access_descriptor const> descriptors);
+[[nodiscard]] access_flags get_pool_access(cudaMemPool_t pool, pool_location accessor);
 
 /// Checks the request (peer capability first) and calls cudaMemPoolSetAccess.
 /// Throws logic_error (bad device, revoking the owner), cuda_error(cudaErrorPeerAccessUnsupported)
@@ -43,6 +58,12 @@ struct access_request {
 void set_pool_access(cudaMemPool_t pool, pool_location owner, cuda_device_id accessor,
                      access_flags flags);
 [[nodiscard]] access_flags get_pool_access(cudaMemPool_t pool, cuda_device_id accessor);
+
+/// The device a pool's memory lives on, found without guessing: the only device with read-write
+/// access (a pool starts accessible from its own device alone, and imported pools do not inherit
+/// the exporter's access), else the device whose default or current pool it is. Empty when the
+/// pool does not say (e.g. several devices were given read-write access).
+[[nodiscard]] std::optional<pool_location> find_pool_home(cudaMemPool_t pool);
 
 }  // namespace detail
 

@@ -1,0 +1,43 @@
+// current_pool_memory_resource: each allocation from the current pool of the stream's device.
+#include <gpumem/detail/format.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/mr/current_pool_memory_resource.hpp>
+#include <gpumem/pool/device_pools.hpp>
+
+#include <cuda_runtime_api.h>
+
+namespace gpumem::mr {
+namespace {
+
+int device_of(cuda_stream_view stream)
+{
+  int device{};
+  auto const st = cudaStreamGetDevice(stream.value(), &device);
+  if (st != cudaSuccess) {
+    (void)cudaGetLastError();
+    detail::throw_cuda_failure(st, detail::format("current_pool_memory_resource: cannot tell the "
+                                                  "device of stream ",
+                                                  static_cast<void*>(stream.value())));
+  }
+  return device;
+}
+
+}  // namespace
+
+void* current_pool_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view stream)
+{
+  return current_pool(cuda_device_id{device_of(stream)}).allocate(bytes, stream);
+}
+
+void current_pool_memory_resource::do_deallocate(void* ptr, std::size_t,
+                                                 cuda_stream_view stream) noexcept
+{
+  GPUMEM_CUDA_TRY_NOEXCEPT(cudaFreeAsync(ptr, stream.value()));
+}
+
+bool current_pool_memory_resource::do_is_equal(device_memory_resource const& other) const noexcept
+{
+  return dynamic_cast<current_pool_memory_resource const*>(&other) != nullptr;
+}
+
+}  // namespace gpumem::mr
