@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -414,6 +416,11 @@ void run_importer(int sock, import_reply& reply)
   export_message m{};
   shareable_pool_handle handle{receive_with_fd(sock, bytes_of(m))};
   imported_memory_pool pool{handle};
+  // The home device is found at import (the only device with access), not guessed later.
+  if (pool.location() != std::optional{pool_location::device(0)}) {
+    throw std::runtime_error{"the imported pool's home device was not found as device 0"};
+  }
+  pool.set_access(cuda_device_id{0});  // the owner: a no-op that must not throw
   try {
     (void)pool.import_pointer(pointer_export_data{}, 1);
   } catch (cuda_error const&) {
