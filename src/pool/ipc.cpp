@@ -298,9 +298,17 @@ exported_allocation::~exported_allocation()
 pointer_export_data exported_allocation::export_data()
 {
   GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "export_data: the allocation was freed");
-  auto out = export_pointer(ptr_);
-  shared_  = true;
-  return out;
+  try {
+    auto out = export_pointer(ptr_);
+    shared_  = true;
+    return out;
+  } catch (cuda_error const& e) {
+    if (pool_->exported()) { throw; }
+    throw_cuda(e.status(),
+               "cudaMemPoolExportPointer refused the allocation: its pool has not been "
+               "exported yet; share the pool first (memory_pool::export_handle), then "
+               "its allocations");
+  }
 }
 
 void exported_allocation::free_after(ipc_event const& importer_freed, cuda_stream_view stream)

@@ -55,9 +55,8 @@ __global__ void fill_ones(unsigned* p, std::size_t n)
 
 memory_pool device_pool(int device = 0, handle_type_set handles = {}, std::size_t max = 0)
 {
-  return memory_pool{{.location       = pool_location::device(device),
-                      .handle_types   = handles,
-                      .max_size_bytes = max}};
+  return memory_pool{
+      {.location = pool_location::device(device), .handle_types = handles, .max_size_bytes = max}};
 }
 
 int device_count()
@@ -74,7 +73,7 @@ TEST(gpu_pointer_query, pool_device_and_range_of_each_kind_of_memory)
   GPUMEM_SKIP_WITHOUT_GPU();
   auto pool = device_pool();
   stream s;
-  void* p    = pool.allocate(3 * mib, s);
+  void* p         = pool.allocate(3 * mib, s);
   auto const info = query_pointer(static_cast<char*>(p) + 100);
   EXPECT_EQ(info.type, cudaMemoryTypeDevice);
   EXPECT_EQ(info.device, 0);
@@ -252,8 +251,9 @@ TEST(gpu_pool_access, a_list_of_locations_in_one_call)
     int can{};
     CUDA_OK(cudaDeviceCanAccessPeer(&can, 1, 0));
     if (can != 0) {
-      std::vector<access_descriptor> const both{{pool_location::device(1), access_flags::read},
-                                                {pool_location::device(0), access_flags::read_write}};
+      std::vector<access_descriptor> const both{
+          {pool_location::device(1), access_flags::read},
+          {pool_location::device(0), access_flags::read_write}};
       pool.set_access(both);
       EXPECT_EQ(pool.access(cuda_device_id{1}), access_flags::read);
     }
