@@ -1,5 +1,6 @@
 // The real CUDA runtime behind detail::runtime. With error.cpp and the resources' own sources
 // that need CUDA-only features (pools, IPC), this is where gpumem calls cudart.
+#include "cuda_pointer_attributes.hpp"
 #include "cuda_vmm.hpp"
 
 #include <gpumem/detail/format.hpp>
@@ -180,6 +181,106 @@ class cuda_runtime_impl final : public runtime {
   [[nodiscard]] int vmm_export_fd(vmm_handle handle) override
   {
     return cuda_vmm::export_fd(handle);
+  }
+
+  // -- memory pools: CUDA's own calls; a failure's sticky "last error" is cleared here ---------
+  [[nodiscard]] int driver_version() noexcept override
+  {
+    int v{};
+    return settled(cudaDriverGetVersion(&v)) == cudaSuccess ? v : 0;
+  }
+  cudaError_t mem_pool_create(cudaMemPool_t* pool, cudaMemPoolProps const* props) noexcept override
+  {
+    return settled(cudaMemPoolCreate(pool, props));
+  }
+  cudaError_t mem_pool_destroy(cudaMemPool_t pool) noexcept override
+  {
+    return settled(cudaMemPoolDestroy(pool));
+  }
+  cudaError_t mem_pool_set_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                     void* value) noexcept override
+  {
+    return settled(cudaMemPoolSetAttribute(pool, attr, value));
+  }
+  cudaError_t mem_pool_get_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                     void* value) noexcept override
+  {
+    return settled(cudaMemPoolGetAttribute(pool, attr, value));
+  }
+  cudaError_t mem_pool_set_access(cudaMemPool_t pool, cudaMemAccessDesc const* list,
+                                  std::size_t count) noexcept override
+  {
+    return settled(cudaMemPoolSetAccess(pool, list, count));
+  }
+  cudaError_t mem_pool_get_access(cudaMemAccessFlags* flags, cudaMemPool_t pool,
+                                  cudaMemLocation* location) noexcept override
+  {
+    return settled(cudaMemPoolGetAccess(flags, pool, location));
+  }
+  cudaError_t mem_pool_trim_to(cudaMemPool_t pool, std::size_t keep) noexcept override
+  {
+    return settled(cudaMemPoolTrimTo(pool, keep));
+  }
+  cudaError_t malloc_from_pool_async(void** ptr, std::size_t bytes, cudaMemPool_t pool,
+                                     cudaStream_t stream) noexcept override
+  {
+    return settled(cudaMallocFromPoolAsync(ptr, bytes, pool, stream));
+  }
+  cudaError_t free_async(void* ptr, cudaStream_t stream) noexcept override
+  {
+    return settled(cudaFreeAsync(ptr, stream));
+  }
+  cudaError_t device_get_default_mem_pool(cudaMemPool_t* pool, int device) noexcept override
+  {
+    return settled(cudaDeviceGetDefaultMemPool(pool, device));
+  }
+  cudaError_t device_get_mem_pool(cudaMemPool_t* pool, int device) noexcept override
+  {
+    return settled(cudaDeviceGetMemPool(pool, device));
+  }
+  cudaError_t device_set_mem_pool(int device, cudaMemPool_t pool) noexcept override
+  {
+    return settled(cudaDeviceSetMemPool(device, pool));
+  }
+  cudaError_t mem_pool_export_to_shareable_handle(
+      void* handle, cudaMemPool_t pool, cudaMemAllocationHandleType type) noexcept override
+  {
+    return settled(cudaMemPoolExportToShareableHandle(handle, pool, type, 0));
+  }
+  cudaError_t mem_pool_import_from_shareable_handle(
+      cudaMemPool_t* pool, void* handle, cudaMemAllocationHandleType type) noexcept override
+  {
+    return settled(cudaMemPoolImportFromShareableHandle(pool, handle, type, 0));
+  }
+  cudaError_t mem_pool_export_pointer(cudaMemPoolPtrExportData* data, void* ptr) noexcept override
+  {
+    return settled(cudaMemPoolExportPointer(data, ptr));
+  }
+  cudaError_t mem_pool_import_pointer(void** ptr, cudaMemPool_t pool,
+                                      cudaMemPoolPtrExportData* data) noexcept override
+  {
+    return settled(cudaMemPoolImportPointer(ptr, pool, data));
+  }
+  cudaError_t device_can_access_peer(int* can, int device, int peer) noexcept override
+  {
+    return settled(cudaDeviceCanAccessPeer(can, device, peer));
+  }
+  cudaError_t stream_get_device(cudaStream_t stream, int* device) noexcept override
+  {
+    return settled(cudaStreamGetDevice(stream, device));
+  }
+  cudaError_t pointer_attributes(void const* ptr, cudaMemoryType* type, int* device,
+                                 cudaMemPool_t* pool, void const** base,
+                                 std::size_t* size) noexcept override
+  {
+    return cuda_pointer_attributes(ptr, type, device, pool, base, size);
+  }
+
+ private:
+  static cudaError_t settled(cudaError_t status) noexcept
+  {
+    if (status != cudaSuccess) { (void)cudaGetLastError(); }
+    return status;
   }
 };
 

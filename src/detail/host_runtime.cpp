@@ -1,4 +1,6 @@
 // The host stand-in for the CUDA runtime. See detail/host_runtime.hpp for the model.
+#include "host_pool_model.hpp"
+#include "host_streams.hpp"
 #include "host_vmm_model.hpp"
 
 #include <gpumem/align.hpp>
@@ -22,27 +24,10 @@
 #include <vector>
 
 namespace gpumem::detail {
+using host_model::event_rec;
+using host_model::stream_rec;
+using host_model::wait_rec;
 namespace {
-
-struct stream_rec;
-
-/// Work enqueued on the waiting stream after position `at` waits for `dep` to reach `dep_at`.
-struct wait_rec {
-  std::uint64_t at;
-  stream_rec* dep;
-  std::uint64_t dep_at;
-};
-
-struct stream_rec {
-  std::uint64_t enqueued{};
-  std::uint64_t completed{};
-  std::vector<wait_rec> waits;  // unsatisfied waits only
-};
-
-struct event_rec {
-  stream_rec* stream{};  // null until recorded
-  std::uint64_t position{};
-};
 
 /// A simulated address space: best fit over free ranges, coalescing on free. O(log n).
 class address_space {
@@ -103,7 +88,12 @@ thread_local int tls_current_device = 0;
 
 struct host_runtime::state {
   explicit state(host_runtime_options const& o)
-      : options{o}, space{o.capacity_bytes}, vmm{o.backed, o.vmm_granularity_bytes}
+      : options{o},
+        space{o.capacity_bytes},
+        vmm{o.backed, o.vmm_granularity_bytes},
+        pools{{[this](std::size_t bytes) { return take_device_memory(bytes); },
+               [this](void* ptr, std::size_t bytes) { give_memory(ptr, bytes); },
+               [this](cudaStream_t s) -> stream_rec& { return resolve(s); }, o.device_count}}
   {
   }
 
@@ -116,6 +106,7 @@ struct host_runtime::state {
   std::size_t failures_to_inject{};
   std::size_t map_failures_to_inject{};
   host_vmm_model vmm;
+  host_model::host_pool_model pools;
   host_runtime_calls calls;
   std::vector<host_runtime_advice> advice;  ///< the first advise_preferred_location calls
   stream_rec legacy;
@@ -237,6 +228,34 @@ struct host_runtime::state {
     if (!options.backed) { return reinterpret_cast<void*>(space.take(footprint)); }
     return std::aligned_alloc(CUDA_ALLOCATION_ALIGNMENT, footprint);
   }
+
+  /// Device memory counted as used, or null when the capacity (or an injected failure) says no.
+  void* take_device_memory(std::size_t bytes)
+  {
+    if (failures_to_inject > 0) {
+      --failures_to_inject;
+      return nullptr;
+    }
+    if (bytes > options.capacity_bytes - used) { return nullptr; }
+    void* ptr = take_memory(bytes);
+    if (ptr == nullptr) { return nullptr; }
+    used += bytes;
+    peak = std::max(peak, used);
+    return ptr;
+  }
+
+  void give_memory(void* ptr, std::size_t bytes)
+  {
+    used -= bytes;
+    if (options.backed) {
+      std::free(ptr);
+    } else {
+      space.give(reinterpret_cast<std::uintptr_t>(ptr), bytes);
+    }
+  }
+
+  /// A stream, event or device synchronization finished: the pools' release thresholds apply.
+  void synchronized() { pools.synchronized(); }
 };
 
 host_runtime::host_runtime(host_runtime_options options) : state_{std::make_unique<state>(options)}
@@ -377,17 +396,20 @@ void host_runtime::free(memory_kind, void* ptr) noexcept
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
   ++st.calls.free;
-  auto it = st.live.find(ptr);
-  if (it == st.live.end()) { return; }  // foreign pointer: ignored, as cudaFree reports an error
-  st.used -= it->second;
-  if (st.options.backed) {
-    std::free(ptr);
-  } else {
-    st.space.give(reinterpret_cast<std::uintptr_t>(ptr), it->second);
-  }
-  st.live.erase(it);
   // cudaFree and cudaFreeHost block until the device is idle; model that.
+  auto it = st.live.find(ptr);
+  if (it == st.live.end()) {  // pool memory may be freed with cudaFree too (seed 002 F.3)
+    if (st.pools.owns(ptr)) {
+      st.synchronize_all();
+      (void)st.pools.free_now(ptr);
+      st.synchronized();
+    }
+    return;  // a foreign pointer is ignored, as cudaFree reports an error
+  }
+  st.give_memory(ptr, it->second);
+  st.live.erase(it);
   st.synchronize_all();
+  st.synchronized();
 }
 
 mem_info host_runtime::memory_info()
@@ -441,7 +463,10 @@ int host_runtime::device_attribute(cudaDeviceAttr attr, int)
     case cudaDevAttrPageableMemoryAccess:
     case cudaDevAttrConcurrentManagedAccess:
     case cudaDevAttrMemoryPoolsSupported:
+    case cudaDevAttrHostMemoryPoolsSupported:
       return 1;
+    case cudaDevAttrMemoryPoolSupportedHandleTypes:
+      return cudaMemHandleTypePosixFileDescriptor;
     default:
       return 0;
   }
@@ -490,6 +515,7 @@ void host_runtime::event_synchronize(cudaEvent_t event)
   state_->forbid_during_capture("cudaEventSynchronize");
   auto const& e = state_->resolve(event);
   if (e.stream != nullptr) { state::sync_to(*e.stream, e.position); }
+  state_->synchronized();
 }
 
 void host_runtime::stream_wait_event(cudaStream_t stream, cudaEvent_t event)
@@ -499,7 +525,10 @@ void host_runtime::stream_wait_event(cudaStream_t stream, cudaEvent_t event)
   auto const& e = state_->resolve(event);
   auto& s       = state_->resolve(stream);
   state_->forbid_legacy_during_capture(s, "cudaStreamWaitEvent");
-  if (e.stream == nullptr || e.stream == &s || e.stream->completed >= e.position) { return; }
+  if (e.stream == nullptr || e.stream == &s) { return; }
+  auto& known = s.waited_on[e.stream];
+  known       = std::max(known, e.position);
+  if (e.stream->completed >= e.position) { return; }
   s.waits.push_back({s.enqueued, e.stream, e.position});
 }
 
@@ -510,6 +539,7 @@ void host_runtime::stream_synchronize(cudaStream_t stream)
   state_->forbid_during_capture("cudaStreamSynchronize");
   auto& s = state_->resolve(stream);
   state::sync_to(s, s.enqueued);
+  state_->synchronized();
 }
 
 void host_runtime::device_synchronize()
@@ -518,6 +548,7 @@ void host_runtime::device_synchronize()
   ++state_->calls.synchronize;
   state_->forbid_during_capture("cudaDeviceSynchronize");
   state_->synchronize_all();
+  state_->synchronized();
 }
 
 void host_runtime::begin_global_capture(cudaStream_t stream)
@@ -650,6 +681,146 @@ int host_runtime::vmm_export_fd(vmm_handle handle)
   int const fd = ::memfd_create("gpumem-vmm-handle", MFD_CLOEXEC);
   expect_valid(fd >= 0, "memfd_create failed");
   return fd;
+}
+
+}  // namespace gpumem::detail
+
+namespace gpumem::detail {
+
+// -- memory pools: the model in host_pool_model.cpp, under the runtime's lock ------------------
+
+int host_runtime::driver_version() noexcept
+{
+  return 13000;
+}
+
+#define GPUMEM_HOST_POOL_CALL(expr)      \
+  do {                                   \
+    std::lock_guard lock{state_->mutex}; \
+    return state_->pools.expr;           \
+  } while (0)
+
+cudaError_t host_runtime::mem_pool_create(cudaMemPool_t* pool,
+                                          cudaMemPoolProps const* props) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(create(pool, props));
+}
+cudaError_t host_runtime::mem_pool_destroy(cudaMemPool_t pool) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(destroy(pool));
+}
+cudaError_t host_runtime::mem_pool_set_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                                 void* value) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(set_attribute(pool, attr, value));
+}
+cudaError_t host_runtime::mem_pool_get_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                                 void* value) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(get_attribute(pool, attr, value));
+}
+cudaError_t host_runtime::mem_pool_set_access(cudaMemPool_t pool, cudaMemAccessDesc const* list,
+                                              std::size_t count) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(set_access(pool, list, count));
+}
+cudaError_t host_runtime::mem_pool_get_access(cudaMemAccessFlags* flags, cudaMemPool_t pool,
+                                              cudaMemLocation* location) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(get_access(flags, pool, location));
+}
+cudaError_t host_runtime::mem_pool_trim_to(cudaMemPool_t pool, std::size_t keep) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(trim_to(pool, keep));
+}
+cudaError_t host_runtime::malloc_from_pool_async(void** ptr, std::size_t bytes, cudaMemPool_t pool,
+                                                 cudaStream_t stream) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(allocate(ptr, bytes, pool, stream));
+}
+cudaError_t host_runtime::device_get_default_mem_pool(cudaMemPool_t* pool, int device) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(default_pool(pool, device));
+}
+cudaError_t host_runtime::device_get_mem_pool(cudaMemPool_t* pool, int device) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(current_pool(pool, device));
+}
+cudaError_t host_runtime::device_set_mem_pool(int device, cudaMemPool_t pool) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(set_current_pool(device, pool));
+}
+cudaError_t host_runtime::mem_pool_export_to_shareable_handle(
+    void* handle, cudaMemPool_t pool, cudaMemAllocationHandleType type) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(export_pool(handle, pool, type));
+}
+cudaError_t host_runtime::mem_pool_import_from_shareable_handle(
+    cudaMemPool_t* pool, void* handle, cudaMemAllocationHandleType type) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(import_pool(pool, handle, type));
+}
+cudaError_t host_runtime::mem_pool_export_pointer(cudaMemPoolPtrExportData* data,
+                                                  void* ptr) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(export_pointer(data, ptr));
+}
+cudaError_t host_runtime::mem_pool_import_pointer(void** ptr, cudaMemPool_t pool,
+                                                  cudaMemPoolPtrExportData* data) noexcept
+{
+  GPUMEM_HOST_POOL_CALL(import_pointer(ptr, pool, data));
+}
+
+#undef GPUMEM_HOST_POOL_CALL
+
+cudaError_t host_runtime::free_async(void* ptr, cudaStream_t stream) noexcept
+{
+  std::lock_guard lock{state_->mutex};
+  auto& st = *state_;
+  if (st.pools.owns(ptr) || st.live.find(ptr) == st.live.end()) {
+    return st.pools.free_async(ptr, stream);
+  }
+  auto it = st.live.find(ptr);  // cudaMalloc memory freed in stream order (seed 002 F.3)
+  st.give_memory(ptr, it->second);
+  st.live.erase(it);
+  return cudaSuccess;
+}
+
+cudaError_t host_runtime::device_can_access_peer(int* can, int device, int peer) noexcept
+{
+  int const n = state_->options.device_count;
+  if (can == nullptr || device < 0 || device >= n || peer < 0 || peer >= n) {
+    return cudaErrorInvalidDevice;
+  }
+  *can = device != peer && state_->options.peer_access ? 1 : 0;
+  return cudaSuccess;
+}
+
+cudaError_t host_runtime::stream_get_device(cudaStream_t stream, int* device) noexcept
+{
+  std::lock_guard lock{state_->mutex};
+  try {
+    (void)state_->resolve(stream);
+  } catch (...) {
+    return cudaErrorInvalidResourceHandle;
+  }
+  *device = tls_current_device;  // the model's streams belong to the device current at use
+  return cudaSuccess;
+}
+
+cudaError_t host_runtime::pointer_attributes(void const* ptr, cudaMemoryType* type, int* device,
+                                             cudaMemPool_t* pool, void const** base,
+                                             std::size_t* size) noexcept
+{
+  std::lock_guard lock{state_->mutex};
+  auto& st = *state_;
+  *type = cudaMemoryTypeUnregistered, *device = -1, *pool = nullptr, *base = nullptr, *size = 0;
+  if (st.pools.attributes(ptr, type, device, pool, base, size)) { return cudaSuccess; }
+  auto it = st.live.find(const_cast<void*>(ptr));
+  if (it != st.live.end()) {
+    *type = cudaMemoryTypeDevice, *device = 0, *base = ptr, *size = it->second;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace gpumem::detail

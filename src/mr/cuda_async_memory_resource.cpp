@@ -11,23 +11,21 @@
 namespace gpumem::mr {
 namespace {
 
-int current_device_or_throw(char const* who)
+int current_device_or_throw(detail::runtime& rt, char const* who)
 {
-  int device{};
-  auto const st = cudaGetDevice(&device);
-  if (st != cudaSuccess) {
-    (void)cudaGetLastError();
+  try {
+    return rt.current_device();
+  } catch (cuda_error const& e) {
     GPUMEM_FAIL(logic_error, detail::format(who,
                                             ": stream-ordered allocation is unavailable: no "
                                             "current CUDA device (",
-                                            cudaGetErrorName(st), ")"));
+                                            cudaGetErrorName(e.status()), ")"));
   }
-  return device;
 }
 
-void require_stream_ordered_allocation(char const* who, int device)
+void require_stream_ordered_allocation(detail::runtime& rt, char const* who, int device)
 {
-  auto const caps = query_pool_capabilities(cuda_device_id{device});
+  auto const caps = query_pool_capabilities(cuda_device_id{device}, rt);
   auto why        = caps.device_unusable_reason;
   if (why.empty() && caps.driver_version < pools_min_driver) {
     why =
@@ -42,22 +40,22 @@ void require_stream_ordered_allocation(char const* who, int device)
 
 memory_pool make_async_pool(std::optional<std::size_t> initial_pool_size,
                             std::optional<std::size_t> release_threshold,
-                            std::optional<allocation_handle_type> export_handle_type)
+                            std::optional<allocation_handle_type> export_handle_type,
+                            detail::runtime& rt)
 {
   pool_properties props{};
   props.handle_types = export_handle_type.value_or(allocation_handle_type::none);
   validate(props);  // e.g. win32 on POSIX: refused before any CUDA call
-  int const device = current_device_or_throw("cuda_async_memory_resource");
+  int const device = current_device_or_throw(rt, "cuda_async_memory_resource");
   props.location   = pool_location::device(device);
-  require_stream_ordered_allocation("cuda_async_memory_resource", device);
-  memory_pool pool{props};
-  std::size_t free{}, total{};
-  GPUMEM_CUDA_TRY(cudaMemGetInfo(&free, &total));
+  require_stream_ordered_allocation(rt, "cuda_async_memory_resource", device);
+  memory_pool pool{props, rt};
+  auto const [free, total] = rt.memory_info();
   pool.set<pool_attr::release_threshold>(release_threshold.value_or(total));
   auto const initial = initial_pool_size.value_or(free / 2);
   if (initial > 0) {
     pool.deallocate(pool.allocate(initial, cuda_stream_view{}), cuda_stream_view{});
-    GPUMEM_CUDA_TRY(cudaStreamSynchronize(nullptr));
+    rt.stream_synchronize(nullptr);
   }
   return pool;
 }
@@ -79,8 +77,8 @@ cudaMemPool_t pool_of(device_memory_resource const& mr) noexcept
 
 cuda_async_memory_resource::cuda_async_memory_resource(
     std::optional<std::size_t> initial_pool_size, std::optional<std::size_t> release_threshold,
-    std::optional<allocation_handle_type> export_handle_type)
-    : pool_{make_async_pool(initial_pool_size, release_threshold, export_handle_type)}
+    std::optional<allocation_handle_type> export_handle_type, detail::runtime& rt)
+    : pool_{make_async_pool(initial_pool_size, release_threshold, export_handle_type, rt)}
 {
 }
 
@@ -102,19 +100,20 @@ bool cuda_async_memory_resource::do_is_equal(device_memory_resource const& other
 
 // -- cuda_async_view_memory_resource -------------------------------------------------------------
 
-cuda_async_view_memory_resource::cuda_async_view_memory_resource(cudaMemPool_t pool_handle)
+cuda_async_view_memory_resource::cuda_async_view_memory_resource(cudaMemPool_t pool_handle,
+                                                                 detail::runtime& rt)
     : pool_{[&] {
         char const* who = "cuda_async_view_memory_resource";
         GPUMEM_EXPECTS(pool_handle != nullptr, logic_error,
                        "cuda_async_view_memory_resource: the pool handle is null");
-        require_stream_ordered_allocation(who, current_device_or_throw(who));
-        auto const home = detail::find_pool_home(pool_handle);
+        require_stream_ordered_allocation(rt, who, current_device_or_throw(rt, who));
+        auto const home = detail::find_pool_home(rt, pool_handle);
         GPUMEM_EXPECTS(
             home.has_value(), logic_error,
             detail::format(who, ": cannot tell which device pool ", static_cast<void*>(pool_handle),
                            " belongs to (several devices have read-write access); "
                            "construct it from memory_pool_ref{handle, location}"));
-        return memory_pool_ref{pool_handle, *home};
+        return memory_pool_ref{pool_handle, *home, rt};
       }()}
 {
 }

@@ -9,12 +9,11 @@
 namespace gpumem::mr {
 namespace {
 
-int device_of(cuda_stream_view stream)
+int device_of(detail::runtime& rt, cuda_stream_view stream)
 {
   int device{};
-  auto const st = cudaStreamGetDevice(stream.value(), &device);
+  auto const st = rt.stream_get_device(stream.value(), &device);
   if (st != cudaSuccess) {
-    (void)cudaGetLastError();
     detail::throw_cuda_failure(st, detail::format("current_pool_memory_resource: cannot tell the "
                                                   "device of stream ",
                                                   static_cast<void*>(stream.value())));
@@ -26,18 +25,20 @@ int device_of(cuda_stream_view stream)
 
 void* current_pool_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view stream)
 {
-  return current_pool(cuda_device_id{device_of(stream)}).allocate(bytes, stream);
+  return current_pool(cuda_device_id{device_of(*runtime_, stream)}, *runtime_)
+      .allocate(bytes, stream);
 }
 
 void current_pool_memory_resource::do_deallocate(void* ptr, std::size_t,
                                                  cuda_stream_view stream) noexcept
 {
-  GPUMEM_CUDA_TRY_NOEXCEPT(cudaFreeAsync(ptr, stream.value()));
+  (void)runtime_->free_async(ptr, stream.value());
 }
 
 bool current_pool_memory_resource::do_is_equal(device_memory_resource const& other) const noexcept
 {
-  return dynamic_cast<current_pool_memory_resource const*>(&other) != nullptr;
+  auto const* o = dynamic_cast<current_pool_memory_resource const*>(&other);
+  return o != nullptr && o->runtime_ == runtime_;
 }
 
 }  // namespace gpumem::mr

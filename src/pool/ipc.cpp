@@ -26,15 +26,15 @@ void check(cudaError_t status, char const* what)
   if (status != cudaSuccess) [[unlikely]] { throw_cuda(status, what); }
 }
 
-cudaMemPool_t import_pool(shareable_pool_handle const& handle)
+cudaMemPool_t import_pool(detail::runtime& rt, shareable_pool_handle const& handle)
 {
   cudaMemPool_t pool{};
   if (handle.type() == allocation_handle_type::posix_file_descriptor) {
     GPUMEM_EXPECTS(handle.fd() >= 0, logic_error,
                    "cannot import a memory pool from an empty file descriptor");
-    auto const st = cudaMemPoolImportFromShareableHandle(
+    auto const st = rt.mem_pool_import_from_shareable_handle(
         &pool, reinterpret_cast<void*>(static_cast<std::intptr_t>(handle.fd())),
-        cudaMemHandleTypePosixFileDescriptor, 0);
+        cudaMemHandleTypePosixFileDescriptor);
     if (st != cudaSuccess) {
       throw_cuda(st,
                  detail::format("cannot import a memory pool from file descriptor ", handle.fd(),
@@ -49,7 +49,7 @@ cudaMemPool_t import_pool(shareable_pool_handle const& handle)
       detail::format("cannot import a memory pool from a ", to_string(handle.type()), " handle"));
   auto fabric = handle.fabric();
   auto const st =
-      cudaMemPoolImportFromShareableHandle(&pool, fabric.bytes.data(), cudaMemHandleTypeFabric, 0);
+      rt.mem_pool_import_from_shareable_handle(&pool, fabric.bytes.data(), cudaMemHandleTypeFabric);
   if (st != cudaSuccess) {
     auto const why = why_fabric_unavailable();
     throw_cuda(st, "cannot import a memory pool from a fabric handle" +
@@ -124,24 +124,27 @@ void ipc_event::synchronize() const
 
 // -- imported_memory_pool ------------------------------------------------------------------------
 
-imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle)
-    : pool_{import_pool(handle)}
+imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, detail::runtime& rt)
+    : pool_{import_pool(rt, handle)}, runtime_{&rt}
 {
   try {
-    home_ = detail::find_pool_home(pool_);
+    home_ = detail::find_pool_home(rt, pool_);
   } catch (...) {
     destroy();
     throw;
   }
 }
 
-imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, pool_location home)
-    : pool_{import_pool(handle)}, home_{home}
+imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, pool_location home,
+                                           detail::runtime& rt)
+    : pool_{import_pool(rt, handle)}, home_{home}, runtime_{&rt}
 {
 }
 
 imported_memory_pool::imported_memory_pool(imported_memory_pool&& other) noexcept
-    : pool_{std::exchange(other.pool_, nullptr)}, home_{std::exchange(other.home_, std::nullopt)}
+    : pool_{std::exchange(other.pool_, nullptr)},
+      home_{std::exchange(other.home_, std::nullopt)},
+      runtime_{other.runtime_}
 {
 }
 
@@ -149,8 +152,9 @@ imported_memory_pool& imported_memory_pool::operator=(imported_memory_pool&& oth
 {
   if (this != &other) {
     destroy();
-    pool_ = std::exchange(other.pool_, nullptr);
-    home_ = std::exchange(other.home_, std::nullopt);
+    pool_    = std::exchange(other.pool_, nullptr);
+    home_    = std::exchange(other.home_, std::nullopt);
+    runtime_ = other.runtime_;
   }
   return *this;
 }
@@ -162,7 +166,7 @@ imported_memory_pool::~imported_memory_pool()
 
 void imported_memory_pool::destroy() noexcept
 {
-  if (pool_ != nullptr) { GPUMEM_CUDA_TRY_NOEXCEPT(cudaMemPoolDestroy(pool_)); }
+  if (pool_ != nullptr) { (void)runtime_->mem_pool_destroy(pool_); }
   pool_ = nullptr;
 }
 
@@ -173,7 +177,7 @@ void imported_memory_pool::set_access(cuda_device_id device, access_flags flags)
                  "set_access: the imported pool's home device is not known (CUDA did not tell "
                  "at import); import it with the location the exporter reports: "
                  "imported_memory_pool(handle, pool.location())");
-  detail::set_pool_access(pool_, *home_, device, flags);
+  detail::set_pool_access(*runtime_, pool_, *home_, device, flags);
 }
 
 imported_allocation imported_memory_pool::import_pointer(pointer_export_data const& data,
@@ -184,16 +188,18 @@ imported_allocation imported_memory_pool::import_pointer(pointer_export_data con
   static_assert(sizeof raw == sizeof data.bytes);
   std::memcpy(&raw, data.bytes.data(), sizeof raw);
   void* ptr{};
-  check(cudaMemPoolImportPointer(&ptr, pool_, &raw),
+  check(runtime_->mem_pool_import_pointer(&ptr, pool_, &raw),
         "cannot import a pointer: the export data must come from exported_allocation::"
         "export_data() of an allocation of this pool that is still live in the exporter");
-  return imported_allocation{ptr, bytes};
+  return imported_allocation{ptr, bytes, *runtime_};
 }
 
 // -- imported_allocation -------------------------------------------------------------------------
 
 imported_allocation::imported_allocation(imported_allocation&& other) noexcept
-    : ptr_{std::exchange(other.ptr_, nullptr)}, bytes_{std::exchange(other.bytes_, 0)}
+    : ptr_{std::exchange(other.ptr_, nullptr)},
+      bytes_{std::exchange(other.bytes_, 0)},
+      runtime_{other.runtime_}
 {
 }
 
@@ -201,8 +207,9 @@ imported_allocation& imported_allocation::operator=(imported_allocation&& other)
 {
   if (this != &other) {
     this->~imported_allocation();
-    ptr_   = std::exchange(other.ptr_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
+    ptr_     = std::exchange(other.ptr_, nullptr);
+    bytes_   = std::exchange(other.bytes_, 0);
+    runtime_ = other.runtime_;
   }
   return *this;
 }
@@ -210,15 +217,18 @@ imported_allocation& imported_allocation::operator=(imported_allocation&& other)
 imported_allocation::~imported_allocation()
 {
   if (ptr_ == nullptr) { return; }
-  GPUMEM_CUDA_TRY_NOEXCEPT(cudaDeviceSynchronize());
-  GPUMEM_CUDA_TRY_NOEXCEPT(cudaFree(ptr_));
+  try {
+    runtime_->device_synchronize();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor cannot report; free anyway
+  }
+  runtime_->free(detail::memory_kind::device, ptr_);  // cudaFree
   ptr_ = nullptr;
 }
 
 void imported_allocation::free_async(cuda_stream_view stream, ipc_event const& freed)
 {
   GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "imported_allocation::free_async: already freed");
-  check(cudaFreeAsync(ptr_, stream.value()), "freeing an imported allocation");
+  check(runtime_->free_async(ptr_, stream.value()), "freeing an imported allocation");
   ptr_ = nullptr;
   freed.record(stream);
 }
@@ -226,16 +236,16 @@ void imported_allocation::free_async(cuda_stream_view stream, ipc_event const& f
 // -- export_pointer
 // --------------------------------------------------------------------------------
 
-pointer_export_data export_pointer(void const* ptr)
+pointer_export_data export_pointer(void const* ptr, detail::runtime& rt)
 {
   GPUMEM_EXPECTS(ptr != nullptr, logic_error, "export_pointer: the pointer is null");
-  auto const info = query_pointer(ptr);
+  auto const info = query_pointer(ptr, rt);
   GPUMEM_EXPECTS(info.from_pool(), logic_error,
                  detail::format("export_pointer(", ptr,
                                 "): not memory of a stream-ordered pool (only allocations of an "
                                 "IPC-capable memory pool can be exported)"));
   cudaMemPoolPtrExportData raw{};
-  auto const st = cudaMemPoolExportPointer(&raw, const_cast<void*>(ptr));
+  auto const st = rt.mem_pool_export_pointer(&raw, const_cast<void*>(ptr));
   if (st != cudaSuccess) {
     throw_cuda(st, detail::format("export_pointer(", ptr, "): CUDA refused to export it from pool ",
                                   static_cast<void*>(info.pool),
@@ -285,7 +295,7 @@ exported_allocation::~exported_allocation()
 {
   if (ptr_ == nullptr) { return; }
   if (!shared_) {
-    GPUMEM_CUDA_TRY_NOEXCEPT(cudaFreeAsync(ptr_, stream_));
+    (void)pool_->runtime().free_async(ptr_, stream_);
   } else {
     std::fprintf(stderr,
                  "gpumem: exported_allocation %p (%zu bytes) was shared and never freed with "
@@ -299,7 +309,7 @@ pointer_export_data exported_allocation::export_data()
 {
   GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "export_data: the allocation was freed");
   try {
-    auto out = export_pointer(ptr_);
+    auto out = export_pointer(ptr_, pool_->runtime());
     shared_  = true;
     return out;
   } catch (cuda_error const& e) {
@@ -315,7 +325,7 @@ void exported_allocation::free_after(ipc_event const& importer_freed, cuda_strea
 {
   GPUMEM_EXPECTS(ptr_ != nullptr, logic_error, "free_after: the allocation was already freed");
   importer_freed.make_wait(stream);
-  check(cudaFreeAsync(ptr_, stream.value()), "freeing an exported allocation");
+  check(pool_->runtime().free_async(ptr_, stream.value()), "freeing an exported allocation");
   ptr_    = nullptr;
   shared_ = false;
 }
@@ -326,7 +336,7 @@ void exported_allocation::free_unshared(cuda_stream_view stream)
   GPUMEM_EXPECTS(!shared_, logic_error,
                  "free_unshared: the allocation was shared (export_data() was taken); free it "
                  "with free_after(importer_freed_event, stream) so importers free first");
-  check(cudaFreeAsync(ptr_, stream.value()), "freeing an exported allocation");
+  check(pool_->runtime().free_async(ptr_, stream.value()), "freeing an exported allocation");
   ptr_ = nullptr;
 }
 

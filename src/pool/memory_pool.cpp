@@ -1,6 +1,7 @@
 // memory_pool, memory_pool_ref, typed attributes, access, capabilities and device pools: the CUDA
 // side of the pool API (seed 002, seed 004). The rules that need no CUDA are in pool_rules.cpp.
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/scoped_current_device.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/pool/device_pools.hpp>
 #include <gpumem/pool/memory_pool.hpp>
@@ -61,48 +62,60 @@ cudaMemPoolProps to_cuda(pool_properties const& p)
   return out;
 }
 
-int attribute_or_zero(cudaDeviceAttr attr, int device)
+int attribute_or_zero(detail::runtime& rt, cudaDeviceAttr attr, int device)
 {
-  int value{};
-  if (cudaDeviceGetAttribute(&value, attr, device) != cudaSuccess) {
-    (void)cudaGetLastError();
+  try {
+    return rt.device_attribute(attr, device);
+  } catch (cuda_error const&) {
     return 0;
   }
-  return value;
 }
 
-bool all_devices_have_managed_access(int count)
+bool all_devices_have_managed_access(detail::runtime& rt, int count)
 {
   for (int d = 0; d < count; ++d) {
-    if (attribute_or_zero(cudaDevAttrConcurrentManagedAccess, d) == 0) { return false; }
+    if (attribute_or_zero(rt, cudaDevAttrConcurrentManagedAccess, d) == 0) { return false; }
   }
   return count > 0;
 }
 
-void fill_device_capabilities(pool_capabilities& c)
+void fill_device_capabilities(detail::runtime& rt, pool_capabilities& c)
 {
   int const d = c.device;
   if (c.driver_version >= pools_min_driver) {
-    c.pools_supported = attribute_or_zero(cudaDevAttrMemoryPoolsSupported, d) != 0;
+    c.pools_supported = attribute_or_zero(rt, cudaDevAttrMemoryPoolsSupported, d) != 0;
   }
   if (c.driver_version >= ipc_pools_min_driver) {
     c.supported_handle_types = handle_type_set::from_bits(
-        static_cast<unsigned>(attribute_or_zero(cudaDevAttrMemoryPoolSupportedHandleTypes, d)));
+        static_cast<unsigned>(attribute_or_zero(rt, cudaDevAttrMemoryPoolSupportedHandleTypes, d)));
   }
   if (c.driver_version >= host_pools_min_driver) {
-    c.host_pools_supported = attribute_or_zero(cudaDevAttrHostMemoryPoolsSupported, d) != 0;
+    c.host_pools_supported = attribute_or_zero(rt, cudaDevAttrHostMemoryPoolsSupported, d) != 0;
     c.host_numa_pools_supported =
-        attribute_or_zero(cudaDevAttrHostNumaMemoryPoolsSupported, d) != 0;
+        attribute_or_zero(rt, cudaDevAttrHostNumaMemoryPoolsSupported, d) != 0;
   }
-  c.concurrent_managed_access_all = all_devices_have_managed_access(c.device_count);
+  c.concurrent_managed_access_all = all_devices_have_managed_access(rt, c.device_count);
 }
 
-int device_of(pool_properties const& props)
+int device_of(detail::runtime& rt, pool_properties const& props)
 {
   if (props.location.kind == location_kind::device) { return props.location.id; }
-  int device{};
-  if (cudaGetDevice(&device) != cudaSuccess) { (void)cudaGetLastError(); }
-  return device;
+  try {
+    return rt.current_device();
+  } catch (cuda_error const&) {
+    return 0;
+  }
+}
+
+/// Why there is no usable device (the CUDA runtime's own words when it is the CUDA runtime).
+std::string no_device_reason(detail::runtime& rt)
+{
+  if (&rt != &detail::cuda_runtime()) { return "no usable CUDA device (the runtime has none)"; }
+  int count{};
+  auto const st = cudaGetDeviceCount(&count);
+  (void)cudaGetLastError();
+  return detail::format("no usable CUDA device: cudaGetDeviceCount: ", cudaGetErrorName(st), " (",
+                        cudaGetErrorString(st), ")");
 }
 
 std::string creation_hint(cudaError_t status, pool_properties const& props)
@@ -122,20 +135,17 @@ std::string creation_hint(cudaError_t status, pool_properties const& props)
 
 // -- capabilities --------------------------------------------------------------------------------
 
-pool_capabilities query_pool_capabilities(cuda_device_id device)
+pool_capabilities query_pool_capabilities(cuda_device_id device, detail::runtime& rt)
 {
   pool_capabilities c{};
-  c.device = device.value();
-  if (cudaDriverGetVersion(&c.driver_version) != cudaSuccess) { (void)cudaGetLastError(); }
+  c.device         = device.value();
+  c.driver_version = rt.driver_version();
   if (cudaRuntimeGetVersion(&c.runtime_version) != cudaSuccess) { (void)cudaGetLastError(); }
   c.fabric_unavailable_reason = why_fabric_unavailable();
-  auto const st               = cudaGetDeviceCount(&c.device_count);
-  if (st != cudaSuccess) {
-    (void)cudaGetLastError();
-    c.device_count = 0;
-    c.device_unusable_reason =
-        detail::format("no usable CUDA device: cudaGetDeviceCount: ", cudaGetErrorName(st), " (",
-                       cudaGetErrorString(st), ")");
+  c.device_count              = rt.device_count();
+  if (c.device_count <= 0) {
+    c.device_count           = 0;
+    c.device_unusable_reason = no_device_reason(rt);
     return c;
   }
   if (c.device < 0 || c.device >= c.device_count) {
@@ -143,7 +153,7 @@ pool_capabilities query_pool_capabilities(cuda_device_id device)
         detail::format("device ", c.device, " does not exist (", c.device_count, " devices)");
     return c;
   }
-  fill_device_capabilities(c);
+  fill_device_capabilities(rt, c);
   return c;
 }
 
@@ -174,54 +184,54 @@ char const* attribute_name(cudaMemPoolAttr attr) noexcept
   return "unknown attribute";
 }
 
-std::uint64_t pool_get_u64(cudaMemPool_t pool, cudaMemPoolAttr attr)
+std::uint64_t pool_get_u64(runtime& rt, cudaMemPool_t pool, cudaMemPoolAttr attr)
 {
   require_pool(pool, attribute_name(attr));
   std::uint64_t value{};
-  auto const st = cudaMemPoolGetAttribute(pool, attr, &value);
+  auto const st = rt.mem_pool_get_attribute(pool, attr, &value);
   if (st != cudaSuccess) {
     throw_cuda(st, format("reading pool attribute ", attribute_name(attr)));
   }
   return value;
 }
 
-bool pool_get_flag(cudaMemPool_t pool, cudaMemPoolAttr attr)
+bool pool_get_flag(runtime& rt, cudaMemPool_t pool, cudaMemPoolAttr attr)
 {
   require_pool(pool, attribute_name(attr));
   int value{};
-  auto const st = cudaMemPoolGetAttribute(pool, attr, &value);
+  auto const st = rt.mem_pool_get_attribute(pool, attr, &value);
   if (st != cudaSuccess) {
     throw_cuda(st, format("reading pool attribute ", attribute_name(attr)));
   }
   return value != 0;
 }
 
-void pool_set_u64(cudaMemPool_t pool, cudaMemPoolAttr attr, std::uint64_t value)
+void pool_set_u64(runtime& rt, cudaMemPool_t pool, cudaMemPoolAttr attr, std::uint64_t value)
 {
   require_pool(pool, attribute_name(attr));
   std::uint64_t v = value;
-  auto const st   = cudaMemPoolSetAttribute(pool, attr, &v);
+  auto const st   = rt.mem_pool_set_attribute(pool, attr, &v);
   if (st != cudaSuccess) {
     throw_cuda(st, format("setting pool attribute ", attribute_name(attr), " to ", value));
   }
 }
 
-void pool_set_flag(cudaMemPool_t pool, cudaMemPoolAttr attr, bool value)
+void pool_set_flag(runtime& rt, cudaMemPool_t pool, cudaMemPoolAttr attr, bool value)
 {
   require_pool(pool, attribute_name(attr));
   int v         = value ? 1 : 0;
-  auto const st = cudaMemPoolSetAttribute(pool, attr, &v);
+  auto const st = rt.mem_pool_set_attribute(pool, attr, &v);
   if (st != cudaSuccess) {
     throw_cuda(st, format("setting pool attribute ", attribute_name(attr), " to ", v));
   }
 }
 
-pool_usage_statistics pool_statistics(cudaMemPool_t pool)
+pool_usage_statistics pool_statistics(runtime& rt, cudaMemPool_t pool)
 {
-  return {pool_get_u64(pool, cudaMemPoolAttrReservedMemCurrent),
-          pool_get_u64(pool, cudaMemPoolAttrReservedMemHigh),
-          pool_get_u64(pool, cudaMemPoolAttrUsedMemCurrent),
-          pool_get_u64(pool, cudaMemPoolAttrUsedMemHigh)};
+  return {pool_get_u64(rt, pool, cudaMemPoolAttrReservedMemCurrent),
+          pool_get_u64(rt, pool, cudaMemPoolAttrReservedMemHigh),
+          pool_get_u64(rt, pool, cudaMemPoolAttrUsedMemCurrent),
+          pool_get_u64(rt, pool, cudaMemPoolAttrUsedMemHigh)};
 }
 
 // -- access --------------------------------------------------------------------------------------
@@ -235,13 +245,14 @@ bool is_other_device(pool_location owner, access_request const& r) noexcept
 }
 
 /// The request for one descriptor, with peer capability asked of CUDA where it matters.
-access_request make_request(pool_location owner, access_descriptor const& d, int device_count)
+access_request make_request(runtime& rt, pool_location owner, access_descriptor const& d,
+                            int device_count)
 {
   access_request r{owner, d.accessor.id, d.flags, device_count, false, d.accessor.kind};
   bool const known = r.accessor >= 0 && r.accessor < device_count;
   if (known && is_other_device(owner, r)) {
     int can{};
-    auto const st = cudaDeviceCanAccessPeer(&can, r.accessor, owner.id);
+    auto const st = rt.device_can_access_peer(&can, r.accessor, owner.id);
     if (st != cudaSuccess) { throw_cuda(st, "cudaDeviceCanAccessPeer"); }
     r.peer_capable = can != 0;
   }
@@ -267,15 +278,15 @@ std::string describe(pool_location loc)
 
 }  // namespace
 
-void set_pool_access(cudaMemPool_t pool, pool_location owner,
+void set_pool_access(runtime& rt, cudaMemPool_t pool, pool_location owner,
                      std::span<access_descriptor const> descriptors)
 {
   require_pool(pool, "set_access");
-  int const count = get_num_cuda_devices();
+  int const count = rt.device_count();
   std::vector<cudaMemAccessDesc> cuda_descs;
   cuda_descs.reserve(descriptors.size());
   for (auto const& d : descriptors) {
-    auto const r   = make_request(owner, d, count);
+    auto const r   = make_request(rt, owner, d, count);
     auto const why = access_refusal(r);
     if (!why.empty()) { refuse(r, why); }
     bool const is_owner = r.accessor_kind == location_kind::device &&
@@ -287,7 +298,7 @@ void set_pool_access(cudaMemPool_t pool, pool_location owner,
     cuda_descs.push_back(desc);
   }
   if (cuda_descs.empty()) { return; }
-  auto const st = cudaMemPoolSetAccess(pool, cuda_descs.data(), cuda_descs.size());
+  auto const st = rt.mem_pool_set_access(pool, cuda_descs.data(), cuda_descs.size());
   if (st != cudaSuccess) {
     std::string who;
     for (auto const& d : descriptors) {
@@ -297,57 +308,54 @@ void set_pool_access(cudaMemPool_t pool, pool_location owner,
   }
 }
 
-void set_pool_access(cudaMemPool_t pool, pool_location owner, cuda_device_id accessor,
+void set_pool_access(runtime& rt, cudaMemPool_t pool, pool_location owner, cuda_device_id accessor,
                      access_flags flags)
 {
   access_descriptor const d{pool_location::device(accessor.value()), flags};
-  set_pool_access(pool, owner, std::span{&d, 1});
+  set_pool_access(rt, pool, owner, std::span{&d, 1});
 }
 
-access_flags get_pool_access(cudaMemPool_t pool, pool_location accessor)
+access_flags get_pool_access(runtime& rt, cudaMemPool_t pool, pool_location accessor)
 {
   require_pool(pool, "access");
   cudaMemAccessFlags flags{};
   cudaMemLocation loc = to_cuda(accessor);
-  auto const st       = cudaMemPoolGetAccess(&flags, pool, &loc);
+  auto const st       = rt.mem_pool_get_access(&flags, pool, &loc);
   if (st != cudaSuccess) {
     throw_cuda(st, format("cudaMemPoolGetAccess(", describe(accessor), ")"));
   }
   return static_cast<access_flags>(flags);
 }
 
-access_flags get_pool_access(cudaMemPool_t pool, cuda_device_id accessor)
+access_flags get_pool_access(runtime& rt, cudaMemPool_t pool, cuda_device_id accessor)
 {
-  return get_pool_access(pool, pool_location::device(accessor.value()));
+  return get_pool_access(rt, pool, pool_location::device(accessor.value()));
 }
 
 namespace {
 
 /// The devices with read-write access to `pool`.
-std::vector<int> read_write_devices(cudaMemPool_t pool)
+std::vector<int> read_write_devices(runtime& rt, cudaMemPool_t pool)
 {
   std::vector<int> out;
-  int const count = get_num_cuda_devices();
+  int const count = rt.device_count();
   for (int d = 0; d < count; ++d) {
     cudaMemAccessFlags flags{};
     cudaMemLocation loc{cudaMemLocationTypeDevice, d};
-    if (cudaMemPoolGetAccess(&flags, pool, &loc) != cudaSuccess) {
-      (void)cudaGetLastError();
-      continue;
-    }
+    if (rt.mem_pool_get_access(&flags, pool, &loc) != cudaSuccess) { continue; }
     if (flags == cudaMemAccessFlagsProtReadWrite) { out.push_back(d); }
   }
   return out;
 }
 
 /// The device whose default or current pool `pool` is, among `candidates`.
-std::optional<int> device_pool_owner(cudaMemPool_t pool, std::vector<int> const& candidates)
+std::optional<int> device_pool_owner(runtime& rt, cudaMemPool_t pool,
+                                     std::vector<int> const& candidates)
 {
   for (int d : candidates) {
     cudaMemPool_t def{}, cur{};
-    bool const is_def = cudaDeviceGetDefaultMemPool(&def, d) == cudaSuccess && def == pool;
-    bool const is_cur = cudaDeviceGetMemPool(&cur, d) == cudaSuccess && cur == pool;
-    (void)cudaGetLastError();
+    bool const is_def = rt.device_get_default_mem_pool(&def, d) == cudaSuccess && def == pool;
+    bool const is_cur = rt.device_get_mem_pool(&cur, d) == cudaSuccess && cur == pool;
     if (is_def || is_cur) { return d; }
   }
   return std::nullopt;
@@ -355,12 +363,12 @@ std::optional<int> device_pool_owner(cudaMemPool_t pool, std::vector<int> const&
 
 }  // namespace
 
-std::optional<pool_location> find_pool_home(cudaMemPool_t pool)
+std::optional<pool_location> find_pool_home(runtime& rt, cudaMemPool_t pool)
 {
   require_pool(pool, "find_pool_home");
-  auto const rw = read_write_devices(pool);
+  auto const rw = read_write_devices(rt, pool);
   if (rw.size() == 1) { return pool_location::device(rw.front()); }
-  if (auto const d = device_pool_owner(pool, rw)) { return pool_location::device(*d); }
+  if (auto const d = device_pool_owner(rt, pool, rw)) { return pool_location::device(*d); }
   return std::nullopt;
 }
 
@@ -368,8 +376,8 @@ std::optional<pool_location> find_pool_home(cudaMemPool_t pool)
 
 // -- memory_pool_ref -----------------------------------------------------------------------------
 
-memory_pool_ref::memory_pool_ref(cudaMemPool_t pool, pool_location location)
-    : pool_{pool}, location_{location}
+memory_pool_ref::memory_pool_ref(cudaMemPool_t pool, pool_location location, detail::runtime& rt)
+    : pool_{pool}, location_{location}, runtime_{&rt}
 {
   require_pool(pool, "memory_pool_ref");
 }
@@ -383,7 +391,7 @@ void memory_pool_ref::reset_high_water_marks() const
 void memory_pool_ref::trim_to(std::size_t min_bytes_to_keep) const
 {
   require_pool(pool_, "trim_to");
-  auto const st = cudaMemPoolTrimTo(pool_, min_bytes_to_keep);
+  auto const st = runtime_->mem_pool_trim_to(pool_, min_bytes_to_keep);
   if (st != cudaSuccess) {
     throw_cuda(st, detail::format("cudaMemPoolTrimTo(", detail::bytes_str(min_bytes_to_keep), ")"));
   }
@@ -408,17 +416,16 @@ std::string where(pool_location loc)
 }
 
 /// Free and total memory of the device `loc` names (0, 0 for other locations or on failure).
-std::pair<std::size_t, std::size_t> device_memory(pool_location loc)
+std::pair<std::size_t, std::size_t> device_memory(detail::runtime& rt, pool_location loc)
 {
-  std::size_t free{}, total{};
-  if (loc.kind != location_kind::device) { return {free, total}; }
-  int previous{};
-  if (cudaGetDevice(&previous) != cudaSuccess) { previous = -1; }
-  bool const switched = previous != loc.id && cudaSetDevice(loc.id) == cudaSuccess;
-  if (cudaMemGetInfo(&free, &total) != cudaSuccess) { free = total = 0; }
-  if (switched) { (void)cudaSetDevice(previous); }
-  (void)cudaGetLastError();
-  return {free, total};
+  if (loc.kind != location_kind::device) { return {0, 0}; }
+  try {
+    detail::scoped_current_device on{loc.id, rt};
+    auto const info = rt.memory_info();
+    return {info.free_bytes, info.total_bytes};
+  } catch (...) {
+    return {0, 0};
+  }
 }
 
 }  // namespace
@@ -427,18 +434,17 @@ void* memory_pool_ref::allocate(std::size_t bytes, cuda_stream_view stream) cons
 {
   require_pool(pool_, "allocate");
   void* ptr{};
-  auto const st = cudaMallocFromPoolAsync(&ptr, bytes, pool_, stream.value());
+  auto const st = runtime_->malloc_from_pool_async(&ptr, bytes, pool_, stream.value());
   if (st == cudaSuccess) [[likely]] { return ptr; }
-  (void)cudaGetLastError();
   auto const msg =
       detail::format("memory pool ", static_cast<void*>(pool_), " on ", where(location_),
                      ": cannot allocate ", detail::bytes_str(bytes), " on stream ",
                      static_cast<void*>(stream.value()), ": ", cudaGetErrorName(st));
-  auto const [free, total] = device_memory(location_);
+  auto const [free, total] = device_memory(*runtime_, location_);
   // CUDA may answer an impossible size with cudaErrorInvalidValue; it is still out of memory.
   bool const exhausted = st == cudaErrorMemoryAllocation || (total != 0 && bytes > total);
   if (!exhausted) { throw_cuda(st, msg); }
-  auto const s      = detail::pool_statistics(pool_);
+  auto const s      = detail::pool_statistics(*runtime_, pool_);
   auto const device = total == 0
                           ? std::string{}
                           : detail::format("; ", where(location_), " has ", detail::bytes_str(free),
@@ -451,20 +457,20 @@ void* memory_pool_ref::allocate(std::size_t bytes, cuda_stream_view stream) cons
 bool memory_pool_ref::owns(void const* ptr) const
 {
   require_pool(pool_, "owns");
-  return ptr != nullptr && query_pointer(ptr).pool == pool_;
+  return ptr != nullptr && query_pointer(ptr, *runtime_).pool == pool_;
 }
 
 void memory_pool_ref::deallocate(void* ptr, cuda_stream_view stream) const noexcept
 {
-  GPUMEM_CUDA_TRY_NOEXCEPT(cudaFreeAsync(ptr, stream.value()));
+  (void)runtime_->free_async(ptr, stream.value());  // never throws; CUDA reports nothing useful
 }
 
 // -- memory_pool ---------------------------------------------------------------------------------
 
-memory_pool::memory_pool(pool_properties const& props) : props_{props}
+memory_pool::memory_pool(pool_properties const& props, detail::runtime& rt) : props_{props}
 {
   validate(props);
-  auto const caps = query_pool_capabilities(cuda_device_id{device_of(props)});
+  auto const caps = query_pool_capabilities(cuda_device_id{device_of(rt, props)}, rt);
   auto const why  = diagnose_unsupported(props, caps);
   if (!why.empty()) {
     throw cuda_error{
@@ -474,19 +480,19 @@ memory_pool::memory_pool(pool_properties const& props) : props_{props}
   }
   auto const cuda_props = to_cuda(props);
   cudaMemPool_t pool{};
-  auto const st = cudaMemPoolCreate(&pool, &cuda_props);
+  auto const st = rt.mem_pool_create(&pool, &cuda_props);
   if (st != cudaSuccess) {
     throw_cuda(st, "cannot create memory pool (" + to_string(props) +
                        "): " + creation_hint(st, props) + "; cudaMemPoolCreate");
   }
-  reset_to(pool, props.location);
+  reset_to(pool, props.location, rt);
 }
 
 memory_pool::memory_pool(memory_pool&& other) noexcept
     : memory_pool_ref{}, props_{other.props_}, exported_{other.exported_.load()}
 {
-  reset_to(other.handle(), other.location());
-  other.reset_to(nullptr, {});
+  reset_to(other.handle(), other.location(), other.runtime());
+  other.reset_to(nullptr, {}, other.runtime());
 }
 
 memory_pool& memory_pool::operator=(memory_pool&& other) noexcept
@@ -495,8 +501,8 @@ memory_pool& memory_pool::operator=(memory_pool&& other) noexcept
     destroy();
     props_ = other.props_;
     exported_.store(other.exported_.load());
-    reset_to(other.handle(), other.location());
-    other.reset_to(nullptr, {});
+    reset_to(other.handle(), other.location(), other.runtime());
+    other.reset_to(nullptr, {}, other.runtime());
   }
   return *this;
 }
@@ -508,8 +514,8 @@ memory_pool::~memory_pool()
 
 void memory_pool::destroy() noexcept
 {
-  if (handle() != nullptr) { GPUMEM_CUDA_TRY_NOEXCEPT(cudaMemPoolDestroy(handle())); }
-  reset_to(nullptr, {});
+  if (handle() != nullptr) { (void)runtime().mem_pool_destroy(handle()); }
+  reset_to(nullptr, {}, runtime());
 }
 
 shareable_pool_handle memory_pool::export_handle(allocation_handle_type type) const
@@ -522,7 +528,7 @@ shareable_pool_handle memory_pool::export_handle(allocation_handle_type type) co
   auto const cuda_type = static_cast<cudaMemAllocationHandleType>(type);
   if (type == allocation_handle_type::fabric) {
     cudaMemFabricHandle_t fabric{};
-    auto const st = cudaMemPoolExportToShareableHandle(&fabric, handle(), cuda_type, 0);
+    auto const st = runtime().mem_pool_export_to_shareable_handle(&fabric, handle(), cuda_type);
     if (st != cudaSuccess) { throw_cuda(st, "exporting memory pool as fabric handle"); }
     fabric_handle out{};
     static_assert(sizeof fabric == sizeof out.bytes);
@@ -531,7 +537,7 @@ shareable_pool_handle memory_pool::export_handle(allocation_handle_type type) co
     return shareable_pool_handle{out};
   }
   int fd{-1};
-  auto const st = cudaMemPoolExportToShareableHandle(&fd, handle(), cuda_type, 0);
+  auto const st = runtime().mem_pool_export_to_shareable_handle(&fd, handle(), cuda_type);
   if (st != cudaSuccess) { throw_cuda(st, "exporting memory pool as a file descriptor"); }
   exported_.store(true);
   return shareable_pool_handle{owned_fd{fd}};
@@ -539,24 +545,24 @@ shareable_pool_handle memory_pool::export_handle(allocation_handle_type type) co
 
 // -- default and current pools -------------------------------------------------------------------
 
-memory_pool_ref default_pool(cuda_device_id device)
+memory_pool_ref default_pool(cuda_device_id device, detail::runtime& rt)
 {
   cudaMemPool_t pool{};
-  auto const st = cudaDeviceGetDefaultMemPool(&pool, device.value());
+  auto const st = rt.device_get_default_mem_pool(&pool, device.value());
   if (st != cudaSuccess) {
     throw_cuda(st, detail::format("cudaDeviceGetDefaultMemPool(device ", device.value(), ")"));
   }
-  return {pool, pool_location::device(device.value())};
+  return {pool, pool_location::device(device.value()), rt};
 }
 
-memory_pool_ref current_pool(cuda_device_id device)
+memory_pool_ref current_pool(cuda_device_id device, detail::runtime& rt)
 {
   cudaMemPool_t pool{};
-  auto const st = cudaDeviceGetMemPool(&pool, device.value());
+  auto const st = rt.device_get_mem_pool(&pool, device.value());
   if (st != cudaSuccess) {
     throw_cuda(st, detail::format("cudaDeviceGetMemPool(device ", device.value(), ")"));
   }
-  return {pool, pool_location::device(device.value())};
+  return {pool, pool_location::device(device.value()), rt};
 }
 
 void set_current_pool(cuda_device_id device, memory_pool_ref pool)
@@ -566,21 +572,21 @@ void set_current_pool(cuda_device_id device, memory_pool_ref pool)
                  detail::format("only a pool on device ", device.value(),
                                 " can be its current pool; this pool is at ", to_string(loc.kind),
                                 " ", loc.id));
-  auto const st = cudaDeviceSetMemPool(device.value(), pool.handle());
+  auto const st = pool.runtime().device_set_mem_pool(device.value(), pool.handle());
   if (st != cudaSuccess) {
     throw_cuda(st, detail::format("cudaDeviceSetMemPool(device ", device.value(), ")"));
   }
 }
 
 scoped_current_pool::scoped_current_pool(cuda_device_id device, memory_pool_ref pool)
-    : device_{device}, previous_{current_pool(device)}
+    : device_{device}, previous_{current_pool(device, pool.runtime())}
 {
   set_current_pool(device, pool);
 }
 
 scoped_current_pool::~scoped_current_pool()
 {
-  GPUMEM_CUDA_TRY_NOEXCEPT(cudaDeviceSetMemPool(device_.value(), previous_.handle()));
+  (void)previous_.runtime().device_set_mem_pool(device_.value(), previous_.handle());
 }
 
 }  // namespace gpumem

@@ -37,7 +37,7 @@ void metered_runtime::observe(chunk_observer* observer)
 
 void* metered_runtime::allocate(detail::memory_kind kind, std::size_t bytes)
 {
-  void* p = inner_->allocate(kind, bytes);
+  void* p = inner().allocate(kind, bytes);
   std::lock_guard lock{mutex_};
   add_chunk(reinterpret_cast<std::uintptr_t>(p), bytes);
   held_.store(held_.load() + bytes);
@@ -61,7 +61,7 @@ void metered_runtime::remove_chunk(std::uintptr_t address) noexcept
 
 detail::vmm_handle metered_runtime::vmm_create(std::size_t bytes, int device, bool shareable)
 {
-  auto const handle = inner_->vmm_create(bytes, device, shareable);
+  auto const handle = inner().vmm_create(bytes, device, shareable);
   std::lock_guard lock{mutex_};
   handles_.emplace(handle, bytes);
   held_.store(held_.load() + bytes);
@@ -78,12 +78,12 @@ void metered_runtime::vmm_release(detail::vmm_handle handle) noexcept
       handles_.erase(it);
     }
   }
-  inner_->vmm_release(handle);
+  inner().vmm_release(handle);
 }
 
 void metered_runtime::vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle)
 {
-  inner_->vmm_map(ptr, bytes, handle);
+  inner().vmm_map(ptr, bytes, handle);
   std::lock_guard lock{mutex_};
   add_chunk(reinterpret_cast<std::uintptr_t>(ptr), bytes);
 }
@@ -94,7 +94,7 @@ void metered_runtime::vmm_unmap(void* ptr, std::size_t bytes) noexcept
     std::lock_guard lock{mutex_};
     remove_chunk(reinterpret_cast<std::uintptr_t>(ptr));
   }
-  inner_->vmm_unmap(ptr, bytes);
+  inner().vmm_unmap(ptr, bytes);
 }
 
 void metered_runtime::free(detail::memory_kind kind, void* ptr) noexcept
@@ -107,7 +107,7 @@ void metered_runtime::free(detail::memory_kind kind, void* ptr) noexcept
       remove_chunk(it->first);
     }
   }
-  inner_->free(kind, ptr);
+  inner().free(kind, ptr);
 }
 
 }  // namespace gpumem::trace

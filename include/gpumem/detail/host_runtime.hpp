@@ -43,6 +43,7 @@ struct host_runtime_options {
   int device_count{1};
   std::size_t vmm_granularity_bytes{std::size_t{2} << 20};  ///< the virtual-memory granularity
   bool vmm_supported{true};  ///< false: the device reports no virtual memory management
+  bool peer_access{true};    ///< every pair of distinct devices has peer capability
 };
 
 /// Counts of runtime calls, for tests that assert which paths reach the runtime.
@@ -152,6 +153,38 @@ class host_runtime final : public runtime {
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override;
   [[nodiscard]] int vmm_export_fd(vmm_handle handle) override;
+
+  // Memory pools: a model of the stream-ordered allocator (src/detail/host_pool_model.hpp).
+  [[nodiscard]] int driver_version() noexcept override;
+  cudaError_t mem_pool_create(cudaMemPool_t* pool, cudaMemPoolProps const* props) noexcept override;
+  cudaError_t mem_pool_destroy(cudaMemPool_t pool) noexcept override;
+  cudaError_t mem_pool_set_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                     void* value) noexcept override;
+  cudaError_t mem_pool_get_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                     void* value) noexcept override;
+  cudaError_t mem_pool_set_access(cudaMemPool_t pool, cudaMemAccessDesc const* list,
+                                  std::size_t count) noexcept override;
+  cudaError_t mem_pool_get_access(cudaMemAccessFlags* flags, cudaMemPool_t pool,
+                                  cudaMemLocation* location) noexcept override;
+  cudaError_t mem_pool_trim_to(cudaMemPool_t pool, std::size_t keep) noexcept override;
+  cudaError_t malloc_from_pool_async(void** ptr, std::size_t bytes, cudaMemPool_t pool,
+                                     cudaStream_t stream) noexcept override;
+  cudaError_t free_async(void* ptr, cudaStream_t stream) noexcept override;
+  cudaError_t device_get_default_mem_pool(cudaMemPool_t* pool, int device) noexcept override;
+  cudaError_t device_get_mem_pool(cudaMemPool_t* pool, int device) noexcept override;
+  cudaError_t device_set_mem_pool(int device, cudaMemPool_t pool) noexcept override;
+  cudaError_t mem_pool_export_to_shareable_handle(
+      void* handle, cudaMemPool_t pool, cudaMemAllocationHandleType type) noexcept override;
+  cudaError_t mem_pool_import_from_shareable_handle(
+      cudaMemPool_t* pool, void* handle, cudaMemAllocationHandleType type) noexcept override;
+  cudaError_t mem_pool_export_pointer(cudaMemPoolPtrExportData* data, void* ptr) noexcept override;
+  cudaError_t mem_pool_import_pointer(void** ptr, cudaMemPool_t pool,
+                                      cudaMemPoolPtrExportData* data) noexcept override;
+  cudaError_t device_can_access_peer(int* can, int device, int peer) noexcept override;
+  cudaError_t stream_get_device(cudaStream_t stream, int* device) noexcept override;
+  cudaError_t pointer_attributes(void const* ptr, cudaMemoryType* type, int* device,
+                                 cudaMemPool_t* pool, void const** base,
+                                 std::size_t* size) noexcept override;
 
  private:
   struct state;

@@ -107,6 +107,44 @@ class runtime {
   virtual void vmm_set_access(void* ptr, std::size_t bytes, int device) = 0;
   /// A new POSIX file descriptor for a shareable handle (the caller closes it).
   [[nodiscard]] virtual int vmm_export_fd(vmm_handle handle) = 0;
+
+  // -- memory pools (the stream-ordered allocator) ---------------------------------------------
+  // Each mirrors the CUDA runtime call it names, arguments and result included, and returns
+  // CUDA's status (never throws): the pool API (src/pool) turns statuses into its own errors.
+  [[nodiscard]] virtual int driver_version() noexcept                                       = 0;
+  virtual cudaError_t mem_pool_create(cudaMemPool_t* pool,
+                                      cudaMemPoolProps const* props) noexcept               = 0;
+  virtual cudaError_t mem_pool_destroy(cudaMemPool_t pool) noexcept                         = 0;
+  virtual cudaError_t mem_pool_set_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                             void* value) noexcept                          = 0;
+  virtual cudaError_t mem_pool_get_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                             void* value) noexcept                          = 0;
+  virtual cudaError_t mem_pool_set_access(cudaMemPool_t pool, cudaMemAccessDesc const* list,
+                                          std::size_t count) noexcept                       = 0;
+  virtual cudaError_t mem_pool_get_access(cudaMemAccessFlags* flags, cudaMemPool_t pool,
+                                          cudaMemLocation* location) noexcept               = 0;
+  virtual cudaError_t mem_pool_trim_to(cudaMemPool_t pool, std::size_t keep) noexcept       = 0;
+  virtual cudaError_t malloc_from_pool_async(void** ptr, std::size_t bytes, cudaMemPool_t pool,
+                                             cudaStream_t stream) noexcept                  = 0;
+  virtual cudaError_t free_async(void* ptr, cudaStream_t stream) noexcept                   = 0;
+  virtual cudaError_t device_get_default_mem_pool(cudaMemPool_t* pool, int device) noexcept = 0;
+  virtual cudaError_t device_get_mem_pool(cudaMemPool_t* pool, int device) noexcept         = 0;
+  virtual cudaError_t device_set_mem_pool(int device, cudaMemPool_t pool) noexcept          = 0;
+  virtual cudaError_t mem_pool_export_to_shareable_handle(
+      void* handle, cudaMemPool_t pool, cudaMemAllocationHandleType type) noexcept = 0;
+  virtual cudaError_t mem_pool_import_from_shareable_handle(
+      cudaMemPool_t* pool, void* handle, cudaMemAllocationHandleType type) noexcept    = 0;
+  virtual cudaError_t mem_pool_export_pointer(cudaMemPoolPtrExportData* data,
+                                              void* ptr) noexcept                      = 0;
+  virtual cudaError_t mem_pool_import_pointer(void** ptr, cudaMemPool_t pool,
+                                              cudaMemPoolPtrExportData* data) noexcept = 0;
+  virtual cudaError_t device_can_access_peer(int* can, int device, int peer) noexcept  = 0;
+  virtual cudaError_t stream_get_device(cudaStream_t stream, int* device) noexcept     = 0;
+  /// The driver's pointer attributes of `ptr`: memory type (cudaMemoryType), device ordinal, pool,
+  /// allocation range. Unknown pointers give cudaMemoryTypeUnregistered and cudaSuccess.
+  virtual cudaError_t pointer_attributes(void const* ptr, cudaMemoryType* type, int* device,
+                                         cudaMemPool_t* pool, void const** base,
+                                         std::size_t* size) noexcept = 0;
 };
 
 /// The process-wide CUDA runtime (stateless; never destroyed).

@@ -19,7 +19,8 @@ class cuda_async_view_memory_resource final : public device_memory_resource {
   /// Throws logic_error for a null handle, a pool whose device cannot be told (use the
   /// memory_pool_ref constructor), no current device, or a driver or device without
   /// stream-ordered allocation (as the owning resource does).
-  cuda_async_view_memory_resource(cudaMemPool_t pool_handle);
+  cuda_async_view_memory_resource(cudaMemPool_t pool_handle,
+                                  detail::runtime& rt = detail::cuda_runtime());
   /// Views `pool`.
   explicit cuda_async_view_memory_resource(memory_pool_ref pool) noexcept : pool_{pool} {}
 

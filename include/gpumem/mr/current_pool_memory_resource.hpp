@@ -4,10 +4,12 @@
 // Each allocate uses the current pool of the device the stream belongs to, as it is at that moment
 // (cudaDeviceSetMemPool / set_current_pool / scoped_current_pool change it; the default is the
 // device's default pool); the current device does not matter. Frees go back to the pool the
-// allocation came from (cudaFreeAsync). Stateless: all instances are equal to each other.
-// Thread-safe. Throws out_of_memory (naming the pool and its device) or cuda_error.
+// allocation came from (cudaFreeAsync).
+// Thread-safe. Throws out_of_memory (naming the pool and its device) or cuda_error. Equal to
+// every other instance over the same runtime.
 #pragma once
 
+#include <gpumem/detail/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 
 #include <cstddef>
@@ -15,10 +17,18 @@
 namespace gpumem::mr {
 
 class current_pool_memory_resource final : public device_memory_resource {
+ public:
+  explicit current_pool_memory_resource(detail::runtime& rt = detail::cuda_runtime()) noexcept
+      : runtime_{&rt}
+  {
+  }
+
  private:
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;
   [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override;
+
+  detail::runtime* runtime_;
 };
 
 static_assert(

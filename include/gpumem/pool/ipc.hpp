@@ -47,7 +47,8 @@ class imported_allocation;
 /// allocation stays the caller's: free it only after every importer freed it (see above).
 /// Throws logic_error when `ptr` is not memory of a stream-ordered pool, cuda_error (saying why)
 /// when CUDA refuses it, e.g. because its pool is not IPC-capable or not shared yet.
-[[nodiscard]] pointer_export_data export_pointer(void const* ptr);
+[[nodiscard]] pointer_export_data export_pointer(void const* ptr,
+                                                 detail::runtime& rt = detail::cuda_runtime());
 
 /// A pool imported from another process. Owning, move-only. Cannot allocate (CUDA forbids it):
 /// there is no allocate member and no conversion to memory_pool_ref. Initially accessible only
@@ -60,9 +61,11 @@ class imported_memory_pool {
   /// pool); when CUDA does not tell, location() is empty and set_access refuses until it is known:
   /// then use the constructor below with the location the exporter reports
   /// (memory_pool::location()).
-  explicit imported_memory_pool(shareable_pool_handle const& handle);
+  explicit imported_memory_pool(shareable_pool_handle const& handle,
+                                detail::runtime& rt = detail::cuda_runtime());
   /// Imports `handle` of a pool whose memory lives at `home` (the exporter's pool location).
-  imported_memory_pool(shareable_pool_handle const& handle, pool_location home);
+  imported_memory_pool(shareable_pool_handle const& handle, pool_location home,
+                       detail::runtime& rt = detail::cuda_runtime());
   imported_memory_pool(imported_memory_pool&& other) noexcept;
   imported_memory_pool& operator=(imported_memory_pool&& other) noexcept;
   imported_memory_pool(imported_memory_pool const&)            = delete;
@@ -79,18 +82,18 @@ class imported_memory_pool {
   template <pool_statistic A>
   [[nodiscard]] typename A::value_type get() const
   {
-    return detail::pool_get<A>(pool_);
+    return detail::pool_get<A>(*runtime_, pool_);
   }
   [[nodiscard]] pool_usage_statistics usage_statistics() const
   {
-    return detail::pool_statistics(pool_);
+    return detail::pool_statistics(*runtime_, pool_);
   }
   /// Gives `device` access to the imported memory (peer capability with the pool's home device is
   /// checked first). logic_error when the home device is not known (see the constructor).
   void set_access(cuda_device_id device, access_flags flags = access_flags::read_write) const;
   [[nodiscard]] access_flags access(cuda_device_id device) const
   {
-    return detail::get_pool_access(pool_, device);
+    return detail::get_pool_access(*runtime_, pool_, device);
   }
 
   /// Maps the allocation `data` describes. Does not wait for it to be ready: make the using
@@ -102,6 +105,7 @@ class imported_memory_pool {
   void destroy() noexcept;
   cudaMemPool_t pool_{};
   std::optional<pool_location> home_;
+  detail::runtime* runtime_;
 };
 
 /// An allocation mapped from another process. Owning, move-only; freed first (before the
@@ -123,9 +127,13 @@ class imported_allocation {
 
  private:
   friend class imported_memory_pool;
-  imported_allocation(void* ptr, std::size_t bytes) noexcept : ptr_{ptr}, bytes_{bytes} {}
+  imported_allocation(void* ptr, std::size_t bytes, detail::runtime& rt) noexcept
+      : ptr_{ptr}, bytes_{bytes}, runtime_{&rt}
+  {
+  }
   void* ptr_{};
   std::size_t bytes_{};
+  detail::runtime* runtime_;
 };
 
 /// An allocation from an IPC-capable memory_pool, meant to be imported elsewhere. Owning,

@@ -23,10 +23,12 @@ namespace gpumem {
 class memory_pool : public memory_pool_ref {
  public:
   /// Creates a pool; see the file comment for what is checked and thrown.
-  explicit memory_pool(pool_properties const& props);
-  [[nodiscard]] static memory_pool create(pool_properties const& props)
+  /// `rt`: the runtime that makes the pool (the host stand-in models pools for tests).
+  explicit memory_pool(pool_properties const& props, detail::runtime& rt = detail::cuda_runtime());
+  [[nodiscard]] static memory_pool create(pool_properties const& props,
+                                          detail::runtime& rt = detail::cuda_runtime())
   {
-    return memory_pool{props};
+    return memory_pool{props, rt};
   }
 
   memory_pool(memory_pool&& other) noexcept;

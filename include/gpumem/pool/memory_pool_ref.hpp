@@ -21,33 +21,37 @@ namespace gpumem {
 class memory_pool_ref {
  public:
   /// Refers to `pool`, whose memory lives at `location` (used for the peer-capability check of
-  /// set_access). Throws logic_error on a null handle.
-  memory_pool_ref(cudaMemPool_t pool, pool_location location);
+  /// set_access), a pool of runtime `rt` (the host stand-in in tests). Throws logic_error on a
+  /// null handle.
+  memory_pool_ref(cudaMemPool_t pool, pool_location location,
+                  detail::runtime& rt = detail::cuda_runtime());
 
   [[nodiscard]] cudaMemPool_t handle() const noexcept { return pool_; }
   [[nodiscard]] pool_location location() const noexcept { return location_; }
+  /// The runtime the pool belongs to.
+  [[nodiscard]] detail::runtime& runtime() const noexcept { return *runtime_; }
 
   /// The value of attribute `A` (pool_attr::*).
   template <pool_attribute A>
   [[nodiscard]] typename A::value_type get() const
   {
-    return detail::pool_get<A>(pool_);
+    return detail::pool_get<A>(*runtime_, pool_);
   }
   /// Sets a writable attribute; read-only attributes do not compile.
   template <writable_pool_attribute A>
   void set(typename A::value_type value) const
   {
-    detail::pool_set<A>(pool_, value);
+    detail::pool_set<A>(*runtime_, pool_, value);
   }
   /// Resets a high-water mark (to zero, the only value CUDA accepts).
   template <high_water_attribute A>
   void reset_high_water() const
   {
-    detail::pool_set_u64(pool_, A::id, 0);
+    detail::pool_set_u64(*runtime_, pool_, A::id, 0);
   }
   [[nodiscard]] pool_usage_statistics usage_statistics() const
   {
-    return detail::pool_statistics(pool_);
+    return detail::pool_statistics(*runtime_, pool_);
   }
   /// Resets both high-water marks.
   void reset_high_water_marks() const;
@@ -59,26 +63,26 @@ class memory_pool_ref {
   /// Gives `device` access to all of the pool's memory; checks peer capability first.
   void set_access(cuda_device_id device, access_flags flags = access_flags::read_write) const
   {
-    detail::set_pool_access(pool_, location_, device, flags);
+    detail::set_pool_access(*runtime_, pool_, location_, device, flags);
   }
   [[nodiscard]] access_flags access(cuda_device_id device) const
   {
-    return detail::get_pool_access(pool_, device);
+    return detail::get_pool_access(*runtime_, pool_, device);
   }
   /// Sets several accessors (devices, the host, host NUMA nodes) in one call; all are checked
   /// first, so a refused entry changes nothing.
   void set_access(std::span<access_descriptor const> descriptors) const
   {
-    detail::set_pool_access(pool_, location_, descriptors);
+    detail::set_pool_access(*runtime_, pool_, location_, descriptors);
   }
   void set_access(pool_location accessor, access_flags flags) const
   {
     access_descriptor const d{accessor, flags};
-    detail::set_pool_access(pool_, location_, std::span{&d, 1});
+    detail::set_pool_access(*runtime_, pool_, location_, std::span{&d, 1});
   }
   [[nodiscard]] access_flags access(pool_location accessor) const
   {
-    return detail::get_pool_access(pool_, accessor);
+    return detail::get_pool_access(*runtime_, pool_, accessor);
   }
 
   /// `bytes` (> 0) from this pool, ordered on `stream` (cudaMallocFromPoolAsync). Throws
@@ -98,15 +102,17 @@ class memory_pool_ref {
 
  protected:
   memory_pool_ref() noexcept = default;  // the empty (moved-from) state of memory_pool
-  void reset_to(cudaMemPool_t pool, pool_location location) noexcept
+  void reset_to(cudaMemPool_t pool, pool_location location, detail::runtime& rt) noexcept
   {
     pool_     = pool;
     location_ = location;
+    runtime_  = &rt;
   }
 
  private:
   cudaMemPool_t pool_{};
   pool_location location_{};
+  detail::runtime* runtime_{&detail::cuda_runtime()};
 };
 
 }  // namespace gpumem

@@ -6,6 +6,8 @@
 // (cudaFreeAsync, cudaFree) is undefined behaviour in CUDA (seed 002 F.13.2): query live memory.
 #pragma once
 
+#include <gpumem/detail/runtime.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -21,8 +23,10 @@ struct pointer_info {
   [[nodiscard]] bool from_pool() const noexcept { return pool != nullptr; }
 };
 
-/// What CUDA knows about `ptr` (one cuPointerGetAttributes call). Host memory CUDA does not know
+/// What CUDA knows about `ptr` (one cuPointerGetAttributes call; `rt`: the runtime whose memory it
+/// is). Host memory CUDA does not know
 /// gives type unregistered. Throws cuda_error when the driver refuses the query.
-[[nodiscard]] pointer_info query_pointer(void const* ptr);
+[[nodiscard]] pointer_info query_pointer(void const* ptr,
+                                         detail::runtime& rt = detail::cuda_runtime());
 
 }  // namespace gpumem

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <gpumem/cuda_device_id.hpp>
+#include <gpumem/detail/runtime.hpp>
 #include <gpumem/pool/pool_location.hpp>
 
 #include <cuda_runtime_api.h>
@@ -48,22 +49,23 @@ struct access_request {
 
 /// Checks every request (peer capability first), then sets them all in one cudaMemPoolSetAccess
 /// call: nothing changes when one is refused. Throws as the single-device form does.
-void set_pool_access(cudaMemPool_t pool, pool_location owner,
+void set_pool_access(runtime& rt, cudaMemPool_t pool, pool_location owner,
                      std::span<access_descriptor const> descriptors);
-[[nodiscard]] access_flags get_pool_access(cudaMemPool_t pool, pool_location accessor);
+[[nodiscard]] access_flags get_pool_access(runtime& rt, cudaMemPool_t pool, pool_location accessor);
 
 /// Checks the request (peer capability first) and calls cudaMemPoolSetAccess.
 /// Throws logic_error (bad device, revoking the owner), cuda_error(cudaErrorPeerAccessUnsupported)
 /// when peer capability is missing, cuda_error when CUDA refuses.
-void set_pool_access(cudaMemPool_t pool, pool_location owner, cuda_device_id accessor,
+void set_pool_access(runtime& rt, cudaMemPool_t pool, pool_location owner, cuda_device_id accessor,
                      access_flags flags);
-[[nodiscard]] access_flags get_pool_access(cudaMemPool_t pool, cuda_device_id accessor);
+[[nodiscard]] access_flags get_pool_access(runtime& rt, cudaMemPool_t pool,
+                                           cuda_device_id accessor);
 
 /// The device a pool's memory lives on, found without guessing: the only device with read-write
 /// access (a pool starts accessible from its own device alone, and imported pools do not inherit
 /// the exporter's access), else the device whose default or current pool it is. Empty when the
 /// pool does not say (e.g. several devices were given read-write access).
-[[nodiscard]] std::optional<pool_location> find_pool_home(cudaMemPool_t pool);
+[[nodiscard]] std::optional<pool_location> find_pool_home(runtime& rt, cudaMemPool_t pool);
 
 }  // namespace detail
 

@@ -8,6 +8,8 @@
 //   otherwise   read-only: set<A> / reset_high_water<A> do not compile.
 #pragma once
 
+#include <gpumem/detail/runtime.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <concepts>
@@ -88,33 +90,33 @@ struct pool_usage_statistics {
 namespace detail {
 // Bodies in src/pool/pool_attributes.cpp; throw cuda_error naming the attribute, logic_error on a
 // null (moved-from) pool.
-[[nodiscard]] std::uint64_t pool_get_u64(cudaMemPool_t pool, cudaMemPoolAttr attr);
-[[nodiscard]] bool pool_get_flag(cudaMemPool_t pool, cudaMemPoolAttr attr);
-void pool_set_u64(cudaMemPool_t pool, cudaMemPoolAttr attr, std::uint64_t value);
-void pool_set_flag(cudaMemPool_t pool, cudaMemPoolAttr attr, bool value);
+[[nodiscard]] std::uint64_t pool_get_u64(runtime& rt, cudaMemPool_t pool, cudaMemPoolAttr attr);
+[[nodiscard]] bool pool_get_flag(runtime& rt, cudaMemPool_t pool, cudaMemPoolAttr attr);
+void pool_set_u64(runtime& rt, cudaMemPool_t pool, cudaMemPoolAttr attr, std::uint64_t value);
+void pool_set_flag(runtime& rt, cudaMemPool_t pool, cudaMemPoolAttr attr, bool value);
 [[nodiscard]] char const* attribute_name(cudaMemPoolAttr attr) noexcept;
 
 template <pool_attribute A>
-[[nodiscard]] typename A::value_type pool_get(cudaMemPool_t pool)
+[[nodiscard]] typename A::value_type pool_get(runtime& rt, cudaMemPool_t pool)
 {
   if constexpr (std::same_as<typename A::value_type, bool>) {
-    return pool_get_flag(pool, A::id);
+    return pool_get_flag(rt, pool, A::id);
   } else {
-    return pool_get_u64(pool, A::id);
+    return pool_get_u64(rt, pool, A::id);
   }
 }
 
 template <writable_pool_attribute A>
-void pool_set(cudaMemPool_t pool, typename A::value_type value)
+void pool_set(runtime& rt, cudaMemPool_t pool, typename A::value_type value)
 {
   if constexpr (std::same_as<typename A::value_type, bool>) {
-    pool_set_flag(pool, A::id, value);
+    pool_set_flag(rt, pool, A::id, value);
   } else {
-    pool_set_u64(pool, A::id, value);
+    pool_set_u64(rt, pool, A::id, value);
   }
 }
 
-[[nodiscard]] pool_usage_statistics pool_statistics(cudaMemPool_t pool);
+[[nodiscard]] pool_usage_statistics pool_statistics(runtime& rt, cudaMemPool_t pool);
 }  // namespace detail
 
 }  // namespace gpumem

@@ -2,6 +2,8 @@
 // (seed 002 F.2), and the diagnosis of "why can't this pool be created here".
 #pragma once
 
+#include <gpumem/detail/runtime.hpp>
+
 #include <gpumem/cuda_device_id.hpp>
 #include <gpumem/pool/allocation_handle_type.hpp>
 #include <gpumem/pool/pool_properties.hpp>
@@ -32,7 +34,8 @@ struct pool_capabilities {
 
 /// Queries CUDA (driver version checked before each attribute, as seed 002 F.2 advises). Never
 /// throws for a missing GPU: device_unusable_reason says why.
-[[nodiscard]] pool_capabilities query_pool_capabilities(cuda_device_id device);
+[[nodiscard]] pool_capabilities query_pool_capabilities(
+    cuda_device_id device, detail::runtime& rt = detail::cuda_runtime());
 
 /// Why fabric handles cannot work on this machine (no IMEX channel device), or empty.
 [[nodiscard]] std::string why_fabric_unavailable();

@@ -13,7 +13,7 @@
 // Thread safety: all members are thread-safe (one mutex; upstream calls are slow paths).
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/detail/forwarding_runtime.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -36,11 +36,10 @@ class chunk_observer {
   ~chunk_observer() = default;
 };
 
-class metered_runtime final : public detail::runtime {
+class metered_runtime final : public detail::forwarding_runtime {
  public:
-  explicit metered_runtime(detail::runtime& inner) : inner_{&inner} {}
+  explicit metered_runtime(detail::runtime& inner) : forwarding_runtime{inner} {}
 
-  [[nodiscard]] detail::runtime& inner() const noexcept { return *inner_; }
   /// Lock-free: the replay hot loop reads it after every event.
   [[nodiscard]] std::size_t held_bytes() const noexcept
   {
@@ -55,67 +54,19 @@ class metered_runtime final : public detail::runtime {
   /// Sets the one observer (nullptr: none); it must outlive its registration.
   void observe(chunk_observer* observer);
 
-  [[nodiscard]] char const* name() const noexcept override { return inner_->name(); }
+  // The calls that take or give back memory are counted; every other call is passed on.
   [[nodiscard]] void* allocate(detail::memory_kind kind, std::size_t bytes) override;
   void free(detail::memory_kind kind, void* ptr) noexcept override;
-  [[nodiscard]] detail::mem_info memory_info() override { return inner_->memory_info(); }
-  void prefetch(void const* p, std::size_t n, detail::mem_location w, cudaStream_t s) override
-  {
-    inner_->prefetch(p, n, w, s);
-  }
-  void advise_preferred_location(void const* p, std::size_t n, detail::mem_location w) override
-  {
-    inner_->advise_preferred_location(p, n, w);
-  }
-  [[nodiscard]] int current_device() override { return inner_->current_device(); }
-  void set_device(int device) override { inner_->set_device(device); }
-  [[nodiscard]] int device_count() noexcept override { return inner_->device_count(); }
-  [[nodiscard]] int device_attribute(cudaDeviceAttr a, int d) override
-  {
-    return inner_->device_attribute(a, d);
-  }
-  [[nodiscard]] cudaEvent_t event_create() override { return inner_->event_create(); }
-  void event_destroy(cudaEvent_t e) noexcept override { inner_->event_destroy(e); }
-  void event_record(cudaEvent_t e, cudaStream_t s) override { inner_->event_record(e, s); }
-  [[nodiscard]] bool event_query(cudaEvent_t e) override { return inner_->event_query(e); }
-  void event_synchronize(cudaEvent_t e) override { inner_->event_synchronize(e); }
-  void stream_wait_event(cudaStream_t s, cudaEvent_t e) override
-  {
-    inner_->stream_wait_event(s, e);
-  }
-  void stream_synchronize(cudaStream_t s) override { inner_->stream_synchronize(s); }
-  void device_synchronize() override { inner_->device_synchronize(); }
-  [[nodiscard]] std::size_t vmm_granularity(int device) override
-  {
-    return inner_->vmm_granularity(device);
-  }
-  [[nodiscard]] void* vmm_reserve(std::size_t bytes, std::size_t alignment) override
-  {
-    return inner_->vmm_reserve(bytes, alignment);
-  }
-  void vmm_unreserve(void* base, std::size_t bytes) noexcept override
-  {
-    inner_->vmm_unreserve(base, bytes);
-  }
   [[nodiscard]] detail::vmm_handle vmm_create(std::size_t bytes, int device,
                                               bool shareable) override;
   void vmm_release(detail::vmm_handle handle) noexcept override;
   void vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle) override;
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
-  void vmm_set_access(void* ptr, std::size_t bytes, int device) override
-  {
-    inner_->vmm_set_access(ptr, bytes, device);
-  }
-  [[nodiscard]] int vmm_export_fd(detail::vmm_handle handle) override
-  {
-    return inner_->vmm_export_fd(handle);
-  }
 
  private:
   void add_chunk(std::uintptr_t address, std::size_t bytes);  // mutex_ held
   void remove_chunk(std::uintptr_t address) noexcept;         // mutex_ held
 
-  detail::runtime* inner_;
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, std::size_t> chunks_;
   std::atomic<std::size_t> held_{};  ///< written under mutex_, read without it
