@@ -191,8 +191,10 @@ class caching_device_allocator {
     [[nodiscard]] Snapshot operator()() const { return (owner_->*make_)(); }
     [[nodiscard]] std::size_t size() const { return (*this)().size(); }
     [[nodiscard]] bool empty() const { return (*this)().empty(); }
-    /// cached_bytes[device]: the device's totals ({0, 0} for a device never used); read-only.
-    [[nodiscard]] TotalBytes operator[](
+    /// cached_bytes[device]: the device's totals ({0, 0} for a device never used); const, so that
+    /// `a.cached_bytes[d].free = n` does not compile.
+    // NOLINTNEXTLINE(readability-const-return-type)
+    [[nodiscard]] TotalBytes const operator[](
         int device) const requires std::same_as<Snapshot, GpuCachedBytes>
     {
       auto const all = (*this)();
