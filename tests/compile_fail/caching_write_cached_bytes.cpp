@@ -4,7 +4,7 @@
 //
 // The compiler's error must match one of these (tests/compile_fail_check.cmake):
 // expect-error: assignment of member .*TotalBytes::free. in read-only object
-// expect-error: returns a const value
+// expect-error: error: expression is not assignable
 #include <gpumem/caching_device_allocator.hpp>
 
 void compile_fail_probe(gpumem::caching_device_allocator& a)
