@@ -47,6 +47,13 @@ void caching_device_allocator::NearestPowerOf(unsigned int& power, std::size_t& 
   rounded_bytes = r.bytes;
 }
 
+namespace {
+detail::caching::bin_layout checked_layout(unsigned bin_growth, unsigned min_bin, unsigned max_bin)
+{
+  return detail::caching::bin_layout{bin_growth, min_bin, max_bin};  // throws for bad layouts
+}
+}  // namespace
+
 caching_device_allocator::caching_device_allocator(unsigned int bin_growth, unsigned int min_bin,
                                                    unsigned int max_bin,
                                                    std::size_t max_cached_bytes, bool skip_cleanup,
@@ -54,16 +61,19 @@ caching_device_allocator::caching_device_allocator(unsigned int bin_growth, unsi
     : bin_growth{bin_growth},
       min_bin{min_bin},
       max_bin{max_bin},
-      max_cached_bytes{max_cached_bytes},
+      min_bin_bytes{checked_layout(bin_growth, min_bin, max_bin).min_bin_bytes()},
+      max_bin_bytes{checked_layout(bin_growth, min_bin, max_bin).max_bin_bytes()},
+      max_cached_bytes{*this},
       skip_cleanup{skip_cleanup},
-      debug{debug},
+      debug{*this},
+      cached_bytes{*this, &caching_device_allocator::snapshot_cached_bytes},
+      cached_blocks{*this, &caching_device_allocator::snapshot_cached_blocks},
+      live_blocks{*this, &caching_device_allocator::snapshot_live_blocks},
       runtime_{&runtime},
       source_{runtime},
       core_{detail::caching::bin_layout{bin_growth, min_bin, max_bin}, max_cached_bytes, source_,
             runtime, true}
 {
-  min_bin_bytes = core_.layout().min_bin_bytes();
-  max_bin_bytes = core_.layout().max_bin_bytes();
   core_.set_debug(debug);
 }
 
@@ -72,6 +82,53 @@ caching_device_allocator::caching_device_allocator(bool skip_cleanup, bool debug
     : caching_device_allocator{8,     3,      7, (std::size_t{2} << 20) * 3 - 1, skip_cleanup,
                                debug, runtime}
 {
+}
+
+caching_device_allocator::max_cached_bytes_field::operator std::size_t() const noexcept
+{
+  return owner_->core_.max_cached_bytes();
+}
+
+auto caching_device_allocator::max_cached_bytes_field::operator=(std::size_t bytes)
+    -> max_cached_bytes_field&
+{
+  owner_->core_.set_max_cached_bytes(bytes);
+  return *this;
+}
+
+auto caching_device_allocator::max_cached_bytes_field::operator=(
+    max_cached_bytes_field const& other) -> max_cached_bytes_field&
+{
+  return *this = static_cast<std::size_t>(other);
+}
+
+auto caching_device_allocator::max_cached_bytes_field::operator+=(std::size_t bytes)
+    -> max_cached_bytes_field&
+{
+  return *this = static_cast<std::size_t>(*this) + bytes;
+}
+
+auto caching_device_allocator::max_cached_bytes_field::operator-=(std::size_t bytes)
+    -> max_cached_bytes_field&
+{
+  return *this = static_cast<std::size_t>(*this) - bytes;
+}
+
+caching_device_allocator::debug_field::operator bool() const noexcept
+{
+  return owner_->core_.debug();
+}
+
+auto caching_device_allocator::debug_field::operator=(bool on) noexcept -> debug_field&
+{
+  owner_->core_.set_debug(on);
+  return *this;
+}
+
+auto caching_device_allocator::debug_field::operator=(debug_field const& other) noexcept
+    -> debug_field&
+{
+  return *this = static_cast<bool>(other);
 }
 
 caching_device_allocator::~caching_device_allocator()
@@ -83,7 +140,6 @@ template <class F>
 cudaError_t caching_device_allocator::guarded(F&& f) noexcept
 {
   try {
-    core_.set_debug(debug);
     f();
     return cudaSuccess;
   } catch (out_of_memory const&) {
@@ -101,10 +157,7 @@ cudaError_t caching_device_allocator::guarded(F&& f) noexcept
 
 cudaError_t caching_device_allocator::SetMaxCachedBytes(std::size_t max_cached_bytes)
 {
-  return guarded([&] {
-    this->max_cached_bytes = max_cached_bytes;
-    core_.set_max_cached_bytes(max_cached_bytes);
-  });
+  return guarded([&] { core_.set_max_cached_bytes(max_cached_bytes); });
 }
 
 cudaError_t caching_device_allocator::DeviceAllocate(int device, void** d_ptr, std::size_t bytes,
@@ -148,7 +201,7 @@ cudaError_t caching_device_allocator::FreeAllCached()
   return guarded([&] { core_.free_all_cached(); });
 }
 
-caching_device_allocator::GpuCachedBytes caching_device_allocator::cached_bytes() const
+caching_device_allocator::GpuCachedBytes caching_device_allocator::snapshot_cached_bytes() const
 {
   GpuCachedBytes out;
   for (int d = 0; d < core_.device_count(); ++d) {
@@ -158,7 +211,7 @@ caching_device_allocator::GpuCachedBytes caching_device_allocator::cached_bytes(
   return out;
 }
 
-caching_device_allocator::CachedBlocks caching_device_allocator::cached_blocks() const
+caching_device_allocator::CachedBlocks caching_device_allocator::snapshot_cached_blocks() const
 {
   CachedBlocks out{size_compare};
   for (auto const& b : core_.blocks()) {
@@ -167,7 +220,7 @@ caching_device_allocator::CachedBlocks caching_device_allocator::cached_blocks()
   return out;
 }
 
-caching_device_allocator::BusyBlocks caching_device_allocator::live_blocks() const
+caching_device_allocator::BusyBlocks caching_device_allocator::snapshot_live_blocks() const
 {
   BusyBlocks out{ptr_compare};
   for (auto const& b : core_.blocks()) {

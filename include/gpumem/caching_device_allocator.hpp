@@ -10,8 +10,20 @@
 //    32 KiB, 256 KiB, 2 MiB).
 // Members keep the seed's names. Differences from the seed, on purpose: DeviceFree of a pointer
 // this allocator does not know returns cudaErrorInvalidValue (and frees nothing) instead of
-// handing it to cudaFree; cached_bytes / cached_blocks / live_blocks are snapshots returned by
-// member functions rather than public containers; debug lines go to set_debug_stream() (stdout).
+// handing it to cudaFree; debug lines go to set_debug_stream() (stdout).
+//
+// The seed's public fields, for code written against CUB (every write either takes effect or does
+// not compile; none is silently ignored):
+//  * bin_growth, min_bin, max_bin, min_bin_bytes, max_bin_bytes: read like the seed's integers; the
+//    bins are fixed at construction, so a write does not compile (static_assert says why).
+//  * skip_cleanup: `const bool`, as in the seed; read by the destructor.
+//  * max_cached_bytes: reads the current limit; `a.max_cached_bytes = n` (and += / -=) is
+//    SetMaxCachedBytes(n): it takes effect for the next DeviceFree and frees nothing.
+//  * debug: reads and writes the debug switch; a write takes effect for the next call (any thread).
+//  * cached_bytes, cached_blocks, live_blocks: read-only views. `a.cached_bytes[d].free`,
+//    `.live`, `a.cached_bytes.count(d)`, `a.cached_blocks.size()`, `a.live_blocks.empty()` read as
+//    in the seed; `a.cached_blocks()` returns a copy (a snapshot) to iterate. Nothing writes them:
+//    the allocator's bookkeeping cannot be edited from outside (a write does not compile).
 // Memory comes from the runtime (default: CUDA), which the last constructor argument can replace.
 // Thread safety: every member function; one lock per device.
 #pragma once
@@ -24,11 +36,55 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <concepts>
 #include <iosfwd>
 #include <map>
 #include <set>
+#include <type_traits>
 
 namespace gpumem {
+
+namespace detail::caching {
+
+template <class>
+inline constexpr bool always_false = false;
+
+/// A public field of the drop-in allocator that is fixed at construction: it reads as a T; any
+/// write fails to compile with the message below.
+template <class T>
+class fixed_field {
+ public:
+  constexpr explicit fixed_field(T value) noexcept : value_{value} {}
+  constexpr fixed_field(fixed_field const&) noexcept = default;
+  constexpr operator T() const noexcept { return value_; }  // NOLINT(google-explicit-constructor)
+
+#define GPUMEM_FIXED_FIELD_REJECT(op)                                                          \
+  template <class U>                                                                           \
+  fixed_field& operator op(U&&)                                                                \
+  {                                                                                            \
+    static_assert(always_false<U>,                                                             \
+                  "caching_device_allocator: bin_growth, min_bin, max_bin, min_bin_bytes and " \
+                  "max_bin_bytes are fixed at construction (the bins are laid out then); "     \
+                  "construct another allocator to change them");                               \
+    return *this;                                                                              \
+  }
+  GPUMEM_FIXED_FIELD_REJECT(=)
+  GPUMEM_FIXED_FIELD_REJECT(+=)
+  GPUMEM_FIXED_FIELD_REJECT(-=)
+  GPUMEM_FIXED_FIELD_REJECT(*=)
+  GPUMEM_FIXED_FIELD_REJECT(/=)
+#undef GPUMEM_FIXED_FIELD_REJECT
+  fixed_field& operator=(fixed_field const&) = delete;
+  fixed_field& operator++()                  = delete;
+  fixed_field& operator--()                  = delete;
+  fixed_field operator++(int)                = delete;
+  fixed_field operator--(int)                = delete;
+
+ private:
+  T value_;
+};
+
+}  // namespace detail::caching
 
 class caching_device_allocator {
  public:
@@ -80,21 +136,101 @@ class caching_device_allocator {
   /// Frees all cached blocks on all devices.
   cudaError_t FreeAllCached();
 
-  [[nodiscard]] GpuCachedBytes cached_bytes() const;
-  [[nodiscard]] CachedBlocks cached_blocks() const;
-  [[nodiscard]] BusyBlocks live_blocks() const;
   /// Debug lines go here (default std::cout); `out` must outlive the allocator.
   void set_debug_stream(std::ostream& out) noexcept { core_.set_debug_stream(out); }
   void check_invariants() const { core_.check_invariants(); }
 
-  unsigned int bin_growth;       ///< geometric growth factor for bin sizes
-  unsigned int min_bin;          ///< minimum bin enumeration
-  unsigned int max_bin;          ///< maximum bin enumeration
-  std::size_t min_bin_bytes;     ///< minimum bin size
-  std::size_t max_bin_bytes;     ///< maximum bin size
-  std::size_t max_cached_bytes;  ///< maximum aggregate cached bytes per device
-  bool const skip_cleanup;       ///< skip FreeAllCached() in the destructor
-  bool debug;                    ///< print (de)allocation events
+  /// max_cached_bytes: reads the limit; assignment is SetMaxCachedBytes.
+  class max_cached_bytes_field {
+   public:
+    max_cached_bytes_field(max_cached_bytes_field const&) = delete;
+    [[nodiscard]] operator std::size_t() const noexcept;  // NOLINT(google-explicit-constructor)
+    max_cached_bytes_field& operator=(std::size_t bytes);
+    max_cached_bytes_field& operator=(max_cached_bytes_field const& other);
+    max_cached_bytes_field& operator+=(std::size_t bytes);
+    max_cached_bytes_field& operator-=(std::size_t bytes);
+
+   private:
+    friend class caching_device_allocator;
+    explicit max_cached_bytes_field(caching_device_allocator& owner) noexcept : owner_{&owner} {}
+    caching_device_allocator* owner_;
+  };
+
+  /// debug: reads and writes the allocator's debug switch (thread-safe).
+  class debug_field {
+   public:
+    debug_field(debug_field const&) = delete;
+    [[nodiscard]] operator bool() const noexcept;  // NOLINT(google-explicit-constructor)
+    debug_field& operator=(bool on) noexcept;
+    debug_field& operator=(debug_field const& other) noexcept;
+
+   private:
+    friend class caching_device_allocator;
+    explicit debug_field(caching_device_allocator& owner) noexcept : owner_{&owner} {}
+    caching_device_allocator* owner_;
+  };
+
+  /// cached_bytes / cached_blocks / live_blocks: read-only views of the bookkeeping. Call it for a
+  /// snapshot (a copy); size() / empty() (and, for cached_bytes, operator[] / count) read as the
+  /// seed's containers do. No write compiles.
+  template <class Snapshot>
+  class snapshot_field {
+   public:
+    snapshot_field(snapshot_field const&)            = delete;
+    snapshot_field& operator=(snapshot_field const&) = delete;
+    template <class U>
+    snapshot_field& operator=(U&&)
+    {
+      static_assert(detail::caching::always_false<U>,
+                    "caching_device_allocator: cached_bytes, cached_blocks and live_blocks are "
+                    "read-only views of the allocator's bookkeeping; use DeviceFree / "
+                    "FreeAllCached / SetMaxCachedBytes to change what is cached");
+      return *this;
+    }
+    /// A copy of the current contents.
+    [[nodiscard]] Snapshot operator()() const { return (owner_->*make_)(); }
+    [[nodiscard]] std::size_t size() const { return (*this)().size(); }
+    [[nodiscard]] bool empty() const { return (*this)().empty(); }
+    /// cached_bytes[device]: the device's totals ({0, 0} for a device never used); const, so that
+    /// `a.cached_bytes[d].free = n` does not compile.
+    // NOLINTNEXTLINE(readability-const-return-type)
+    [[nodiscard]] TotalBytes const operator[](
+        int device) const requires std::same_as<Snapshot, GpuCachedBytes>
+    {
+      auto const all = (*this)();
+      auto const it  = all.find(device);
+      return it == all.end() ? TotalBytes{} : it->second;
+    }
+    [[nodiscard]] std::size_t count(
+        int device) const requires std::same_as<Snapshot, GpuCachedBytes>
+    {
+      return (*this)().count(device);
+    }
+
+   private:
+    friend class caching_device_allocator;
+    using make_fn = Snapshot (caching_device_allocator::*)() const;
+    snapshot_field(caching_device_allocator const& owner, make_fn make) noexcept
+        : owner_{&owner}, make_{make}
+    {
+    }
+    caching_device_allocator const* owner_;
+    make_fn make_;
+  };
+
+  // Not const: the fields' own operators reject writes with a message (a const member would fail
+  // with a plain "discards qualifiers").
+  detail::caching::fixed_field<unsigned int> bin_growth;    ///< geometric growth factor
+  detail::caching::fixed_field<unsigned int> min_bin;       ///< minimum bin enumeration
+  detail::caching::fixed_field<unsigned int> max_bin;       ///< maximum bin (INVALID_BIN: none)
+  detail::caching::fixed_field<std::size_t> min_bin_bytes;  ///< minimum bin size
+  detail::caching::fixed_field<std::size_t> max_bin_bytes;  ///< maximum bin size
+  max_cached_bytes_field max_cached_bytes;      ///< maximum aggregate cached bytes per device
+  bool const skip_cleanup;                      ///< skip FreeAllCached() in the destructor
+  debug_field debug;                            ///< print (de)allocation events
+  snapshot_field<GpuCachedBytes> cached_bytes;  ///< per device: {free (cached), live} bytes
+  snapshot_field<CachedBlocks> cached_blocks;   ///< cached blocks, ordered by size
+  snapshot_field<BusyBlocks> live_blocks;       ///< live blocks, ordered by pointer
 
  private:
   class runtime_source final : public detail::caching::block_source {
@@ -109,6 +245,9 @@ class caching_device_allocator {
 
   template <class F>
   cudaError_t guarded(F&& f) noexcept;
+  [[nodiscard]] GpuCachedBytes snapshot_cached_bytes() const;
+  [[nodiscard]] CachedBlocks snapshot_cached_blocks() const;
+  [[nodiscard]] BusyBlocks snapshot_live_blocks() const;
 
   detail::runtime* runtime_;
   runtime_source source_;

@@ -156,5 +156,75 @@ TEST(gpu_arena, DefaultSizeIsHalfTheFreeMemoryAndDataLandsInPlace)
   mr.check_invariants();
 }
 
+// -- the drop-in caching allocator on several GPUs (seed 003: "cached device allocations on
+// multiple devices"; max_cached_bytes is per device)
+// ----------------------------------------------------
+
+int device_of(void const* p)
+{
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) { return -2; }
+  return attr.device;
+}
+
+TEST(gpu_caching_multi, CachesPerDeviceKeepsTheCurrentDeviceAndLimitsEachDevice)
+{
+  GPUMEM_SKIP_WITHOUT_GPU();
+  int n{};
+  ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
+  if (n < 2) { GTEST_SKIP() << "multi-device caching needs 2 GPUs; this machine has " << n; }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  {
+    CachingDeviceAllocator alloc;  // defaults: bins up to 2 MiB, 6,291,455 cached bytes per device
+    constexpr std::size_t bin6 = 262144;  // 100000 B rounds up to 8^6
+    void* p1{};
+    ASSERT_EQ(alloc.DeviceAllocate(1, &p1, 100000), cudaSuccess);
+    int current{-1};
+    ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+    EXPECT_EQ(current, 0) << "DeviceAllocate(1, ...) must restore the current device";
+    EXPECT_EQ(device_of(p1), 1);
+    EXPECT_EQ(alloc.cached_bytes[1].live, bin6);
+    EXPECT_EQ(alloc.cached_bytes.count(0), 0U);
+    EXPECT_EQ(alloc.DeviceFree(0, p1), cudaErrorInvalidValue) << "p1 is not a block of device 0";
+    ASSERT_EQ(alloc.DeviceFree(1, p1), cudaSuccess);
+    EXPECT_EQ(alloc.cached_bytes[1].free, bin6);
+
+    void* p0{};
+    ASSERT_EQ(alloc.DeviceAllocate(0, &p0, 100000), cudaSuccess);
+    EXPECT_NE(p0, p1) << "device 1's cached block must not serve device 0";
+    EXPECT_EQ(device_of(p0), 0);
+    EXPECT_EQ(alloc.cached_bytes[1].free, bin6);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    void* again{};
+    ASSERT_EQ(alloc.DeviceAllocate(&again, 100000), cudaSuccess);  // current device 1
+    EXPECT_EQ(again, p1) << "device 1's cached block serves device 1";
+    ASSERT_EQ(alloc.DeviceFree(again), cudaSuccess);  // current device 1 again
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(alloc.DeviceFree(p0), cudaSuccess);
+
+    // max_cached_bytes is per device: one 256 KiB block fits on each.
+    alloc.max_cached_bytes = bin6;
+    void* q0{};
+    void* q1{};
+    ASSERT_EQ(alloc.DeviceAllocate(0, &q0, 100000), cudaSuccess);  // reuses p0
+    ASSERT_EQ(alloc.DeviceAllocate(1, &q1, 100000), cudaSuccess);  // reuses p1
+    void* extra{};
+    ASSERT_EQ(alloc.DeviceAllocate(1, &extra, 100000), cudaSuccess);
+    ASSERT_EQ(alloc.DeviceFree(0, q0), cudaSuccess);
+    ASSERT_EQ(alloc.DeviceFree(1, q1), cudaSuccess);
+    ASSERT_EQ(alloc.DeviceFree(1, extra), cudaSuccess);  // over device 1's limit: freed
+    EXPECT_EQ(alloc.cached_bytes[0].free, bin6);
+    EXPECT_EQ(alloc.cached_bytes[1].free, bin6);
+    EXPECT_EQ(alloc.cached_blocks.size(), 2U);
+    EXPECT_EQ(alloc.live_blocks.size(), 0U);
+    ASSERT_EQ(alloc.FreeAllCached(), cudaSuccess);
+    EXPECT_TRUE(alloc.cached_blocks.empty());
+    alloc.check_invariants();
+  }
+  int current{-1};
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, 0);
+}
+
 }  // namespace
 }  // namespace gpumem::test

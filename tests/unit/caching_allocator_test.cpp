@@ -9,6 +9,8 @@
 
 #include <sstream>
 #include <thread>
+#include <type_traits>
+#include <vector>
 
 namespace gpumem::test {
 namespace {
@@ -240,6 +242,259 @@ TEST(caching_debug, PrintsAllocationEventsWhenAsked)
   ASSERT_EQ(a.DeviceAllocate(&p, 1000), cudaSuccess);
   EXPECT_TRUE(out.str().empty());
   ASSERT_EQ(a.DeviceFree(p), cudaSuccess);
+}
+
+// -- the seed's public fields, as code written against CUB uses them -----------------------------
+// Writes to the configuration fields, skip_cleanup and the bookkeeping views do not compile: see
+// tests/compile_fail/caching_*.cpp (each with a control variant that compiles).
+
+TEST(caching_fields, ConfigurationFieldsReadAsTheSeedsIntegers)
+{
+  detail::host_runtime rt{simulated()};
+  CachingDeviceAllocator a{4, 2, 6, 100000, true, false, rt};
+  unsigned int const growth = a.bin_growth;  // CUB code reads them as plain integers
+  unsigned int const lo     = a.min_bin;
+  unsigned int const hi     = a.max_bin;
+  std::size_t const lo_b    = a.min_bin_bytes;
+  std::size_t const hi_b    = a.max_bin_bytes;
+  std::size_t const limit   = a.max_cached_bytes;
+  bool const skip           = a.skip_cleanup;
+  bool const dbg            = a.debug;
+  EXPECT_EQ(growth, 4U);
+  EXPECT_EQ(lo, 2U);
+  EXPECT_EQ(hi, 6U);
+  EXPECT_EQ(lo_b, 16U);
+  EXPECT_EQ(hi_b, 4096U);
+  EXPECT_EQ(limit, 100000U);
+  EXPECT_TRUE(skip);
+  EXPECT_FALSE(dbg);
+  EXPECT_EQ(a.bin_growth * a.min_bin_bytes, 64U);  // arithmetic as on the seed's fields
+  std::ostringstream text;
+  text << a.bin_growth << ' ' << a.max_bin_bytes;
+  EXPECT_EQ(text.str(), "4 4096");
+  static_assert(std::is_same_v<decltype(a.skip_cleanup), bool const>);  // as the seed declares it
+}
+
+TEST(caching_fields, MaxCachedBytesWriteTakesEffectLikeSetMaxCachedBytes)
+{
+  detail::host_runtime rt{simulated()};
+  CachingDeviceAllocator a{false, false, rt};
+  a.max_cached_bytes = 4096;  // CUB code may write the field instead of SetMaxCachedBytes
+  EXPECT_EQ(a.max_cached_bytes, 4096U);
+  void* p[3]{};
+  for (auto& x : p) { ASSERT_EQ(a.DeviceAllocate(&x, 4096), cudaSuccess); }
+  ASSERT_EQ(a.DeviceFree(p[0]), cudaSuccess);
+  ASSERT_EQ(a.DeviceFree(p[1]), cudaSuccess);  // 8192 would exceed 4096: freed
+  EXPECT_EQ(a.cached_bytes[0].free, 4096U);
+  EXPECT_EQ(rt.live_allocations(), 2U);
+  a.max_cached_bytes += 4096;  // now 8192: the next free is cached
+  EXPECT_EQ(a.max_cached_bytes, 8192U);
+  ASSERT_EQ(a.DeviceFree(p[2]), cudaSuccess);
+  EXPECT_EQ(a.cached_bytes[0].free, 8192U);
+  EXPECT_EQ(rt.live_allocations(), 2U);
+  ASSERT_EQ(a.SetMaxCachedBytes(123), cudaSuccess);  // and the field reads what was set
+  EXPECT_EQ(a.max_cached_bytes, 123U);
+  a.max_cached_bytes -= 23;
+  EXPECT_EQ(a.max_cached_bytes, 100U);
+  EXPECT_EQ(a.cached_bytes[0].free, 8192U);  // lowering the limit frees nothing (seed)
+  CachingDeviceAllocator b{false, false, rt};
+  b.max_cached_bytes = a.max_cached_bytes;  // copies the value, not the field
+  EXPECT_EQ(b.max_cached_bytes, 100U);
+  a.max_cached_bytes = 0;
+  EXPECT_EQ(b.max_cached_bytes, 100U);
+  a.check_invariants();
+}
+
+TEST(caching_fields, DebugWriteTakesEffectForTheNextCallOnAnyThread)
+{
+  detail::host_runtime rt{simulated()};
+  CachingDeviceAllocator a{false, false, rt};
+  std::ostringstream out;
+  a.set_debug_stream(out);
+  void* p{};
+  ASSERT_EQ(a.DeviceAllocate(&p, 100), cudaSuccess);
+  EXPECT_TRUE(out.str().empty());
+  a.debug = true;
+  EXPECT_TRUE(a.debug);
+  ASSERT_EQ(a.DeviceFree(p), cudaSuccess);
+  EXPECT_NE(out.str().find("returned block to the cache"), std::string::npos) << out.str();
+  std::thread{[&] { a.debug = false; }}.join();
+  EXPECT_FALSE(a.debug);
+  out.str("");
+  ASSERT_EQ(a.DeviceAllocate(&p, 100), cudaSuccess);
+  ASSERT_EQ(a.DeviceFree(p), cudaSuccess);
+  EXPECT_TRUE(out.str().empty()) << out.str();
+}
+
+TEST(caching_fields, BookkeepingViewsReadAsTheSeedsContainers)
+{
+  detail::host_runtime rt{simulated(std::size_t{1} << 30, 2)};
+  CachingDeviceAllocator a{false, false, rt};
+  EXPECT_TRUE(a.cached_bytes.empty());
+  EXPECT_TRUE(a.cached_blocks.empty());
+  EXPECT_TRUE(a.live_blocks.empty());
+  void *p{}, *q{}, *r{};
+  ASSERT_EQ(a.DeviceAllocate(0, &p, 100), cudaSuccess);
+  ASSERT_EQ(a.DeviceAllocate(0, &q, 5000), cudaSuccess);
+  ASSERT_EQ(a.DeviceAllocate(1, &r, 100), cudaSuccess);
+  ASSERT_EQ(a.DeviceFree(0, q), cudaSuccess);
+  EXPECT_EQ(a.cached_bytes.size(), 2U);
+  EXPECT_EQ(a.cached_bytes.count(0), 1U);
+  EXPECT_EQ(a.cached_bytes.count(5), 0U);
+  EXPECT_EQ(a.cached_bytes[0].free, 32768U);
+  EXPECT_EQ(a.cached_bytes[0].live, 512U);
+  EXPECT_EQ(a.cached_bytes[1].free, 0U);
+  EXPECT_EQ(a.cached_bytes[1].live, 512U);
+  EXPECT_EQ(a.cached_bytes[5].live, 0U);  // a device never used reads {0, 0}, as a map would
+  EXPECT_EQ(a.cached_blocks.size(), 1U);
+  EXPECT_EQ(a.live_blocks.size(), 2U);
+  auto const cached = a.cached_blocks();  // a snapshot to iterate
+  EXPECT_EQ(cached.begin()->d_ptr, q);
+  EXPECT_EQ(cached.begin()->bytes, 32768U);
+  EXPECT_EQ(cached.begin()->bin, 5U);
+  EXPECT_EQ(cached.begin()->device, 0);
+  auto const live = a.live_blocks();
+  std::size_t devices_seen{};
+  for (auto const& b : live) { devices_seen += static_cast<std::size_t>(b.device) + 1; }
+  EXPECT_EQ(devices_seen, 3U);  // one block on device 0, one on device 1
+  ASSERT_EQ(a.DeviceFree(0, p), cudaSuccess);
+  ASSERT_EQ(a.DeviceFree(1, r), cudaSuccess);
+  a.check_invariants();
+}
+
+// -- behaviours of the seed not run elsewhere -----------------------------------------------------
+
+TEST(caching_cleanup, DestructorFreesCachedBlocksButNotLiveOnes)
+{
+  detail::host_runtime rt{simulated()};
+  void* kept{};
+  {
+    CachingDeviceAllocator a{false, false, rt};
+    void* p[3]{};
+    ASSERT_EQ(a.DeviceAllocate(&p[0], 100), cudaSuccess);
+    ASSERT_EQ(a.DeviceAllocate(&p[1], 5000), cudaSuccess);
+    ASSERT_EQ(a.DeviceAllocate(&p[2], 300000), cudaSuccess);
+    ASSERT_EQ(a.DeviceAllocate(&kept, 100), cudaSuccess);
+    for (void* x : p) { ASSERT_EQ(a.DeviceFree(x), cudaSuccess); }
+    EXPECT_EQ(a.cached_blocks.size(), 3U);
+    EXPECT_EQ(rt.live_allocations(), 4U);
+  }  // skip_cleanup false: the destructor calls FreeAllCached()
+  EXPECT_EQ(rt.live_allocations(), 1U) << "the live block is the caller's: not freed (seed)";
+  rt.free(detail::memory_kind::device, kept);
+  EXPECT_EQ(rt.live_allocations(), 0U);
+}
+
+TEST(caching_cleanup, SkipCleanupLeavesCachedBlocksToTheRuntime)
+{
+  detail::host_runtime rt{simulated()};
+  std::vector<void*> cached;
+  {
+    CachingDeviceAllocator a{true, false, rt};
+    EXPECT_TRUE(a.skip_cleanup);
+    for (std::size_t n : {std::size_t{100}, std::size_t{5000}, std::size_t{40000}}) {
+      void* p{};
+      ASSERT_EQ(a.DeviceAllocate(&p, n), cudaSuccess);
+      cached.push_back(p);
+    }
+    for (void* p : cached) { ASSERT_EQ(a.DeviceFree(p), cudaSuccess); }
+    EXPECT_EQ(a.cached_bytes[0].free, 512U + 32768U + 262144U);
+  }  // skip_cleanup true: no FreeAllCached() (the runtime may be gone for static allocators)
+  EXPECT_EQ(rt.live_allocations(), 3U);
+  EXPECT_EQ(rt.used_bytes(), 512U + 32768U + 262144U);
+  for (void* p : cached) { rt.free(detail::memory_kind::device, p); }
+}
+
+TEST(caching_cleanup, SkipCleanupAllocatorCanStillFreeExplicitly)
+{
+  detail::host_runtime rt{simulated()};
+  CachingDeviceAllocator a{8, 3, 7, 6'291'455, true, false, rt};
+  void* p{};
+  ASSERT_EQ(a.DeviceAllocate(&p, 100), cudaSuccess);
+  ASSERT_EQ(a.DeviceFree(p), cudaSuccess);
+  EXPECT_EQ(a.FreeAllCached(), cudaSuccess);
+  EXPECT_EQ(rt.live_allocations(), 0U);
+}
+
+TEST_F(caching_test, LargerBinBlocksAreNeverGivenToSmallerRequests)
+{
+  void* big = alloc(20000);  // bin 5 (32 KiB)
+  EXPECT_EQ(a_.DeviceFree(big), cudaSuccess);
+  void* small = alloc(1000);  // bin 4: the cached 32 KiB block is not considered
+  EXPECT_NE(small, big);
+  EXPECT_EQ(a_.cached_bytes[0].free, 32768U);
+  EXPECT_EQ(a_.cached_bytes[0].live, 4096U);
+  void* tiny = alloc(1);  // bin 3: neither
+  EXPECT_NE(tiny, big);
+  EXPECT_NE(tiny, small);
+  EXPECT_EQ(rt_.live_allocations(), 3U);
+  void* same = alloc(4097);  // bin 5 again: the cached block
+  EXPECT_EQ(same, big);
+  EXPECT_EQ(a_.cached_bytes[0].free, 0U);
+  // and a smaller block is never used for a larger request
+  EXPECT_EQ(a_.DeviceFree(tiny), cudaSuccess);
+  void* other = alloc(513);
+  EXPECT_NE(other, tiny);
+  EXPECT_EQ(a_.cached_bytes[0].free, 512U);
+  for (void* x : {small, same, other}) { EXPECT_EQ(a_.DeviceFree(x), cudaSuccess); }
+}
+
+TEST(caching_limits, MaxCachedBytesIsInclusiveAndPerDevice)
+{
+  detail::host_runtime rt{simulated(std::size_t{1} << 30, 2)};
+  CachingDeviceAllocator a{8, 3, 7, 8192, false, false, rt};
+  void* p[6]{};
+  for (int i = 0; i < 3; ++i) { ASSERT_EQ(a.DeviceAllocate(0, &p[i], 4096), cudaSuccess); }
+  for (int i = 3; i < 6; ++i) { ASSERT_EQ(a.DeviceAllocate(1, &p[i], 4096), cudaSuccess); }
+  for (int i = 0; i < 3; ++i) { ASSERT_EQ(a.DeviceFree(0, p[i]), cudaSuccess); }
+  EXPECT_EQ(a.cached_bytes[0].free, 8192U);  // exactly the limit: still cached
+  EXPECT_EQ(rt.live_allocations(), 5U);      // the third would exceed it: freed
+  for (int i = 3; i < 6; ++i) { ASSERT_EQ(a.DeviceFree(1, p[i]), cudaSuccess); }
+  EXPECT_EQ(a.cached_bytes[1].free, 8192U);  // device 1 has its own 8192
+  EXPECT_EQ(rt.live_allocations(), 4U);
+  void* q{};
+  ASSERT_EQ(a.DeviceAllocate(0, &q, 100), cudaSuccess);
+  ASSERT_EQ(a.DeviceFree(0, q), cudaSuccess);  // 512 more would exceed device 0's limit
+  EXPECT_EQ(a.cached_bytes[0].free, 8192U);
+  EXPECT_EQ(rt.live_allocations(), 4U);
+  a.check_invariants();
+}
+
+TEST(caching_limits, UnlimitedByDefaultForTheExplicitConstructor)
+{
+  detail::host_runtime rt{simulated()};
+  CachingDeviceAllocator a{
+      2,     1, CachingDeviceAllocator::INVALID_BIN, CachingDeviceAllocator::INVALID_SIZE, false,
+      false, rt};
+  EXPECT_EQ(a.max_cached_bytes, CachingDeviceAllocator::INVALID_SIZE);
+  std::vector<void*> p(8);
+  for (auto& x : p) { ASSERT_EQ(a.DeviceAllocate(&x, 16 * MiB), cudaSuccess); }
+  for (auto* x : p) { ASSERT_EQ(a.DeviceFree(x), cudaSuccess); }
+  EXPECT_EQ(a.cached_bytes[0].free, 128 * MiB);  // everything cached: no limit, no largest bin
+  EXPECT_EQ(rt.live_allocations(), 8U);
+}
+
+TEST(caching_debug, DefaultsToStdoutAndReportsFreesUnknownPointersAndCleanup)
+{
+  detail::host_runtime rt{simulated()};
+  ::testing::internal::CaptureStdout();
+  {
+    CachingDeviceAllocator a{8, 3, 7, 512, false, true, rt};
+    void *p{}, *q{}, *big{};
+    ASSERT_EQ(a.DeviceAllocate(&p, 100), cudaSuccess);
+    ASSERT_EQ(a.DeviceAllocate(&q, 100), cudaSuccess);
+    ASSERT_EQ(a.DeviceAllocate(&big, 3 * MiB), cudaSuccess);
+    ASSERT_EQ(a.DeviceFree(p), cudaSuccess);    // cached
+    ASSERT_EQ(a.DeviceFree(q), cudaSuccess);    // over the limit: freed
+    ASSERT_EQ(a.DeviceFree(big), cudaSuccess);  // pass-through: freed
+    int local{};
+    EXPECT_EQ(a.DeviceFree(&local), cudaErrorInvalidValue);
+  }  // the destructor frees the cached block
+  auto const text = ::testing::internal::GetCapturedStdout();
+  for (char const* needle : {"allocated new block", "returned block to the cache", "freed block",
+                             "unknown pointer", "freeing 1 cached"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle << " missing in\n" << text;
+  }
+  EXPECT_EQ(rt.live_allocations(), 0U);
 }
 
 TEST(caching_memory_resource_test, FreeStreamBecomesTheReuseStreamAndBadFreesAreReported)

@@ -77,6 +77,7 @@ class caching_core {
   void set_max_cached_bytes(std::size_t bytes);
   [[nodiscard]] std::size_t max_cached_bytes() const noexcept { return max_cached_bytes_; }
   void set_debug(bool on) noexcept { debug_ = on; }
+  [[nodiscard]] bool debug() const noexcept { return debug_; }
   /// Where debug lines go (default std::cout); the stream must outlive the allocator.
   void set_debug_stream(std::ostream& out) noexcept { debug_out_ = &out; }
 

@@ -1,0 +1,17 @@
+// compile-fail: a compound write to min_bin (fixed at construction) must not compile.
+// Built by tests/CMakeLists.txt and expected NOT to compile. With -DGPUMEM_COMPILE_FAIL_CONTROL the
+// offending line is replaced by a valid one and the file compiles, so it fails for one reason.
+//
+// The compiler's error must match one of these (tests/compile_fail_check.cmake):
+// expect-error: fixed at construction
+#include <gpumem/caching_device_allocator.hpp>
+
+void compile_fail_probe(gpumem::caching_device_allocator& a)
+{
+#ifdef GPUMEM_COMPILE_FAIL_CONTROL
+  unsigned int lo = a.min_bin + 1;
+  (void)lo;
+#else
+  a.min_bin += 1;
+#endif
+}
