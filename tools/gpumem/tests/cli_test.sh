@@ -91,6 +91,49 @@ if python3 "$tests/make_snapshot.py" snap.pickle && run 0 convert snap.pickle -o
   ok "convert a PyTorch snapshot and replay it"
 else fail "convert (rc=$rc)"; cat snap.csv; fi
 
+# Call stacks end to end: a snapshot with frames -> convert -> replay -> results.json.
+python3 - snapframes.pickle <<'PY'
+import pickle, sys
+f = [{"filename": "model.py", "line": 12, "name": "forward"}, {"filename": "train.py", "line": 40, "name": "main"}]
+t = [{"action": "alloc", "addr": 0x1000, "size": 512, "stream": 0, "time_us": 10, "frames": f},
+     {"action": "alloc", "addr": 0x2000, "size": 1024, "stream": 0, "time_us": 20, "frames": f[1:]},
+     {"action": "free_completed", "addr": 0x1000, "size": 512, "stream": 0, "time_us": 30}]
+pickle.dump({"segments": [], "device_traces": [t]}, open(sys.argv[1], "wb"))
+PY
+if run 0 convert snapframes.pickle -o snapframes.csv && has "Thread,Time,Action,Pointer,Size,Stream,Frames" snapframes.csv &&
+   run 0 replay snapframes.csv -r pool -r cuda --simulate --report framesreport &&
+   python3 -c '
+import json; d = json.load(open("framesreport/results.json")); t = d["traces"][0]
+assert d["report_version"] == 2, d.get("report_version")
+assert t["frames"] == ["forward (model.py:12)", "main (train.py:40)"], t["frames"]
+assert t["stacks"] == [[0, 1], [1]], t["stacks"]
+assert t["allocations"] == [[0, 2, 512, 0], [1, -1, 1024, 1]], t["allocations"]
+assert t["time_us"] == [[0, 0], [1, 10], [2, 20]], t["time_us"]
+assert t["live_timeline"] == [[0, 512], [1, 1536], [2, 1024]], t["live_timeline"]
+for r in t["results"]:
+    assert r["layout_known"] and len(r["addresses"]) == 2 and -1 not in r["addresses"], r
+    assert r["at_peak"]["live_blocks"] == 2 and r["chunks"], r
+'; then
+  ok "call stacks: convert keeps frames, results.json has frames, stacks and allocations"
+else fail "frames end to end (rc=$rc)"; fi
+
+# A stack out of memory before the peak: no numbers at the peak, the live line still there.
+if run 3 replay oom.csv -r cuda --simulate=16KiB --report oomreport &&
+   python3 -c '
+import json; t = json.load(open("oomreport/results.json"))["traces"][0]; r = t["results"][0]
+assert r["at_peak"] is None and r["failure"]["event"] == 2, r
+assert t["live_timeline"] and t["verdict"]["leanest"] is None, t["verdict"]
+assert any("before the trace" in n for n in t["verdict"]["notes"]), t["verdict"]
+'; then
+  ok "out of memory before the peak: at_peak null, live timeline from the trace"
+else fail "oom report (rc=$rc)"; fi
+
+if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB -r pool:initial=64MiB -r cuda --simulate &&
+   has "0.2% of 1016.00 KiB" out.txt && has "(host bookkeeping only)" out.txt &&
+   has "verdict: leanest cuda (held/live 1.000)" out.txt && has "suggestion: pool:initial=1MiB" out.txt; then
+  ok "table: external fragmentation with its free bytes, verdict and suggestion lines"
+else fail "verdict lines (rc=$rc)"; fi
+
 printf 'not a pickle' > junk.pickle
 if run 1 convert junk.pickle -o junk.csv && has "not a PyTorch memory snapshot" err.txt; then
   ok "convert rejects a non-snapshot"
