@@ -70,8 +70,8 @@ class pipeline_source final : public event_source {
 
 double memory_state::internal_fragmentation() const
 {
-  return held_bytes == 0 ? 0.0
-                         : static_cast<double>(internal_bytes) / static_cast<double>(held_bytes);
+  auto const given = live_bytes + internal_bytes;
+  return given == 0 ? 0.0 : static_cast<double>(internal_bytes) / static_cast<double>(given);
 }
 
 double memory_state::external_fragmentation() const
@@ -104,6 +104,7 @@ replayer::replayer(std::string const& trace, mr::device_memory_resource& top,
 {
   result_.trace    = trace;
   result_.resource = name;
+  recorder_.grant(options_.granted_bytes);
 }
 
 replayer::~replayer()
@@ -310,10 +311,24 @@ replay_result replayer::run(event_source& source)
   return finish();
 }
 
+namespace {
+
+/// `options`, with the stack's granted sizes unless the caller gave some.
+replay_options with_grants(replay_options options, spec::resource_stack const& stack)
+{
+  if (!options.granted_bytes) {
+    options.granted_bytes = [&stack](std::size_t n) { return stack.granted_bytes(n); };
+  }
+  return options;
+}
+
+}  // namespace
+
 replay_result replay(trace_profile const& profile, spec::resource_stack& stack,
                      metered_runtime& meter, replay_options const& options)
 {
-  return replay(profile, stack.top(), stack.spec(), stack.footprint(), meter, options);
+  return replay(profile, stack.top(), stack.spec(), stack.footprint(), meter,
+                with_grants(options, stack));
 }
 
 replay_result replay(trace_profile const& profile, mr::device_memory_resource& top,
@@ -329,7 +344,8 @@ replay_result replay(trace_profile const& profile, mr::device_memory_resource& t
 profiled_replay profile_and_replay(std::string const& path, spec::resource_stack& stack,
                                    metered_runtime& meter, replay_options const& options)
 {
-  return profile_and_replay(path, stack.top(), stack.spec(), stack.footprint(), meter, options);
+  return profile_and_replay(path, stack.top(), stack.spec(), stack.footprint(), meter,
+                            with_grants(options, stack));
 }
 
 profiled_replay profile_and_replay(std::string const& path, mr::device_memory_resource& top,

@@ -95,7 +95,7 @@ void expect_golden_pool(replay_result const& r, trace_profile const& p, char con
   EXPECT_EQ(s.free_bytes, 1040384U);
   EXPECT_EQ(s.largest_free_bytes, 1038336U);
   EXPECT_DOUBLE_EQ(s.external_fragmentation(), 1.0 - 1038336.0 / 1040384.0);
-  EXPECT_DOUBLE_EQ(s.internal_fragmentation(), 192.0 / 1048576.0);
+  EXPECT_DOUBLE_EQ(s.internal_fragmentation(), 192.0 / 8192.0);  // of the memory the blocks got
   EXPECT_EQ(r.operations, 8U);
 }
 
@@ -543,6 +543,52 @@ TEST(Replay, FramesBecomeStacksOfTheAllocations)
   EXPECT_EQ(p.allocation_log[1].stack, 1);
   EXPECT_EQ(p.allocation_log[2].stack, 0);
   EXPECT_EQ(p.allocation_log[3].stack, -1);
+}
+
+// Bin slack is internal. binning:min=1KiB,max=4KiB over cuda: bins of 1, 2 and 4 KiB, each a
+// fixed_size resource taking 128 blocks from cuda up front: held = 128 * (1 + 2 + 4) KiB = 917504.
+// At the peak (after D) A 1000 B sits in a 1 KiB block, C 3000 B and D 4000 B in 4 KiB blocks:
+//   internal = (1024 - 1000) + (4096 - 3000) + (4096 - 4000) = 24 + 1096 + 96 = 1216
+//   internal fragmentation = 1216 / (8000 + 1216)   (of what the blocks got)
+//   free = 917504 - 8000 - 1216 = 908288
+//   largest free = the 4 KiB bin's 512 KiB chunk less C's and D's blocks, side by side at one end:
+//                  524288 - 8192 = 516096 (the 2 KiB bin's chunk, 262144, is empty but smaller)
+// The old count (256-byte rounding only) gave 24 + 72 + 96 = 192.
+TEST(Replay, GoldenBinSlackIsInternal)
+{
+  temp_trace t{golden_body};
+  auto p = profile_trace(t.path);
+  simulated sim;
+  auto r = sim.run(p, "binning:min=1KiB,max=4KiB");
+  ASSERT_FALSE(r.failure);
+  EXPECT_EQ(r.held_at_start, 917504U);
+  EXPECT_EQ(r.at_peak.held_bytes, 917504U);
+  EXPECT_EQ(r.at_peak.live_bytes, 8000U);
+  EXPECT_EQ(r.at_peak.internal_bytes, 1216U);
+  EXPECT_DOUBLE_EQ(r.at_peak.internal_fragmentation(), 1216.0 / 9216.0);
+  EXPECT_EQ(r.at_peak.free_bytes, 908288U);
+  EXPECT_EQ(r.at_peak.largest_free_bytes, 516096U);
+  EXPECT_DOUBLE_EQ(r.at_peak.external_fragmentation(), 1.0 - 516096.0 / 908288.0);
+  // The same stack told nothing of its bins counts only the 256-byte rounding.
+  replay_options o;
+  o.granted_bytes = [](std::size_t n) { return (n + 255) / 256 * 256; };
+  EXPECT_EQ(sim.run(p, "binning:min=1KiB,max=4KiB", o).at_peak.internal_bytes, 192U);
+}
+
+// caching (bins 8^k from 8^3 = 512 B, one cudaMalloc per new block): A, B, C and D all fall in
+// the 8^4 = 4096 B bin; B's block is cached when freed and D reuses it, so held = 3 * 4096.
+//   internal = (4096 - 1000) + (4096 - 3000) + (4096 - 4000) = 3096 + 1096 + 96 = 4288
+//   free = 12288 - 8000 - 4288 = 0
+TEST(Replay, GoldenCachingBinsAreInternal)
+{
+  temp_trace t{golden_body};
+  auto p = profile_trace(t.path);
+  simulated sim;
+  auto r = sim.run(p, "caching");
+  ASSERT_FALSE(r.failure);
+  EXPECT_EQ(r.at_peak.internal_bytes, 4288U);
+  EXPECT_EQ(r.at_peak.held_bytes, 12288U);
+  EXPECT_EQ(r.at_peak.free_bytes, 0U);
 }
 
 }  // namespace

@@ -16,10 +16,12 @@
 //
 // Definitions (docs/tool.md): footprint = bytes the stack holds from below (metered_runtime, or
 // the stack's footprint_source); live = bytes the trace has allocated and not freed. At the first
-// event where live is at its peak: internal = per live block, the slack up to its 256-byte rounding
-// (bounded by the next block); free = held - live - internal; largest free = longest held range
-// not covered by a live block and its slack; external fragmentation = 1 - largest free / free.
-// Thread safety: replay() is called from one thread (it may start its own, see `threads`).
+// event where live is at its peak: internal = per live block, the slack up to the size the stack
+// really gives it (its 256-byte rounding, or the bin or block it lands in: options.granted_bytes),
+// bounded by the next block and its chunk's end; free = held - live - internal; largest free =
+// longest held range not covered by a live block and its slack; external fragmentation = 1 -
+// largest free / free. Thread safety: replay() is called from one thread (it may start its own, see
+// `threads`).
 #pragma once
 
 #include <gpumem/spec/resource_factory.hpp>
@@ -106,7 +108,9 @@ struct memory_state {
   std::size_t internal_bytes{};
   std::size_t free_bytes{};
   std::size_t largest_free_bytes{};
-  [[nodiscard]] double internal_fragmentation() const;  ///< internal / held
+  /// internal / (live + internal): the share of the memory given to live blocks that they do not
+  /// use (not / held: an up-front reservation would hide it).
+  [[nodiscard]] double internal_fragmentation() const;
   [[nodiscard]] double external_fragmentation() const;  ///< 1 - largest free / free
 };
 
@@ -161,6 +165,10 @@ struct replay_options {
   std::size_t chunk_events{std::size_t{1} << 14};
   /// Replay each trace thread on its own host thread, in the trace's global order.
   bool threads{false};
+  /// The bytes a request really takes in the stack (a bin's or block's size), for internal
+  /// fragmentation; empty: rounded up to 256 B. replay() over a resource_stack fills it from
+  /// resource_stack::granted_bytes when empty.
+  std::function<std::size_t(std::size_t)> granted_bytes;
   /// Maps a trace stream id to the stream to replay it on (default: the default stream).
   std::function<cudaStream_t(std::uint64_t trace_stream)> stream_of;
   replay_progress progress;

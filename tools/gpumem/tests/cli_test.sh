@@ -22,7 +22,7 @@ if run 0 --version && grep -qE '^gpumem [0-9]+\.[0-9]+\.[0-9]+ \(CCCL [0-9]+\.[0
 else fail "--version (rc=$rc)"; fi
 
 if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB -r cuda --simulate --csv &&
-   has "golden.csv,pool:initial=1MiB>cuda,ok,8000,1048576,131.072000,0.000183,0.001969,1038336," out.txt &&
+   has "golden.csv,pool:initial=1MiB>cuda,ok,8000,1048576,131.072000,0.023438,0.001969,1038336," out.txt &&
    has "golden.csv,cuda,ok,8000,8000,1.000000,0.000000,0.000000,0," out.txt; then
   ok "golden numbers (CSV)"
 else fail "golden numbers (rc=$rc)"; fi
