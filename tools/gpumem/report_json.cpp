@@ -123,7 +123,7 @@ void write_reservation(std::ostream& out, std::optional<reservation> const& r)
   out << "{\"bytes\":" << r->bytes << ",\"note\":" << json_string(r->note) << "}";
 }
 
-void write_verdict(std::ostream& out, verdict const& v)
+void write_verdict(std::ostream& out, verdict const& v, trace_run const& t)
 {
   auto const spec_or_null = [](std::string const& s) {
     return s.empty() ? std::string{"null"} : json_string(s);
@@ -134,8 +134,11 @@ void write_verdict(std::ostream& out, verdict const& v)
       << ",\"fastest_ns_per_op\":" << (v.fastest.empty() ? "null" : num(v.fastest_ns_per_op))
       << ",\"speed_basis\":" << json_string(v.speed_basis) << ",\"suggestion\":";
   if (v.suggested) {
+    auto const& s = t.suggested->result;
     out << "{\"spec\":" << json_string(v.suggested->spec)
-        << ",\"why\":" << json_string(v.suggested->why) << "}";
+        << ",\"why\":" << json_string(v.suggested->why)
+        << ",\"peak_held_bytes\":" << s.peak_held_bytes
+        << ",\"footprint_ratio\":" << num(s.footprint_ratio(t.profile)) << "}";
   } else {
     out << "null";
   }
@@ -214,7 +217,7 @@ void write_json(std::ostream& out, replay_report const& report, bool timelines)
   for (auto const& t : report.traces) {
     out << tsep << "{";
     write_profile(out, t.profile);
-    write_verdict(out, verdict_of(t, report.simulated));
+    write_verdict(out, verdict_of(t, report.simulated), t);
     if (timelines) { write_trace_data(out, t.profile); }
     out << ",\"results\":[";
     char const* rsep = "";

@@ -22,51 +22,57 @@ bool has_layer(std::string const& spec_text, char const* name)
   }
 }
 
-/// The trace's peak live bytes rounded up to a MiB: a pool that starts this large need not grow.
-std::size_t pool_initial_for(trace::trace_profile const& p)
+/// The trace's peak live bytes rounded up to a MiB, times `factor`, rounded up to a MiB.
+std::size_t pool_initial_for(trace::trace_profile const& p, double factor = 1.0)
 {
-  return std::max<std::size_t>((p.peak_live_bytes + MiB - 1) / MiB * MiB, MiB);
+  auto const live = static_cast<double>(std::max<std::size_t>(p.peak_live_bytes, 1));
+  auto const mib  = static_cast<std::size_t>(live * factor / static_cast<double>(MiB) + 0.999999);
+  return std::max<std::size_t>(mib, 1) * MiB;
 }
 
-/// `spec_text` with its pool layer's initial size set to `bytes`.
+/// `spec_text` with its pool layer's initial size set to `bytes` (a whole number of MiB, written
+/// so: exact, where GiB would be rounded to two decimals).
 std::string with_pool_initial(std::string const& spec_text, std::size_t bytes)
 {
   auto s = spec::parse_resource_spec(spec_text);
   for (auto& layer : s.layers) {
     if (layer.name != "pool") { continue; }
     std::erase_if(layer.params, [](auto const& prm) { return prm.key == "initial"; });
-    layer.params.insert(layer.params.begin(), {"initial", spec::size_to_string(bytes)});
+    layer.params.insert(layer.params.begin(), {"initial", std::to_string(bytes / MiB) + "MiB"});
   }
   return spec::to_string(s);
 }
 
-bool pool_grew(resource_run const& r)
+bool grew(trace::replay_result const& r)
 {
-  return r.result.peak_held_bytes > r.result.held_at_start;
+  return r.peak_held_bytes > r.held_at_start;
 }
 
 /// A pool stack worth resizing: it grew, or it starts at more than twice what the trace needs.
 bool pool_needs_resizing(resource_run const& r, trace::trace_profile const& p)
 {
   return r.error.empty() && !r.result.failure && has_layer(r.spec, "pool") &&
-         (pool_grew(r) || r.result.held_at_start > 2 * pool_initial_for(p));
+         (grew(r.result) || r.result.held_at_start > 2 * pool_initial_for(p));
 }
 
 std::string pool_note(resource_run const& r, trace::trace_profile const& p)
 {
-  auto const& res    = r.result;
-  auto const initial = pool_initial_for(p);
-  std::string note   = pool_grew(r)
-                           ? "the pool started with " + human_bytes(res.held_at_start) +
-                               " and grew (each growth at least doubles it) to " +
-                               human_bytes(res.peak_held_bytes)
-                           : "the pool takes " + human_bytes(res.held_at_start) + " up front";
-  note += "; the trace needs at most " + human_bytes(p.peak_live_bytes) + " live";
-  if (pool_needs_resizing(r, p)) {
-    note += "; " + with_pool_initial(r.spec, initial) +
-            " starts at that, rounded up to a MiB (not replayed: check it with gpumem replay)";
-  }
-  return note;
+  auto const& res = r.result;
+  return (grew(res) ? "the stack held " + human_bytes(res.held_at_start) +
+                          " before the first allocation and grew to " +
+                          human_bytes(res.peak_held_bytes) + " (a pool grows by at least doubling)"
+                    : "the pool takes " + human_bytes(res.held_at_start) + " up front") +
+         "; the trace needs at most " + human_bytes(p.peak_live_bytes) + " live";
+}
+
+/// Why `s` (the replay of a resized `r`) is suggested, with what its replay measured.
+std::string suggestion_why(resource_run const& r, resource_run const& s,
+                           trace::trace_profile const& p)
+{
+  return pool_note(r, p) + "; replayed, " + s.spec + " held " +
+         human_bytes(s.result.peak_held_bytes) + " (held/live " +
+         std::to_string(s.result.footprint_ratio(p)).substr(0, 5) + ")" +
+         (grew(s.result) ? ", growing once more" : " without growing");
 }
 
 std::string failure_note(resource_run const& r, trace::trace_profile const& p)
@@ -90,6 +96,16 @@ bool reached_peak(resource_run const& r, trace::trace_profile const& p)
   return r.error.empty() && (!r.result.failure || r.result.failure->event > p.peak_live_event);
 }
 
+std::vector<std::string> pool_candidates(resource_run const& r, trace::trace_profile const& p)
+{
+  if (!pool_needs_resizing(r, p)) { return {}; }
+  std::vector<std::string> out;
+  for (double const factor : {1.0, 1.25, 1.5}) {
+    out.push_back(with_pool_initial(r.spec, pool_initial_for(p, factor)));
+  }
+  return out;
+}
+
 std::optional<reservation> reservation_of(resource_run const& r, trace::trace_profile const& p)
 {
   if (!r.error.empty()) { return std::nullopt; }
@@ -103,7 +119,7 @@ std::optional<reservation> reservation_of(resource_run const& r, trace::trace_pr
                            human_bytes(p.peak_live_bytes) + " live at the peak)"};
   }
   if (has_layer(r.spec, "pool")) {
-    auto const bytes = pool_grew(r) ? res.peak_held_bytes - res.held_at_start : res.held_at_start;
+    auto const bytes = grew(res) ? res.peak_held_bytes - res.held_at_start : res.held_at_start;
     return reservation{bytes, pool_note(r, p)};
   }
   if (res.held_at_start != 0) {
@@ -135,8 +151,10 @@ verdict verdict_of(trace_run const& t, bool simulated)
     if (v.fastest.empty() || ns < v.fastest_ns_per_op) {
       v.fastest = r.spec, v.fastest_ns_per_op = ns;
     }
-    if (!v.suggested && pool_needs_resizing(r, p)) {
-      v.suggested = suggestion{with_pool_initial(r.spec, pool_initial_for(p)), pool_note(r, p)};
+    auto const& s = t.suggested;
+    if (!v.suggested && s && pool_needs_resizing(r, p) && s->error.empty() && !s->result.failure &&
+        s->result.peak_held_bytes < r.result.peak_held_bytes) {
+      v.suggested = suggestion{s->spec, suggestion_why(r, *s, p)};
     }
   }
   if (v.leanest.empty()) { v.notes.push_back("no stack replayed the whole trace"); }

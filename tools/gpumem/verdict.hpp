@@ -46,6 +46,15 @@ struct verdict {
 [[nodiscard]] std::optional<reservation> reservation_of(resource_run const& r,
                                                         trace::trace_profile const& p);
 
+/// The specs worth replaying to find a pool size for `r` that need not grow: the same stack with
+/// pool:initial= the trace's peak live bytes rounded up to a MiB, then 1.25 and 1.5 times that.
+/// Empty unless `r` replayed the whole trace over a pool that grew or starts at more than twice
+/// what the trace needs.
+[[nodiscard]] std::vector<std::string> pool_candidates(resource_run const& r,
+                                                       trace::trace_profile const& p);
+
+/// Uses t.suggested (the replay of the chosen candidate) for the suggestion: a spec is suggested
+/// only when its replay finished and held less than the stack it resizes.
 [[nodiscard]] verdict verdict_of(trace_run const& t, bool simulated);
 
 }  // namespace gpumem::tool
