@@ -192,11 +192,20 @@ void write_table(std::ostream& out, replay_report const& report)
          "resources' host bookkeeping only: no GPU work is done). See docs/tool.md.\n";
 }
 
+/// "internal,external,largest free" at the peak; empty fields when the replay failed before it.
+std::string at_peak_fields(resource_run const& r, trace::trace_profile const& p)
+{
+  if (!reached_peak(r, p)) { return ",,"; }
+  auto const& at = r.result.at_peak;
+  return fixed(at.internal_fragmentation(), 6) + "," + fixed(at.external_fragmentation(), 6) + "," +
+         std::to_string(at.largest_free_bytes);
+}
+
 void write_csv(std::ostream& out, replay_report const& report)
 {
   out << "trace,resource,status,peak_live_bytes,peak_held_bytes,footprint_ratio,"
          "internal_fragmentation,external_fragmentation,largest_free_at_peak_bytes,ns_per_op,"
-         "operations\n";
+         "operations,free_at_peak_bytes,ns_per_op_basis\n";
   for (auto const& t : report.traces) {
     for (auto const& r : t.runs) {
       auto const& res = r.result;
@@ -204,10 +213,10 @@ void write_csv(std::ostream& out, replay_report const& report)
           !r.error.empty() ? "build_error" : (res.failure ? "out_of_memory" : "ok");
       out << csv_field(name_of(t.profile.path)) << "," << csv_field(r.spec) << "," << status << ","
           << t.profile.peak_live_bytes << "," << res.peak_held_bytes << ","
-          << fixed(res.footprint_ratio(t.profile), 6) << ","
-          << fixed(res.at_peak.internal_fragmentation(), 6) << ","
-          << fixed(res.at_peak.external_fragmentation(), 6) << "," << res.at_peak.largest_free_bytes
-          << "," << fixed(res.ns_per_operation(), 2) << "," << res.operations << "\n";
+          << fixed(res.footprint_ratio(t.profile), 6) << "," << at_peak_fields(r, t.profile) << ","
+          << fixed(res.ns_per_operation(), 2) << "," << res.operations << ","
+          << (reached_peak(r, t.profile) ? std::to_string(res.at_peak.free_bytes) : "") << ","
+          << csv_field(speed_basis(report.simulated)) << "\n";
     }
   }
 }

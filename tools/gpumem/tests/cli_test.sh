@@ -127,6 +127,9 @@ assert any("before the trace" in n for n in t["verdict"]["notes"]), t["verdict"]
 '; then
   ok "out of memory before the peak: at_peak null, live timeline from the trace"
 else fail "oom report (rc=$rc)"; fi
+if run 3 replay oom.csv -r cuda --simulate=16KiB --csv && has "oom.csv,cuda,out_of_memory,73728,8192,0.111111,,,," out.txt; then
+  ok "CSV: no numbers at the peak for a stack that failed before it"
+else fail "oom report (rc=$rc)"; fi
 
 if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB -r pool:initial=64MiB -r cuda --simulate &&
    has "0.2% of 1016.00 KiB" out.txt && has "(host bookkeeping only)" out.txt &&
