@@ -287,8 +287,23 @@ TEST(Replay, ProfileAndReplayMatchesTwoPasses)
     EXPECT_EQ(one.profile.slots, two_pass.slots) << spec;
     EXPECT_EQ(one.profile.streams, two_pass.streams) << spec;
     EXPECT_EQ(r.peak_held_bytes, two.peak_held_bytes) << spec;
+    EXPECT_EQ(r.peak_held_event, two.peak_held_event) << spec;
     EXPECT_EQ(r.operations, two.operations) << spec;
     expect_same_state(r.at_peak, two.at_peak, spec);
+    // The layout history: the same offsets and chunks (each simulated device starts alike).
+    EXPECT_EQ(one.profile.allocation_log.size(), two_pass.allocation_log.size()) << spec;
+    EXPECT_EQ(one.profile.live_timeline, two_pass.live_timeline) << spec;
+    ASSERT_EQ(r.layout.addresses.size(), two.layout.addresses.size()) << spec;
+    for (std::size_t k = 0; k < r.layout.addresses.size(); ++k) {
+      ASSERT_EQ(r.layout.addresses[k] - r.layout.base, two.layout.addresses[k] - two.layout.base)
+          << spec << " " << k;
+    }
+    ASSERT_EQ(r.layout.chunks.size(), two.layout.chunks.size()) << spec;
+    for (std::size_t i = 0; i < r.layout.chunks.size(); ++i) {
+      EXPECT_EQ(r.layout.chunks[i].bytes, two.layout.chunks[i].bytes) << spec << " " << i;
+      EXPECT_EQ(r.layout.chunks[i].from_event, two.layout.chunks[i].from_event) << spec << " " << i;
+      EXPECT_EQ(r.layout.chunks[i].to_event, two.layout.chunks[i].to_event) << spec << " " << i;
+    }
     ASSERT_EQ(r.failure.has_value(), two.failure.has_value()) << spec;
     if (r.failure) {
       ++failures;
