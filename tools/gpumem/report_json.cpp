@@ -24,11 +24,15 @@ void write_state(std::ostream& out, trace::memory_state const& s)
       << ",\"external_fragmentation\":" << num(s.external_fragmentation()) << "}";
 }
 
-void write_profile(std::ostream& out, trace::trace_profile const& p)
+/// The trace's counts. "allocations" is the count only without `timelines` (as it always was in
+/// --json); with them it is the allocation array (write_trace_data), and the count is
+/// "allocation_count", written always.
+void write_profile(std::ostream& out, trace::trace_profile const& p, bool timelines)
 {
   out << "\"path\":" << json_string(p.path) << ",\"events\":" << p.events
-      << ",\"allocations\":" << p.allocations << ",\"frees\":" << p.frees
-      << ",\"allocate_failures\":" << p.allocate_failures
+      << ",\"allocation_count\":" << p.allocations;
+  if (!timelines) { out << ",\"allocations\":" << p.allocations; }
+  out << ",\"frees\":" << p.frees << ",\"allocate_failures\":" << p.allocate_failures
       << ",\"unknown_frees\":" << p.unknown_frees << ",\"double_allocates\":" << p.double_allocates
       << ",\"size_mismatches\":" << p.size_mismatches << ",\"left_live\":" << p.left_live
       << ",\"truncated_line\":" << p.truncated_line << ",\"peak_live_bytes\":" << p.peak_live_bytes
@@ -216,7 +220,7 @@ void write_json(std::ostream& out, replay_report const& report, bool timelines)
   char const* tsep = "";
   for (auto const& t : report.traces) {
     out << tsep << "{";
-    write_profile(out, t.profile);
+    write_profile(out, t.profile, timelines);
     write_verdict(out, verdict_of(t, report.simulated), t);
     if (timelines) { write_trace_data(out, t.profile); }
     out << ",\"results\":[";

@@ -103,7 +103,13 @@ PY
 if run 0 convert snapframes.pickle -o snapframes.csv && has "Thread,Time,Action,Pointer,Size,Stream,Frames" snapframes.csv &&
    run 0 replay snapframes.csv -r pool -r cuda --simulate --report framesreport &&
    python3 -c '
-import json; d = json.load(open("framesreport/results.json")); t = d["traces"][0]
+import json
+def no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)
+d = json.load(open("framesreport/results.json"), object_pairs_hook=no_duplicates); t = d["traces"][0]
+assert t["allocation_count"] == 2, t["allocation_count"]
 assert d["report_version"] == 2, d.get("report_version")
 assert t["frames"] == ["forward (model.py:12)", "main (train.py:40)"], t["frames"]
 assert t["stacks"] == [[0, 1], [1]], t["stacks"]
