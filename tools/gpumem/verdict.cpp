@@ -98,7 +98,7 @@ bool reached_peak(resource_run const& r, trace::trace_profile const& p)
 
 std::vector<std::string> pool_candidates(resource_run const& r, trace::trace_profile const& p)
 {
-  if (!pool_needs_resizing(r, p)) { return {}; }
+  if (p.peak_live_bytes == 0 || !pool_needs_resizing(r, p)) { return {}; }
   std::vector<std::string> out;
   for (double const factor : {1.0, 1.25, 1.5}) {
     out.push_back(with_pool_initial(r.spec, pool_initial_for(p, factor)));
@@ -134,6 +134,10 @@ verdict verdict_of(trace_run const& t, bool simulated)
   verdict v;
   v.speed_basis = speed_basis(simulated);
   auto const& p = t.profile;
+  if (p.peak_live_bytes == 0) {  // held/live means nothing, and no size fits better
+    v.notes.push_back("the trace never has a byte live: there is nothing to compare");
+    return v;
+  }
   for (auto const& r : t.runs) {
     if (!r.error.empty()) {
       v.notes.push_back(r.spec + " could not be built: " + r.error);

@@ -143,6 +143,12 @@ if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB -r pool:initial=64MiB -
   ok "table: external fragmentation with its free bytes, verdict and suggestion lines"
 else fail "verdict lines (rc=$rc)"; fi
 
+printf 'Thread,Time,Action,Pointer,Size,Stream\n' > empty.csv
+if run 0 replay empty.csv -r pool -r cuda --simulate --json &&
+   python3 -c 'import json; v = json.load(open("out.txt"))["traces"][0]["verdict"]; assert v["leanest"] is None and v["suggestion"] is None and v["notes"], v'; then
+  ok "a trace with nothing live: no leanest, no suggestion, a note"
+else fail "empty trace verdict (rc=$rc)"; fi
+
 printf 'not a pickle' > junk.pickle
 if run 1 convert junk.pickle -o junk.csv && has "not a PyTorch memory snapshot" err.txt; then
   ok "convert rejects a non-snapshot"
