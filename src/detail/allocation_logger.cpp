@@ -1,24 +1,28 @@
 // The CSV writer of logging_resource_adaptor (see detail/allocation_logger.hpp for the format).
 #include <gpumem/detail/allocation_logger.hpp>
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/stack_trace.hpp>
 #include <gpumem/error.hpp>
+#include <gpumem/trace/trace_event.hpp>
+#include <gpumem/trace/trace_writer.hpp>
 
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
 
 namespace gpumem::detail {
 
 allocation_logger::allocation_logger(std::vector<std::shared_ptr<std::ostream>> sinks,
-                                     bool auto_flush)
-    : sinks_{std::move(sinks)}, auto_flush_{auto_flush}
+                                     bool auto_flush, bool stacks)
+    : sinks_{std::move(sinks)}, auto_flush_{auto_flush}, stacks_{stacks}
 {
   GPUMEM_EXPECTS(!sinks_.empty(), logic_error, "logging_resource_adaptor: no log sink given");
   for (auto const& sink : sinks_) {
     GPUMEM_EXPECTS(sink != nullptr, logic_error, "logging_resource_adaptor: null log sink");
-    *sink << header() << '\n';
+    *sink << header_line() << '\n';
     if (auto_flush_) { sink->flush(); }
   }
 }
@@ -44,11 +48,18 @@ void allocation_logger::log(char const* action, void const* ptr, std::size_t byt
                             cudaStream_t stream) noexcept
 {
   try {
+    std::string frames;  // captured outside the lock
+    if (stacks_ && std::string_view{action} == "allocate") {
+      frames = "," + trace::frames_field(stack_trace{}.joined(trace::frame_separator));
+    } else if (stacks_) {
+      frames = ",";
+    }
     std::lock_guard lock{mutex_};
     auto const now = std::chrono::duration_cast<std::chrono::microseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-    std::string const line = format_log_line(thread_index(), now, action, ptr, bytes, stream);
+    std::string const line =
+        format_log_line(thread_index(), now, action, ptr, bytes, stream) + frames;
     for (auto const& sink : sinks_) {
       *sink << line << '\n';
       if (auto_flush_) { sink->flush(); }

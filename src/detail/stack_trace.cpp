@@ -38,6 +38,24 @@ std::string demangled(char const* symbol)
 
 }  // namespace
 
+std::string stack_trace::joined(char separator) const
+{
+  auto const n = static_cast<int>(frames_.size());
+  std::unique_ptr<char*, decltype(&std::free)> symbols{::backtrace_symbols(frames_.data(), n),
+                                                       &std::free};
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    std::string frame = symbols ? demangled(symbols.get()[i]) : "?";
+    for (char& c : frame) {
+      if (c == separator) { c = '/'; }
+      if (c == '\n' || c == '\r') { c = ' '; }
+    }
+    if (i != 0) { out += separator; }
+    out += frame;
+  }
+  return out;
+}
+
 std::ostream& operator<<(std::ostream& os, stack_trace const& trace)
 {
   auto const n = static_cast<int>(trace.frames_.size());

@@ -1,7 +1,10 @@
 // The factory machinery: typed parameters, lookup with diagnoses, building a stack.
 #include <gpumem/detail/format.hpp>
 #include <gpumem/align.hpp>
+#include <gpumem/mr/binning_memory_resource.hpp>
+#include <gpumem/mr/caching_memory_resource.hpp>
 #include <gpumem/mr/cuda_async_memory_resource.hpp>
+#include <gpumem/mr/fixed_size_memory_resource.hpp>
 #include <gpumem/mr/logging_resource_adaptor.hpp>
 #include <gpumem/mr/thread_cache_resource_adaptor.hpp>
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
@@ -167,7 +170,7 @@ std::string layer_args::text(std::string_view key) const
   return std::string{raw(key)};
 }
 
-resource_stack::resource_stack(resource_stack&&) noexcept            = default;
+resource_stack::resource_stack(resource_stack&&) noexcept = default;
 // Layers go from the top down, so none outlives the layer below it (a defaulted assignment
 // would let the vector destroy the old layers bottom first).
 resource_stack& resource_stack::operator=(resource_stack&& other) noexcept
@@ -220,6 +223,23 @@ footprint_source const* resource_stack::footprint() const noexcept
     if (auto const* f = dynamic_cast<footprint_source const*>(it->get())) { return f; }
   }
   return nullptr;
+}
+
+std::size_t resource_stack::granted_bytes(std::size_t bytes) const noexcept
+{
+  using binning_t = mr::binning_memory_resource<mr::device_memory_resource>;
+  using fixed_t   = mr::fixed_size_memory_resource<mr::device_memory_resource>;
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    if (auto const* b = dynamic_cast<binning_t const*>(it->get())) {
+      if (auto const bin = b->bin_size_for(bytes)) { return *bin; }
+    } else if (auto const* f = dynamic_cast<fixed_t const*>(it->get())) {
+      return std::max(f->get_block_size(), bytes);  // a larger request fails there
+    } else if (auto const* c = dynamic_cast<mr::caching_memory_resource const*>(it->get())) {
+      auto const choice = c->core().layout().classify(bytes);
+      if (choice.bin != detail::caching::invalid_bin) { return choice.bytes; }
+    }
+  }
+  return align_up(bytes, CUDA_ALLOCATION_ALIGNMENT);
 }
 
 std::vector<std::pair<std::string, double>> resource_stack::counters() const

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -14,10 +15,16 @@ namespace gpumem::trace {
 /// (address, bytes)
 using address_range = std::pair<std::uintptr_t, std::size_t>;
 
+/// The bytes a request really takes (replay_options::granted_bytes); empty: rounded up to 256 B.
+using grant_fn = std::function<std::size_t(std::size_t)>;
+
 /// The numbers a memory_state reports when the stack holds `held` bytes in `chunks`
-/// (address-ordered) and the trace's live blocks are `blocks` (any order; sorted here).
+/// (address-ordered) and the trace's live blocks are `blocks` (any order; sorted here). A block's
+/// slack (internal) is what `granted` says it takes beyond its size, bounded by the next block
+/// and the end of its chunk.
 [[nodiscard]] memory_state lay_out(std::vector<address_range> blocks,
                                    std::vector<address_range> const& chunks, std::size_t held,
-                                   std::size_t live, std::size_t live_blocks);
+                                   std::size_t live, std::size_t live_blocks,
+                                   grant_fn const& granted = {});
 
 }  // namespace gpumem::trace

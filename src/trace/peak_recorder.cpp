@@ -56,7 +56,7 @@ memory_state peak_recorder::replay_log(std::size_t n) const
     }
   }
   return lay_out({blocks.begin(), blocks.end()}, {chunks.begin(), chunks.end()}, peak_.held_bytes,
-                 peak_.live_bytes, peak_.live_blocks);
+                 peak_.live_bytes, peak_.live_blocks, granted_ ? *granted_ : grant_fn{});
 }
 
 }  // namespace gpumem::trace

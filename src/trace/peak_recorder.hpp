@@ -34,6 +34,9 @@ class peak_recorder final : public chunk_observer {
     std::size_t live_blocks{};
   };
 
+  /// How the layout counts each block's slack (must outlive the recorder).
+  void grant(grant_fn const& granted) noexcept { granted_ = &granted; }
+
   /// False while no log is kept: the replayer may skip reporting block changes.
   [[nodiscard]] bool logging() const noexcept { return logging_; }
   void block_added(address_range b) { log({b, change::add_block}); }
@@ -93,6 +96,7 @@ class peak_recorder final : public chunk_observer {
   /// The snapshot with the first `n` logged changes applied, laid out.
   [[nodiscard]] memory_state replay_log(std::size_t n) const;
 
+  grant_fn const* granted_{};
   bool logging_{};
   bool have_peak_{};
   moment peak_;

@@ -70,8 +70,8 @@ class pipeline_source final : public event_source {
 
 double memory_state::internal_fragmentation() const
 {
-  return held_bytes == 0 ? 0.0
-                         : static_cast<double>(internal_bytes) / static_cast<double>(held_bytes);
+  auto const given = live_bytes + internal_bytes;
+  return given == 0 ? 0.0 : static_cast<double>(internal_bytes) / static_cast<double>(given);
 }
 
 double memory_state::external_fragmentation() const
@@ -100,11 +100,11 @@ replayer::replayer(std::string const& trace, mr::device_memory_resource& top,
       meter_{&meter},
       footprint_{footprint},
       options_{options},
-      timeline_points_{std::max<std::size_t>(options.timeline_points, 1)}
+      timeline_{options.timeline_points}
 {
   result_.trace    = trace;
   result_.resource = name;
-  result_.timeline.reserve(2 * timeline_points_);
+  recorder_.grant(options_.granted_bytes);
 }
 
 replayer::~replayer()
@@ -153,9 +153,21 @@ void replayer::allocate(compact_event const& e, cudaStream_t s)
   live_ += e.size;
   ++live_blocks_;
   ++result_.operations;
+  record_address(b.ptr);
   if (recorder_.logging() && b.ptr != nullptr) {
     recorder_.block_added({reinterpret_cast<std::uintptr_t>(b.ptr), b.size});
   }
+}
+
+void replayer::record_address(void const* p)
+{
+  if (footprint_ != nullptr || addresses_omitted_) { return; }
+  if (addresses_.size() == max_recorded_allocations) {
+    addresses_omitted_ = true;
+    addresses_         = {};
+    return;
+  }
+  addresses_.push_back(reinterpret_cast<std::uintptr_t>(p));
 }
 
 void replayer::free(compact_event const& e, cudaStream_t s)
@@ -197,32 +209,17 @@ void replayer::sample(bool grew)
 {
   // A footprint_source may be slow to ask (a CUDA call): ask it only when held may have grown.
   if (footprint_ == nullptr || grew) { held_ = held_now(); }
-  std::size_t const held  = held_;
-  bucket_live_            = std::max(bucket_live_, live_);
-  bucket_held_            = std::max(bucket_held_, held);
-  result_.peak_held_bytes = std::max(result_.peak_held_bytes, held);
+  std::size_t const held = held_;
+  if (held > result_.peak_held_bytes) {
+    result_.peak_held_bytes = held;
+    result_.peak_held_event = event_;
+  }
   if (live_ > peak_live_ || event_ == 0) {
     peak_live_ = live_;
     note_peak();
   }
+  timeline_.add({live_, held});
   ++event_;
-  if (--countdown_ == 0) { close_bucket(); }
-}
-
-void replayer::close_bucket()
-{
-  auto& t = result_.timeline;
-  t.push_back({event_ - 1, bucket_live_, bucket_held_});
-  bucket_live_ = bucket_held_ = 0;
-  if (t.size() >= 2 * timeline_points_) {  // twice too many: merge pairs, double the bucket
-    for (std::size_t i = 0; i < t.size() / 2; ++i) {
-      t[i] = {t[2 * i + 1].event, std::max(t[2 * i].live_bytes, t[2 * i + 1].live_bytes),
-              std::max(t[2 * i].held_bytes, t[2 * i + 1].held_bytes)};
-    }
-    t.resize(t.size() / 2);
-    bucket_events_ *= 2;
-  }
-  countdown_ = bucket_events_;
 }
 
 void replayer::note_peak()
@@ -254,16 +251,43 @@ void replayer::release_all() noexcept
 
 void replayer::start()
 {
-  held_ = held_now();
+  held_                 = held_now();
+  result_.held_at_start = held_;
   meter_->reset_peak();
-  if (footprint_ == nullptr) { meter_->observe(&recorder_); }
+  if (footprint_ == nullptr) {
+    history_.start(meter_->chunks());
+    meter_->observe(&history_);
+  }
+}
+
+replay_layout replayer::take_layout()
+{
+  replay_layout l;
+  l.known = footprint_ == nullptr;
+  if (!l.known) { return l; }
+  l.omitted = addresses_omitted_ || history_.omitted();
+  if (l.omitted) { return l; }
+  l.chunks    = history_.take();
+  l.addresses = std::move(addresses_);
+  auto base   = UINTPTR_MAX;
+  for (auto const& c : l.chunks) { base = std::min(base, c.address); }
+  for (auto a : l.addresses) {
+    if (a != 0) { base = std::min(base, a); }
+  }
+  l.base = base == UINTPTR_MAX ? 0 : base;
+  return l;
 }
 
 replay_result replayer::finish()
 {
-  if (countdown_ != bucket_events_) { close_bucket(); }  // the last, partial bucket
+  timeline_.finish();  // the last, partial span
+  result_.timeline.reserve(timeline_.samples().size());
+  for (auto const& [event, live, held] : timeline_.samples()) {
+    result_.timeline.push_back({event, live, held});
+  }
   if (footprint_ == nullptr) { result_.at_peak = recorder_.at_peak(); }
   meter_->observe(nullptr);
+  result_.layout = take_layout();
   release_all();
   if (time_calls_) { result_.seconds = call_seconds_; }
   result_.peak_held_bytes = std::max(result_.peak_held_bytes, meter_->peak_held_bytes());
@@ -287,10 +311,24 @@ replay_result replayer::run(event_source& source)
   return finish();
 }
 
+namespace {
+
+/// `options`, with the stack's granted sizes unless the caller gave some.
+replay_options with_grants(replay_options options, spec::resource_stack const& stack)
+{
+  if (!options.granted_bytes) {
+    options.granted_bytes = [&stack](std::size_t n) { return stack.granted_bytes(n); };
+  }
+  return options;
+}
+
+}  // namespace
+
 replay_result replay(trace_profile const& profile, spec::resource_stack& stack,
                      metered_runtime& meter, replay_options const& options)
 {
-  return replay(profile, stack.top(), stack.spec(), stack.footprint(), meter, options);
+  return replay(profile, stack.top(), stack.spec(), stack.footprint(), meter,
+                with_grants(options, stack));
 }
 
 replay_result replay(trace_profile const& profile, mr::device_memory_resource& top,
@@ -306,7 +344,8 @@ replay_result replay(trace_profile const& profile, mr::device_memory_resource& t
 profiled_replay profile_and_replay(std::string const& path, spec::resource_stack& stack,
                                    metered_runtime& meter, replay_options const& options)
 {
-  return profile_and_replay(path, stack.top(), stack.spec(), stack.footprint(), meter, options);
+  return profile_and_replay(path, stack.top(), stack.spec(), stack.footprint(), meter,
+                            with_grants(options, stack));
 }
 
 profiled_replay profile_and_replay(std::string const& path, mr::device_memory_resource& top,

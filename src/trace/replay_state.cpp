@@ -11,7 +11,7 @@ namespace {
 
 /// Walks one chunk: live blocks (address-ordered, inside it) leave slack and free gaps.
 void walk_chunk(address_range chunk, std::vector<address_range> const& blocks, std::size_t& next,
-                memory_state& s)
+                grant_fn const& granted, memory_state& s)
 {
   auto const chunk_end  = chunk.first + chunk.second;
   std::uintptr_t cursor = chunk.first;
@@ -25,8 +25,10 @@ void walk_chunk(address_range chunk, std::vector<address_range> const& blocks, s
     auto const end = addr + size;
     auto const following =
         next < blocks.size() ? std::min(blocks[next].first, chunk_end) : chunk_end;
-    auto const slack = std::min<std::uintptr_t>(align_up(size, CUDA_ALLOCATION_ALIGNMENT) - size,
-                                                following > end ? following - end : 0);
+    auto const taken =
+        granted ? std::max(granted(size), size) : align_up(size, CUDA_ALLOCATION_ALIGNMENT);
+    auto const slack =
+        std::min<std::uintptr_t>(taken - size, following > end ? following - end : 0);
     s.internal_bytes += slack;
     cursor = end + slack;
   }
@@ -36,7 +38,8 @@ void walk_chunk(address_range chunk, std::vector<address_range> const& blocks, s
 }  // namespace
 
 memory_state lay_out(std::vector<address_range> blocks, std::vector<address_range> const& chunks,
-                     std::size_t held, std::size_t live, std::size_t live_blocks)
+                     std::size_t held, std::size_t live, std::size_t live_blocks,
+                     grant_fn const& granted)
 {
   memory_state s;
   s.layout_known = true;
@@ -47,7 +50,7 @@ memory_state lay_out(std::vector<address_range> blocks, std::vector<address_rang
   std::size_t next = 0;
   for (auto const& chunk : chunks) {
     while (next < blocks.size() && blocks[next].first < chunk.first) { ++next; }
-    walk_chunk(chunk, blocks, next, s);
+    walk_chunk(chunk, blocks, next, granted, s);
   }
   auto const used = s.live_bytes + s.internal_bytes;
   s.free_bytes    = s.held_bytes > used ? s.held_bytes - used : 0;
@@ -70,7 +73,8 @@ memory_state replayer::state() const
   std::vector<address_range> blocks;
   blocks.reserve(live_blocks_);
   live_ranges(blocks);
-  return lay_out(std::move(blocks), meter_->chunks(), held_now(), live_, live_blocks_);
+  return lay_out(std::move(blocks), meter_->chunks(), held_now(), live_, live_blocks_,
+                 options_.granted_bytes);
 }
 
 void replayer::live_ranges(std::vector<address_range>& out) const

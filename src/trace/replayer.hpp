@@ -2,18 +2,22 @@
 //
 // A replayer applies compact events to a stack, chunk by chunk, from an event_source: the
 // profiled trace's file, or the profiling pipeline while it still reads the trace. It needs nothing
-// known in advance: slots and streams grow as they appear, the timeline's buckets double as the
-// trace goes on, and the layout at the peak is recorded by a peak_recorder.
+// known in advance: slots and streams grow as they appear, the timeline's spans double as the
+// trace goes on (timeline_sampler), the layout at the peak is recorded by a peak_recorder, and
+// where each block went and when each chunk was held are recorded as they happen (the layout
+// history of the report).
 //
 // Invariants: live_ == sum of sizes of occupied slots; live_blocks_ == number of occupied slots;
 // every occupied slot holds a block allocated from top_ and not yet deallocated;
-// result_.timeline holds one point per bucket_events_ events applied (after the doubling), fewer
-// than 2 * timeline_points; peak_live_ == the largest live_ after any event applied.
+// addresses_[k] is the block of the k-th allocate applied (until max_recorded_allocations);
+// peak_live_ == the largest live_ after any event applied.
 // Thread safety: apply() is called by one thread at a time (run_threads() passes a turn between
 // threads with acquire/release, so each call happens-after the previous one).
 #pragma once
 
+#include "chunk_history.hpp"
 #include "peak_recorder.hpp"
+#include "timeline_sampler.hpp"
 
 #include <gpumem/trace/pointer_map.hpp>
 #include <gpumem/trace/replay.hpp>
@@ -68,10 +72,12 @@ class replayer {
   void free(compact_event const& e, cudaStream_t s);
   void deallocate(live_block const& b, cudaStream_t s) noexcept;
   void sample(bool grew);
-  void close_bucket();
   void note_peak();
   void* timed_allocate(std::size_t bytes, cudaStream_t s);
   void fail(compact_event const& e, char const* message);
+  void record_address(void const* p);
+  /// The layout history of the replay (called once, by finish()).
+  [[nodiscard]] replay_layout take_layout();
   void release_all() noexcept;
   [[nodiscard]] std::size_t held_now() const
   {
@@ -95,13 +101,12 @@ class replayer {
   std::size_t live_blocks_{};
   std::size_t peak_live_{};
   std::uint64_t event_{};
-  std::size_t timeline_points_;
-  std::uint64_t bucket_events_{1};
-  std::uint64_t countdown_{1};  ///< events left in the current timeline bucket
-  std::size_t bucket_live_{};
-  std::size_t bucket_held_{};
-  std::size_t held_{};  ///< held bytes at the last sample
+  timeline_sampler<2> timeline_;  ///< live, held
+  std::size_t held_{};            ///< held bytes at the last sample
   peak_recorder recorder_;
+  chunk_history history_{event_, recorder_};
+  std::vector<std::uintptr_t> addresses_;  ///< by allocation ordinal
+  bool addresses_omitted_{};
   /// Stacks with a footprint_source are timed call by call, so that asking them for their
   /// footprint (a CUDA call for pools) is not charged to them; so are threaded replays (the
   /// hand-over between threads is not the resource's time); others by the chunk.

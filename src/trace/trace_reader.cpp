@@ -15,7 +15,8 @@
 namespace gpumem::trace {
 namespace {
 
-constexpr std::string_view header_text = "Thread,Time,Action,Pointer,Size,Stream";
+constexpr std::string_view header_text        = "Thread,Time,Action,Pointer,Size,Stream";
+constexpr std::string_view frames_header_text = "Thread,Time,Action,Pointer,Size,Stream,Frames";
 
 /// A line being parsed: the cursor, the end, and where to report problems.
 struct cursor {
@@ -123,6 +124,31 @@ struct cursor {
     fail("Action 'allocate', 'free' or 'allocate failure'");
   }
 
+  /// The Frames column: a CSV field, quoted ("" inside for a quote) or the rest of the line.
+  void frames(std::string& out)
+  {
+    out.clear();
+    if (p == end) { return; }  // a row may leave the column out
+    comma("Frames");
+    if (p == end || *p != '"') {
+      out.assign(p, end);
+      p = end;
+      return;
+    }
+    for (++p;; ++p) {
+      if (p == end) { fail("a closing '\"' of the quoted Frames column"); }
+      if (*p == '"') {
+        if (p + 1 != end && p[1] == '"') {
+          ++p;
+        } else {
+          ++p;
+          break;
+        }
+      }
+      out += *p;
+    }
+  }
+
   void finish()
   {
     if (p != end) {
@@ -180,7 +206,7 @@ void trace_reader::rewind()
 {
   ::lseek(fd_, 0, SEEK_SET);
   pos_ = limit_ = line_ = consumed_ = truncated_line_ = 0;
-  eof_ = terminated_ = false;
+  eof_ = terminated_ = frames_column_ = false;
 }
 
 bool trace_reader::refill()
@@ -216,8 +242,8 @@ bool trace_reader::next_line(char const*& begin, char const*& end)
       continue;
     }
     if (nl == nullptr && pos_ == limit_) { return false; }
-    begin = base + pos_;
-    end   = nl ? nl : base + limit_;
+    begin       = base + pos_;
+    end         = nl ? nl : base + limit_;
     terminated_ = nl != nullptr;
     consumed_ += static_cast<std::size_t>(end - begin) + (nl ? 1 : 0);
     pos_ = static_cast<std::size_t>(end - base) + (nl ? 1 : 0);
@@ -241,6 +267,11 @@ void trace_reader::parse(char const* begin, char const* end, event& out) const
   out.size = c.decimal("Size");
   c.comma("Stream");
   out.stream = c.handle("Stream");
+  if (frames_column_) {
+    c.frames(out.frames);
+  } else if (!out.frames.empty()) {
+    out.frames.clear();
+  }
   c.finish();
   out.line = line_;
 }
@@ -253,10 +284,12 @@ bool trace_reader::next(event& out)
     if (!next_line(begin, end)) { return false; }
     if (begin == end) { continue; }
     if (line_ == 1 && (*begin < '0' || *begin > '9')) {
-      if (std::string_view{begin, static_cast<std::size_t>(end - begin)} != header_text) {
+      std::string_view const header{begin, static_cast<std::size_t>(end - begin)};
+      if (header != header_text && header != frames_header_text) {
         cursor{begin, end, path_, line_}.fail(
-            detail::format("the header '", header_text, "' or a first event"));
+            detail::format("the header '", header_text, "' (or with ',Frames') or a first event"));
       }
+      frames_column_ = header == frames_header_text;
       continue;
     }
     if (terminated_) {

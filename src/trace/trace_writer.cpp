@@ -10,7 +10,19 @@
 
 namespace gpumem::trace {
 
-trace_writer::trace_writer(std::string path) : path_{std::move(path)}
+std::string frames_field(std::string const& frames)
+{
+  bool const quote = frames.find_first_of(",\"") != std::string::npos;
+  std::string out  = quote ? "\"" : "";
+  for (char c : frames) {
+    if (c == '"') { out += '"'; }
+    out += c == '\n' || c == '\r' ? ' ' : c;  // a field never spans lines
+  }
+  if (!quote) { return out; }
+  return out + "\"";
+}
+
+trace_writer::trace_writer(std::string path, bool frames) : path_{std::move(path)}, frames_{frames}
 {
   file_ = std::fopen(path_.c_str(), "w");
   if (file_ == nullptr) {
@@ -18,7 +30,7 @@ trace_writer::trace_writer(std::string path) : path_{std::move(path)}
         path_, 0,
         detail::format("cannot create the trace: ", std::generic_category().message(errno))};
   }
-  std::fprintf(file_, "%s\n", csv_header);
+  std::fprintf(file_, "%s\n", frames_ ? csv_frames_header : csv_header);
 }
 
 trace_writer::~trace_writer()
@@ -28,9 +40,10 @@ trace_writer::~trace_writer()
 
 void trace_writer::write(event const& e)
 {
-  int const n =
-      std::fprintf(file_, "%" PRIu64 ",%" PRIu64 ",%s,0x%" PRIx64 ",%" PRIu64 ",%" PRIu64 "\n",
-                   e.thread, e.time, to_string(e.act), e.pointer, e.size, e.stream);
+  int n = std::fprintf(file_, "%" PRIu64 ",%" PRIu64 ",%s,0x%" PRIx64 ",%" PRIu64 ",%" PRIu64,
+                       e.thread, e.time, to_string(e.act), e.pointer, e.size, e.stream);
+  if (n >= 0 && frames_) { n = std::fprintf(file_, ",%s", frames_field(e.frames).c_str()); }
+  if (n >= 0) { n = std::fputc('\n', file_); }
   if (n < 0) {
     throw trace_error{path_, 0,
                       detail::format("write failed: ", std::generic_category().message(errno))};

@@ -2,6 +2,7 @@
 #include "adaptor_test_support.hpp"
 
 #include <gpumem/mr/logging_resource_adaptor.hpp>
+#include <gpumem/trace/trace_reader.hpp>
 
 #include <unistd.h>
 
@@ -241,6 +242,40 @@ TEST_F(logging_test, AutoFlushAndFlushMakeLinesVisible)
     EXPECT_EQ(lines_of(slurp(path)).size(), 3u);
   }
   std::remove(path.c_str());
+}
+
+// Call stacks are opt-in: the header names the Frames column, allocates carry their stack (several
+// frames joined by '|'), frees none; the trace reader reads them back.
+TEST_F(logging_test, StacksAreOptInAndReadBackAsFrames)
+{
+  auto const path = temp_path("stacks");
+  {
+    logging mr{&base, path, mr::logging_options{.stacks = true}};
+    EXPECT_EQ(mr.header(), "Thread,Time,Action,Pointer,Size,Stream,Frames");
+    void* p = mr.allocate(1000);
+    mr.deallocate(p, 1000);
+  }
+  auto const events = trace::read_all(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(events.size(), 2U);
+  EXPECT_EQ(events[0].act, trace::action::allocate);
+  EXPECT_EQ(events[0].size, 1000U);
+  EXPECT_NE(events[0].frames.find('|'), std::string::npos) << events[0].frames;
+  EXPECT_EQ(events[0].frames.find('\n'), std::string::npos);
+  EXPECT_EQ(events[1].act, trace::action::free);
+  EXPECT_EQ(events[1].frames, "");
+}
+
+TEST_F(logging_test, WithoutStacksNothingIsCapturedAndTheLogHasSixColumns)
+{
+  std::ostringstream out;
+  logging mr{&base, out, mr::logging_options{.auto_flush = true}};
+  void* p = mr.allocate(64);
+  mr.deallocate(p, 64);
+  auto const lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 3U);
+  EXPECT_EQ(lines[0], "Thread,Time,Action,Pointer,Size,Stream");
+  EXPECT_EQ(fields_of(lines[1]).size(), 6U);
 }
 
 }  // namespace

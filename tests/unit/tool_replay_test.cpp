@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include <unistd.h>
@@ -95,7 +96,7 @@ void expect_golden_pool(replay_result const& r, trace_profile const& p, char con
   EXPECT_EQ(s.free_bytes, 1040384U);
   EXPECT_EQ(s.largest_free_bytes, 1038336U);
   EXPECT_DOUBLE_EQ(s.external_fragmentation(), 1.0 - 1038336.0 / 1040384.0);
-  EXPECT_DOUBLE_EQ(s.internal_fragmentation(), 192.0 / 1048576.0);
+  EXPECT_DOUBLE_EQ(s.internal_fragmentation(), 192.0 / 8192.0);  // of the memory the blocks got
   EXPECT_EQ(r.operations, 8U);
 }
 
@@ -287,8 +288,23 @@ TEST(Replay, ProfileAndReplayMatchesTwoPasses)
     EXPECT_EQ(one.profile.slots, two_pass.slots) << spec;
     EXPECT_EQ(one.profile.streams, two_pass.streams) << spec;
     EXPECT_EQ(r.peak_held_bytes, two.peak_held_bytes) << spec;
+    EXPECT_EQ(r.peak_held_event, two.peak_held_event) << spec;
     EXPECT_EQ(r.operations, two.operations) << spec;
     expect_same_state(r.at_peak, two.at_peak, spec);
+    // The layout history: the same offsets and chunks (each simulated device starts alike).
+    EXPECT_EQ(one.profile.allocation_log.size(), two_pass.allocation_log.size()) << spec;
+    EXPECT_EQ(one.profile.live_timeline, two_pass.live_timeline) << spec;
+    ASSERT_EQ(r.layout.addresses.size(), two.layout.addresses.size()) << spec;
+    for (std::size_t k = 0; k < r.layout.addresses.size(); ++k) {
+      ASSERT_EQ(r.layout.addresses[k] - r.layout.base, two.layout.addresses[k] - two.layout.base)
+          << spec << " " << k;
+    }
+    ASSERT_EQ(r.layout.chunks.size(), two.layout.chunks.size()) << spec;
+    for (std::size_t i = 0; i < r.layout.chunks.size(); ++i) {
+      EXPECT_EQ(r.layout.chunks[i].bytes, two.layout.chunks[i].bytes) << spec << " " << i;
+      EXPECT_EQ(r.layout.chunks[i].from_event, two.layout.chunks[i].from_event) << spec << " " << i;
+      EXPECT_EQ(r.layout.chunks[i].to_event, two.layout.chunks[i].to_event) << spec << " " << i;
+    }
     ASSERT_EQ(r.failure.has_value(), two.failure.has_value()) << spec;
     if (r.failure) {
       ++failures;
@@ -391,6 +407,230 @@ TEST(Replay, ManyDistinctStreamsAndThreadsKeepTheirIndexes)
     message = e.what();
   }
   EXPECT_NE(message.find("at most 65535 distinct streams"), std::string::npos) << message;
+}
+
+// The trace alone: every allocate with its free, live over time (the trace's own, whatever the
+// stack) and time since the first event, sampled at the same events as a replay's timeline.
+TEST(Replay, ProfileKeepsAllocationsAndTimelines)
+{
+  temp_trace t{golden_body};
+  auto p = profile_trace(t.path);
+  ASSERT_EQ(p.allocation_log.size(), 4U);
+  // A made at 0 freed at 5; B 1 -> 3; C 2 -> 6; D 4 -> 7 (events are 0-based rows)
+  std::int64_t const want[4][3] = {{0, 5, 1000}, {1, 3, 2048}, {2, 6, 3000}, {4, 7, 4000}};
+  for (std::size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(p.allocation_log[k].alloc_event, static_cast<std::uint64_t>(want[k][0])) << k;
+    EXPECT_EQ(p.allocation_log[k].free_event, want[k][1]) << k;
+    EXPECT_EQ(p.allocation_log[k].size, static_cast<std::uint64_t>(want[k][2])) << k;
+    EXPECT_EQ(p.allocation_log[k].stack, -1) << k;
+  }
+  EXPECT_FALSE(p.allocations_omitted);
+  ASSERT_EQ(p.live_timeline.size(), 8U);  // 8 events, 600 points asked: one per event
+  EXPECT_EQ(p.live_timeline[4][0], 4U);
+  EXPECT_EQ(p.live_timeline[4][1], 8000U);
+  EXPECT_EQ(p.live_timeline[7][1], 0U);
+  ASSERT_EQ(p.time_us.size(), 8U);  // Time 1..8: 0..7 since the first event
+  EXPECT_EQ(p.time_us[7][0], 7U);
+  EXPECT_EQ(p.time_us[7][1], 7U);
+  simulated sim;
+  auto r = sim.run(p, "pool:initial=1MiB");
+  ASSERT_EQ(r.timeline.size(), p.live_timeline.size());
+  for (std::size_t i = 0; i < r.timeline.size(); ++i) {
+    EXPECT_EQ(r.timeline[i].event, p.live_timeline[i][0]) << i;
+    EXPECT_EQ(r.timeline[i].live_bytes, p.live_timeline[i][1]) << i;
+  }
+}
+
+TEST(Replay, UntimedTraceHasNoTimeButALiveTimeline)
+{
+  temp_trace t{"0,0,allocate,0x10,512,0\n0,0,free,0x10,512,0\n0,0,allocate,0x20,64,0\n"};
+  auto p = profile_trace(t.path);
+  EXPECT_TRUE(p.time_us.empty());
+  ASSERT_EQ(p.live_timeline.size(), 3U);
+  EXPECT_EQ(p.allocation_log[1].free_event, -1);  // never freed
+}
+
+// Where the golden trace's blocks go. cuda: one cudaMalloc per block, laid out 256-aligned one
+// after the other by the simulated device: A 0, B 1024, C 3072 (B's hole is too small for D),
+// D 6144; each block is its own chunk, held from its allocate to its free.
+// pool:initial=1MiB: one 1 MiB chunk held throughout; blocks rounded to 256 B, carved from the
+// top: A 1048576-1024, B A-2048, C B-3072, D C-4096 (best fit: B's 2048 B hole is too small).
+TEST(Replay, GoldenLayoutHistory)
+{
+  temp_trace t{golden_body};
+  auto p = profile_trace(t.path);
+  simulated sim;
+  auto cuda = sim.run(p, "cuda");
+  ASSERT_TRUE(cuda.layout.known);
+  ASSERT_EQ(cuda.layout.addresses.size(), 4U);
+  std::uintptr_t const offsets[4] = {0, 1024, 3072, 6144};
+  for (std::size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(cuda.layout.addresses[k] - cuda.layout.base, offsets[k]) << k;
+  }
+  ASSERT_EQ(cuda.layout.chunks.size(), 4U);
+  std::int64_t const held[4][4] = {
+      {0, 1000, 0, 5}, {1024, 2048, 1, 3}, {3072, 3000, 2, 6}, {6144, 4000, 4, 7}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    auto const& c = cuda.layout.chunks[i];
+    EXPECT_EQ(c.address - cuda.layout.base, static_cast<std::uintptr_t>(held[i][0])) << i;
+    EXPECT_EQ(c.bytes, static_cast<std::size_t>(held[i][1])) << i;
+    EXPECT_EQ(c.from_event, static_cast<std::uint64_t>(held[i][2])) << i;
+    EXPECT_EQ(c.to_event, held[i][3]) << i;
+  }
+  EXPECT_EQ(cuda.peak_held_event, 4U);
+  EXPECT_EQ(cuda.held_at_start, 0U);
+
+  auto pool = sim.run(p, "pool:initial=1MiB");
+  ASSERT_EQ(pool.layout.chunks.size(), 1U);
+  EXPECT_EQ(pool.layout.chunks[0].address, pool.layout.base);
+  EXPECT_EQ(pool.layout.chunks[0].bytes, MiB);
+  EXPECT_EQ(pool.layout.chunks[0].from_event, 0U);
+  EXPECT_EQ(pool.layout.chunks[0].to_event, -1);  // held until the stack is destroyed
+  EXPECT_EQ(pool.held_at_start, MiB);
+  std::uintptr_t const top[4] = {MiB - 1024, MiB - 3072, MiB - 6144, MiB - 10240};
+  ASSERT_EQ(pool.layout.addresses.size(), 4U);
+  for (std::size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(pool.layout.addresses[k] - pool.layout.base, top[k]) << k;
+  }
+}
+
+/// Blocks not inside the chunks held when they were made (a block may span adjacent chunks, as
+/// virtual-memory mappings).
+std::size_t uncovered_blocks(trace_profile const& p, replay_result const& r)
+{
+  std::size_t bad = 0;
+  for (std::size_t k = 0; k < r.layout.addresses.size(); ++k) {
+    auto const& a = p.allocation_log[k];
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> held;
+    for (auto const& c : r.layout.chunks) {
+      bool const taken = c.from_event <= a.alloc_event;
+      bool const kept  = c.to_event < 0 || static_cast<std::uint64_t>(c.to_event) >= a.alloc_event;
+      if (taken && kept) { held.emplace_back(c.address, c.address + c.bytes); }
+    }
+    std::sort(held.begin(), held.end());
+    auto at        = r.layout.addresses[k];
+    auto const end = at + a.size;
+    for (auto const& [from, to] : held) {
+      if (from <= at && at < to) { at = to; }
+    }
+    bad += at < end ? 1 : 0;
+  }
+  return bad;
+}
+
+// The page's invariant: at the peak, the allocations live with an address are at_peak's blocks;
+// and every block lies in chunks the stack held when it was made.
+TEST(Replay, LiveAllocationsWithAddressesAtThePeakAreTheLiveBlocks)
+{
+  temp_trace t{random_body(11, 3000, 60)};
+  auto p = profile_trace(t.path);
+  simulated sim;
+  for (char const* spec : {"pool", "cuda", "binning>pool", "arena", "vmm_pool", "caching"}) {
+    auto r = sim.run(p, spec);
+    ASSERT_FALSE(r.failure) << spec;
+    ASSERT_TRUE(r.layout.known) << spec;
+    ASSERT_EQ(r.layout.addresses.size(), p.allocation_log.size()) << spec;
+    auto const at    = p.peak_live_event;
+    std::size_t live = 0;
+    for (std::size_t k = 0; k < p.allocation_log.size(); ++k) {
+      auto const& a    = p.allocation_log[k];
+      bool const alive = a.alloc_event <= at &&
+                         (a.free_event < 0 || static_cast<std::uint64_t>(a.free_event) > at);
+      if (alive && r.layout.addresses[k] != 0) { ++live; }
+    }
+    EXPECT_EQ(live, r.at_peak.live_blocks) << spec;
+    EXPECT_EQ(live, p.peak_live_blocks) << spec;
+    EXPECT_EQ(uncovered_blocks(p, r), 0U) << spec;
+  }
+}
+
+TEST(Replay, OutOfMemoryLeavesLaterAllocationsWithoutAddress)
+{
+  temp_trace t{
+      "0,1,allocate,0x10,4096,0\n"
+      "0,2,allocate,0x20,4096,0\n"
+      "0,3,allocate,0x30,65536,0\n"
+      "0,4,allocate,0x40,64,0\n"};
+  auto p = profile_trace(t.path);
+  simulated sim{16384};
+  auto r = sim.run(p, "cuda");
+  ASSERT_TRUE(r.failure);
+  EXPECT_EQ(p.allocation_log.size(), 4U);
+  EXPECT_EQ(r.layout.addresses.size(), 2U);  // the 3rd failed, the 4th never ran
+}
+
+// Call stacks of the Frames column are interned: distinct frames and stacks, by index.
+TEST(Replay, FramesBecomeStacksOfTheAllocations)
+{
+  std::string const path =
+      (std::filesystem::temp_directory_path() / ("frames." + std::to_string(::getpid()) + ".csv"))
+          .string();
+  std::ofstream{path} << "Thread,Time,Action,Pointer,Size,Stream,Frames\n"
+                         "0,1,allocate,0x10,512,0,f (a.py:1)|main (m.py:9)\n"
+                         "0,2,allocate,0x20,512,0,g (b.py:2)|main (m.py:9)\n"
+                         "0,3,allocate,0x30,512,0,f (a.py:1)|main (m.py:9)\n"
+                         "0,4,free,0x10,512,0,\n"
+                         "0,5,allocate,0x40,512,0\n";
+  auto p = profile_trace(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(p.frames.size(), 3U);
+  EXPECT_EQ(p.frames[0], "f (a.py:1)");
+  EXPECT_EQ(p.frames[1], "main (m.py:9)");
+  EXPECT_EQ(p.frames[2], "g (b.py:2)");
+  ASSERT_EQ(p.stacks.size(), 2U);
+  EXPECT_EQ(p.stacks[0], (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(p.stacks[1], (std::vector<std::uint32_t>{2, 1}));
+  ASSERT_EQ(p.allocation_log.size(), 4U);
+  EXPECT_EQ(p.allocation_log[0].stack, 0);
+  EXPECT_EQ(p.allocation_log[1].stack, 1);
+  EXPECT_EQ(p.allocation_log[2].stack, 0);
+  EXPECT_EQ(p.allocation_log[3].stack, -1);
+}
+
+// Bin slack is internal. binning:min=1KiB,max=4KiB over cuda: bins of 1, 2 and 4 KiB, each a
+// fixed_size resource taking 128 blocks from cuda up front: held = 128 * (1 + 2 + 4) KiB = 917504.
+// At the peak (after D) A 1000 B sits in a 1 KiB block, C 3000 B and D 4000 B in 4 KiB blocks:
+//   internal = (1024 - 1000) + (4096 - 3000) + (4096 - 4000) = 24 + 1096 + 96 = 1216
+//   internal fragmentation = 1216 / (8000 + 1216)   (of what the blocks got)
+//   free = 917504 - 8000 - 1216 = 908288
+//   largest free = the 4 KiB bin's 512 KiB chunk less C's and D's blocks, side by side at one end:
+//                  524288 - 8192 = 516096 (the 2 KiB bin's chunk, 262144, is empty but smaller)
+// The old count (256-byte rounding only) gave 24 + 72 + 96 = 192.
+TEST(Replay, GoldenBinSlackIsInternal)
+{
+  temp_trace t{golden_body};
+  auto p = profile_trace(t.path);
+  simulated sim;
+  auto r = sim.run(p, "binning:min=1KiB,max=4KiB");
+  ASSERT_FALSE(r.failure);
+  EXPECT_EQ(r.held_at_start, 917504U);
+  EXPECT_EQ(r.at_peak.held_bytes, 917504U);
+  EXPECT_EQ(r.at_peak.live_bytes, 8000U);
+  EXPECT_EQ(r.at_peak.internal_bytes, 1216U);
+  EXPECT_DOUBLE_EQ(r.at_peak.internal_fragmentation(), 1216.0 / 9216.0);
+  EXPECT_EQ(r.at_peak.free_bytes, 908288U);
+  EXPECT_EQ(r.at_peak.largest_free_bytes, 516096U);
+  EXPECT_DOUBLE_EQ(r.at_peak.external_fragmentation(), 1.0 - 516096.0 / 908288.0);
+  // The same stack told nothing of its bins counts only the 256-byte rounding.
+  replay_options o;
+  o.granted_bytes = [](std::size_t n) { return (n + 255) / 256 * 256; };
+  EXPECT_EQ(sim.run(p, "binning:min=1KiB,max=4KiB", o).at_peak.internal_bytes, 192U);
+}
+
+// caching (bins 8^k from 8^3 = 512 B, one cudaMalloc per new block): A, B, C and D all fall in
+// the 8^4 = 4096 B bin; B's block is cached when freed and D reuses it, so held = 3 * 4096.
+//   internal = (4096 - 1000) + (4096 - 3000) + (4096 - 4000) = 3096 + 1096 + 96 = 4288
+//   free = 12288 - 8000 - 4288 = 0
+TEST(Replay, GoldenCachingBinsAreInternal)
+{
+  temp_trace t{golden_body};
+  auto p = profile_trace(t.path);
+  simulated sim;
+  auto r = sim.run(p, "caching");
+  ASSERT_FALSE(r.failure);
+  EXPECT_EQ(r.at_peak.internal_bytes, 4288U);
+  EXPECT_EQ(r.at_peak.held_bytes, 12288U);
+  EXPECT_EQ(r.at_peak.free_bytes, 0U);
 }
 
 }  // namespace

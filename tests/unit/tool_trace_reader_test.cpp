@@ -172,4 +172,85 @@ TEST(TraceReader, CutOffLastLineEndsTheTraceAndIsNamed)
 }
 
 }  // namespace
+TEST(TraceReader, SixColumnTracesHaveNoFrames)
+{
+  auto path = write_file("six", "Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,64,0\n");
+  auto events = read_all(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].frames, "");
+  // A 7th column without the Frames header is an error, as it always was.
+  EXPECT_NE(error_of("Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,64,0,f\n")
+                .find("end of line after the Stream column"),
+            std::string::npos);
+}
+
+TEST(TraceReader, FramesColumnPlainQuotedOrLeftOut)
+{
+  auto path   = write_file("frames",
+                           "Thread,Time,Action,Pointer,Size,Stream,Frames\n"
+                             "0,1,allocate,0x10,64,0,inner (a.py:3)|outer (b.py:9)\n"
+                             "0,2,allocate,0x20,64,0,\"f<int, \"\"q\"\">|main\"\n"
+                             "0,3,free,0x10,64,0\n"
+                             "0,4,free,0x20,64,0,\n");
+  auto events = read_all(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(events.size(), 4U);
+  EXPECT_EQ(events[0].frames, "inner (a.py:3)|outer (b.py:9)");
+  EXPECT_EQ(events[1].frames, "f<int, \"q\">|main");
+  EXPECT_EQ(events[1].stream, 0U);
+  EXPECT_EQ(events[2].frames, "");
+  EXPECT_EQ(events[3].frames, "");
+  EXPECT_NE(
+      error_of("Thread,Time,Action,Pointer,Size,Stream,Frames\n0,1,allocate,0x10,64,0,\"open\n")
+          .find("closing"),
+      std::string::npos);
+}
+
+TEST(TraceWriter, FramesRoundTripThroughTheReader)
+{
+  auto path =
+      (std::filesystem::temp_directory_path() / ("frt." + std::to_string(::getpid()) + ".csv"))
+          .string();
+  std::vector<std::string> const stacks = {"", "a", "f(int, char)|g", "say \"hi\"|main",
+                                           frame_text("operator|(x)\nline2") + "|main"};
+  {
+    trace_writer w{path, true};
+    std::uint64_t i = 0;
+    for (auto const& s : stacks) {
+      event e{.thread = 0, .time = i, .pointer = 0x100 * (i + 1), .size = 64, .stream = 0};
+      e.frames = s;
+      w.write(e);
+      ++i;
+    }
+    w.close();
+  }
+  auto events = read_all(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(events.size(), stacks.size());
+  for (std::size_t i = 0; i < stacks.size(); ++i) { EXPECT_EQ(events[i].frames, stacks[i]) << i; }
+  EXPECT_EQ(stacks[4], "operator/(x) line2|main");  // a frame's own '|' and line break go
+}
+
+TEST(TraceWriter, WithoutFramesWritesTheSixColumnHeader)
+{
+  auto path =
+      (std::filesystem::temp_directory_path() / ("six." + std::to_string(::getpid()) + ".csv"))
+          .string();
+  {
+    trace_writer w{path};
+    event e{.pointer = 0x10, .size = 64};
+    e.frames = "ignored";
+    w.write(e);
+    w.close();
+  }
+  std::ifstream in{path};
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  std::remove(path.c_str());
+  EXPECT_EQ(header, csv_header);
+  EXPECT_EQ(row, "0,0,allocate,0x10,64,0");
+}
+
 }  // namespace gpumem::trace

@@ -3,6 +3,13 @@
 
 #include <gpumem/detail/format.hpp>
 #include <gpumem/mr/tracking_resource_adaptor.hpp>
+#include <gpumem/trace/trace_reader.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include <sstream>
 #include <string>
@@ -82,6 +89,38 @@ TEST_F(tracking_test, FailedAndUntrackedCallsLeaveTheMapExact)
   EXPECT_EQ(rt.live_allocations(), 0u);
   tracking moved{std::move(mr)};
   EXPECT_EQ(moved.get_allocated_bytes(), 0u);
+}
+
+// The leak report as a trace: one allocate row per live allocation, its stack in Frames.
+TEST_F(tracking_test, OutstandingAllocationsWriteATraceWithTheirStacks)
+{
+  auto const path =
+      (std::filesystem::temp_directory_path() / ("leaks." + std::to_string(::getpid()) + ".csv"))
+          .string();
+  tracking with{&base, true};
+  tracking without{&base};
+  void* a = with.allocate(4096);
+  void* b = without.allocate(512);
+  for (auto* mr : {&with, &without}) {
+    {
+      std::ofstream out{path};
+      mr->write_outstanding_trace(out);
+    }
+    auto const events = trace::read_all(path);
+    ASSERT_EQ(events.size(), 1U);
+    EXPECT_EQ(events[0].act, trace::action::allocate);
+    if (mr == &with) {
+      EXPECT_EQ(events[0].pointer, reinterpret_cast<std::uintptr_t>(a));
+      EXPECT_EQ(events[0].size, 4096U);
+      EXPECT_NE(events[0].frames.find('|'), std::string::npos) << events[0].frames;
+    } else {
+      EXPECT_EQ(events[0].pointer, reinterpret_cast<std::uintptr_t>(b));
+      EXPECT_EQ(events[0].frames, "");  // no stacks captured
+    }
+  }
+  std::remove(path.c_str());
+  with.deallocate(a, 4096);
+  without.deallocate(b, 512);
 }
 
 }  // namespace

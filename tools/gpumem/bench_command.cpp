@@ -199,13 +199,13 @@ bench_table random_workload(bench_context const& c, bool large)
                     : "random_small: 200k ops, 256 B..4 MiB log-uniform, <= 1000 live, ns per op"};
   std::size_t ops = large ? 20000 : 200000;
   if (c.options.smoke) { ops /= 100; }
-  each_stack(
-      c, t, large ? "random_large" : "random_small", [&](bench_stack& b, std::string const& s) {
-        auto const steps = draw_walk(ops, large ? 100 : 1000, 256.0,
-                                     large ? 256.0 * (1 << 20) : 4.0 * (1 << 20), 42);
-        auto const w     = random_walk(b.stack.top(), b.dev.new_stream(), steps);
-        put(t, large ? "random_large" : "random_small", s, w.ns_per_op, 0);
-      });
+  each_stack(c, t, large ? "random_large" : "random_small",
+             [&](bench_stack& b, std::string const& s) {
+               auto const steps = draw_walk(ops, large ? 100 : 1000, 256.0,
+                                            large ? 256.0 * (1 << 20) : 4.0 * (1 << 20), 42);
+               auto const w     = random_walk(b.stack.top(), b.dev.new_stream(), steps);
+               put(t, large ? "random_large" : "random_small", s, w.ns_per_op, 0);
+             });
   return t;
 }
 

@@ -14,8 +14,8 @@ void progress_bar::update(std::string const& label, std::size_t done, std::size_
   if (!enabled_) { return; }
   auto const now = std::chrono::steady_clock::now();
   if (drawn_ && now - last_ < std::chrono::milliseconds{100} && done < total) { return; }
-  last_               = now;
-  drawn_              = true;
+  last_  = now;
+  drawn_ = true;
   // done may pass total (a file that grows while it is read): the bar stays full, not longer.
   double const frac =
       total == 0 || done >= total ? 1.0 : static_cast<double>(done) / static_cast<double>(total);

@@ -5,6 +5,7 @@
 #include "device.hpp"
 #include "progress.hpp"
 #include "report.hpp"
+#include "verdict.hpp"
 
 #include <gpumem/spec/resource_factory.hpp>
 
@@ -92,11 +93,38 @@ void check_specs(std::vector<std::string> const& specs, std::vector<std::string>
   }
 }
 
+/// A finished replay that held less than `best` (or the first finished one).
+bool better(resource_run const& run, std::optional<resource_run> const& best)
+{
+  bool const finished = run.error.empty() && !run.result.failure;
+  return finished && (!best || run.result.peak_held_bytes < best->result.peak_held_bytes);
+}
+
+/// Replays the pool sizes worth suggesting for the first pool stack that needs resizing, until
+/// one does not grow; keeps the best in tr.suggested. Needs the trace's profile (a replay done).
+void try_pool_sizes(trace_run& tr, std::string const& path, replay_command_options const& options,
+                    bool simulated, progress_bar& bar)
+{
+  if (!tr.profile.compact) { return; }
+  for (auto const& r : tr.runs) {
+    auto const candidates = pool_candidates(r, tr.profile);
+    for (auto const& c : candidates) {
+      auto run = run_one(tr, path, c, options, simulated, bar);
+      bool const no_growth =
+          better(run, tr.suggested) && run.result.peak_held_bytes <= run.result.held_at_start;
+      if (better(run, tr.suggested)) { tr.suggested = std::move(run); }
+      if (no_growth) { break; }
+    }
+    if (!candidates.empty()) { return; }
+  }
+}
+
 /// Replays one trace over every spec into `tr`.
 void run_trace(trace_run& tr, std::string const& path, std::vector<std::string> const& specs,
                replay_command_options const& options, bool simulated, progress_bar& bar)
 {
   for (auto const& s : specs) { tr.runs.push_back(run_one(tr, path, s, options, simulated, bar)); }
+  try_pool_sizes(tr, path, options, simulated, bar);
   if (!tr.profile.compact) {  // no stack could be built: the trace is still described
     tr.profile = trace::profile_trace(
         path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});

@@ -5,6 +5,7 @@
 #include <gpumem/trace/replay.hpp>
 
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,12 +36,15 @@ struct resource_run {
 struct trace_run {
   trace::trace_profile profile;
   std::vector<resource_run> runs;
+  /// The replay of a resized pool stack (verdict.hpp's pool_candidates): the first candidate that
+  /// did not grow, else the one that held least; empty when no pool stack needed resizing.
+  std::optional<resource_run> suggested;
 };
 
 struct replay_report {
   bool simulated{};
   std::size_t capacity_bytes{};
-  std::string device;  ///< "simulated 80GiB" or the GPU's name
+  std::string device;             ///< "simulated 80GiB" or the GPU's name
   std::vector<trace_run> traces;  ///< the traces replayed to the end
   /// Why the run stopped before the trace `interrupted_at` (null: it did not stop early).
   std::exception_ptr interrupted;

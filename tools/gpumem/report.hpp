@@ -12,7 +12,9 @@ namespace gpumem::tool {
 
 void write_table(std::ostream& out, replay_report const& report);
 void write_csv(std::ostream& out, replay_report const& report);
-/// `timelines`: include memory over time (the report folder's results.json does).
+/// The report as JSON (report_version 2, see docs/tool.md). `timelines`: include the bulky arrays
+/// — memory over time, the trace's allocations, frames and stacks, each stack's addresses and
+/// chunks — as the report folder's results.json and the page do; `--json` leaves them out.
 void write_json(std::ostream& out, replay_report const& report, bool timelines);
 void write_html(std::ostream& out, replay_report const& report);
 

@@ -1,5 +1,6 @@
 // JSON rendering of a replay report (stdout with --json, results.json in the report folder).
 #include "report.hpp"
+#include "verdict.hpp"
 
 #include <cstdio>
 
@@ -23,20 +24,139 @@ void write_state(std::ostream& out, trace::memory_state const& s)
       << ",\"external_fragmentation\":" << num(s.external_fragmentation()) << "}";
 }
 
-void write_profile(std::ostream& out, trace::trace_profile const& p)
+/// The trace's counts. "allocations" is the count only without `timelines` (as it always was in
+/// --json); with them it is the allocation array (write_trace_data), and the count is
+/// "allocation_count", written always.
+void write_profile(std::ostream& out, trace::trace_profile const& p, bool timelines)
 {
   out << "\"path\":" << json_string(p.path) << ",\"events\":" << p.events
-      << ",\"allocations\":" << p.allocations << ",\"frees\":" << p.frees
-      << ",\"allocate_failures\":" << p.allocate_failures
+      << ",\"allocation_count\":" << p.allocations;
+  if (!timelines) { out << ",\"allocations\":" << p.allocations; }
+  out << ",\"frees\":" << p.frees << ",\"allocate_failures\":" << p.allocate_failures
       << ",\"unknown_frees\":" << p.unknown_frees << ",\"double_allocates\":" << p.double_allocates
       << ",\"size_mismatches\":" << p.size_mismatches << ",\"left_live\":" << p.left_live
       << ",\"truncated_line\":" << p.truncated_line << ",\"peak_live_bytes\":" << p.peak_live_bytes
       << ",\"peak_live_event\":" << p.peak_live_event << ",\"threads\":" << p.threads.size()
-      << ",\"streams\":" << p.streams.size() << ",\"parse_seconds\":" << num(p.parse_seconds);
+      << ",\"streams\":" << p.streams.size() << ",\"parse_seconds\":" << num(p.parse_seconds)
+      << ",\"allocations_omitted\":" << (p.allocations_omitted ? "true" : "false");
+}
+
+/// [[a, b], ...]
+template <class Points>
+void write_pairs(std::ostream& out, Points const& points)
+{
+  out << "[";
+  char const* sep = "";
+  for (auto const& [a, b] : points) {
+    out << sep << "[" << a << "," << b << "]";
+    sep = ",";
+  }
+  out << "]";
+}
+
+/// The trace's own data for the page: time, live over time, allocations and their stacks.
+void write_trace_data(std::ostream& out, trace::trace_profile const& p)
+{
+  out << ",\"time_us\":";
+  write_pairs(out, p.time_us);
+  out << ",\"live_timeline\":";
+  write_pairs(out, p.live_timeline);
+  out << ",\"frames\":[";
+  char const* sep = "";
+  for (auto const& f : p.frames) {
+    out << sep << json_string(f);
+    sep = ",";
+  }
+  out << "],\"stacks\":[";
+  sep = "";
+  for (auto const& stack : p.stacks) {
+    out << sep << "[";
+    char const* fsep = "";
+    for (auto f : stack) {
+      out << fsep << f;
+      fsep = ",";
+    }
+    out << "]";
+    sep = ",";
+  }
+  out << "],\"allocations\":[";
+  sep = "";
+  for (auto const& a : p.allocation_log) {
+    out << sep << "[" << a.alloc_event << "," << a.free_event << "," << a.size << "," << a.stack
+        << "]";
+    sep = ",";
+  }
+  out << "]";
+}
+
+std::string hex(std::uintptr_t v)
+{
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+/// Where the blocks went ("addresses", parallel to the trace's allocations) and what was held.
+void write_layout_data(std::ostream& out, trace::replay_layout const& l, std::size_t allocations)
+{
+  auto const offset = [&](std::uintptr_t a) {
+    return a == 0 ? std::int64_t{-1} : static_cast<std::int64_t>(a - l.base);
+  };
+  out << ",\"addresses\":[";
+  bool const any = l.known && !l.omitted;
+  for (std::size_t k = 0; any && k < allocations; ++k) {
+    out << (k == 0 ? "" : ",") << (k < l.addresses.size() ? offset(l.addresses[k]) : -1);
+  }
+  out << "],\"chunks\":[";
+  char const* sep = "";
+  for (auto const& c : l.chunks) {
+    out << sep << "[" << offset(c.address) << "," << c.bytes << "," << c.from_event << ","
+        << c.to_event << "]";
+    sep = ",";
+  }
+  out << "]";
+}
+
+void write_reservation(std::ostream& out, std::optional<reservation> const& r)
+{
+  out << ",\"reservation\":";
+  if (!r) {
+    out << "null";
+    return;
+  }
+  out << "{\"bytes\":" << r->bytes << ",\"note\":" << json_string(r->note) << "}";
+}
+
+void write_verdict(std::ostream& out, verdict const& v, trace_run const& t)
+{
+  auto const spec_or_null = [](std::string const& s) {
+    return s.empty() ? std::string{"null"} : json_string(s);
+  };
+  out << ",\"verdict\":{\"leanest\":" << spec_or_null(v.leanest)
+      << ",\"leanest_ratio\":" << (v.leanest.empty() ? "null" : num(v.leanest_ratio))
+      << ",\"fastest\":" << spec_or_null(v.fastest)
+      << ",\"fastest_ns_per_op\":" << (v.fastest.empty() ? "null" : num(v.fastest_ns_per_op))
+      << ",\"speed_basis\":" << json_string(v.speed_basis) << ",\"suggestion\":";
+  if (v.suggested) {
+    auto const& s = t.suggested->result;
+    out << "{\"spec\":" << json_string(v.suggested->spec)
+        << ",\"why\":" << json_string(v.suggested->why)
+        << ",\"peak_held_bytes\":" << s.peak_held_bytes
+        << ",\"footprint_ratio\":" << num(s.footprint_ratio(t.profile)) << "}";
+  } else {
+    out << "null";
+  }
+  out << ",\"notes\":[";
+  char const* sep = "";
+  for (auto const& n : v.notes) {
+    out << sep << json_string(n);
+    sep = ",";
+  }
+  out << "]}";
 }
 
 void write_run(std::ostream& out, resource_run const& r, trace::trace_profile const& p,
-               bool timelines)
+               bool simulated, bool timelines)
 {
   auto const& res = r.result;
   out << "{\"resource\":" << json_string(r.spec);
@@ -45,10 +165,20 @@ void write_run(std::ostream& out, resource_run const& r, trace::trace_profile co
     return;
   }
   out << ",\"peak_held_bytes\":" << res.peak_held_bytes
-      << ",\"footprint_ratio\":" << num(res.footprint_ratio(p)) << ",\"at_peak\":";
-  write_state(out, res.at_peak);
+      << ",\"peak_held_event\":" << res.peak_held_event
+      << ",\"held_at_start\":" << res.held_at_start
+      << ",\"footprint_ratio\":" << num(res.footprint_ratio(p))
+      << ",\"layout_known\":" << (res.layout.known ? "true" : "false")
+      << ",\"base\":" << json_string(hex(res.layout.base)) << ",\"at_peak\":";
+  if (reached_peak(r, p)) {  // a replay that failed before the peak has no state there
+    write_state(out, res.at_peak);
+  } else {
+    out << "null";
+  }
+  write_reservation(out, reservation_of(r, p));
   out << ",\"operations\":" << res.operations << ",\"seconds\":" << num(res.seconds)
-      << ",\"ns_per_op\":" << num(res.ns_per_operation()) << ",\"failure\":";
+      << ",\"ns_per_op\":" << num(res.ns_per_operation())
+      << ",\"ns_per_op_basis\":" << json_string(speed_basis(simulated)) << ",\"failure\":";
   if (res.failure) {
     auto const& f = *res.failure;
     out << "{\"event\":" << f.event << ",\"line\":" << f.line << ",\"bytes\":" << f.bytes
@@ -75,6 +205,7 @@ void write_run(std::ostream& out, resource_run const& r, trace::trace_profile co
       sep = ",";
     }
     out << "]";
+    write_layout_data(out, res.layout, p.allocation_log.size());
   }
   out << "}";
 }
@@ -83,18 +214,20 @@ void write_run(std::ostream& out, resource_run const& r, trace::trace_profile co
 
 void write_json(std::ostream& out, replay_report const& report, bool timelines)
 {
-  out << "{\"device\":" << json_string(report.device)
+  out << "{\"report_version\":2,\"device\":" << json_string(report.device)
       << ",\"simulated\":" << (report.simulated ? "true" : "false")
       << ",\"capacity_bytes\":" << report.capacity_bytes << ",\"traces\":[";
   char const* tsep = "";
   for (auto const& t : report.traces) {
     out << tsep << "{";
-    write_profile(out, t.profile);
+    write_profile(out, t.profile, timelines);
+    write_verdict(out, verdict_of(t, report.simulated), t);
+    if (timelines) { write_trace_data(out, t.profile); }
     out << ",\"results\":[";
     char const* rsep = "";
     for (auto const& r : t.runs) {
       out << rsep;
-      write_run(out, r, t.profile, timelines);
+      write_run(out, r, t.profile, report.simulated, timelines);
       rsep = ",";
     }
     out << "]}";

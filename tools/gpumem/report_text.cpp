@@ -1,5 +1,6 @@
 // Table, CSV and JSON renderings of a replay report.
 #include "report.hpp"
+#include "verdict.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -18,6 +19,12 @@ std::string fixed(double v, int digits)
 std::string percent(double v)
 {
   return fixed(v * 100.0, 1) + "%";
+}
+
+/// External fragmentation with the free bytes it is measured over: "95.0% of 30.00 MiB".
+std::string external(trace::memory_state const& s)
+{
+  return percent(s.external_fragmentation()) + " of " + human_bytes(s.free_bytes);
 }
 
 std::string pad(std::string const& s, std::size_t width, bool right = false)
@@ -65,24 +72,37 @@ void write_row(std::ostream& out, resource_run const& r, trace::trace_profile co
     out << "could not be built: " << r.error << "\n";
     return;
   }
-  auto const& res         = r.result;
-  auto const& at          = res.at_peak;
-  bool const reached_peak = !res.failure || res.failure->event > p.peak_live_event;
+  auto const& res = r.result;
+  auto const& at  = res.at_peak;
   out << pad(human_bytes(res.peak_held_bytes), 12, true)
       << pad(fixed(res.footprint_ratio(p), 3), 10, true);
-  if (!reached_peak) {
-    out << pad("-", 9, true) << pad("-", 9, true) << pad("-", 12, true)
+  if (!reached_peak(r, p)) {
+    out << pad("-", 9, true) << pad("-", 20, true) << pad("-", 12, true)
         << pad(fixed(res.ns_per_operation(), 1), 9, true) << " OUT OF MEMORY at line "
         << res.failure->line << " (before the peak)\n";
     return;
   }
   out << pad(percent(at.internal_fragmentation()), 9, true)
-      << pad(at.layout_known ? percent(at.external_fragmentation()) : "n/a", 9, true)
+      << pad(at.layout_known ? external(at) : "n/a", 20, true)
       << pad(at.layout_known ? human_bytes(at.largest_free_bytes) : "n/a", 12, true)
       << pad(fixed(res.ns_per_operation(), 1), 9, true);
   if (res.failure) { out << " OUT OF MEMORY at line " << res.failure->line; }
   out << "\n";
   if (!r.counters.empty()) { out << "    " << describe_counters(r.counters) << "\n"; }
+  if (auto const why = reservation_of(r, p)) { out << "    reservation: " << why->note << "\n"; }
+}
+
+void write_verdict(std::ostream& out, verdict const& v)
+{
+  if (!v.leanest.empty()) {
+    out << "  verdict: leanest " << v.leanest << " (held/live " << fixed(v.leanest_ratio, 3)
+        << "), fastest " << v.fastest << " (" << fixed(v.fastest_ns_per_op, 1) << " ns/op, "
+        << v.speed_basis << ")\n";
+  }
+  if (v.suggested) {
+    out << "  suggestion: " << v.suggested->spec << " (" << v.suggested->why << ")\n";
+  }
+  for (auto const& n : v.notes) { out << "  note: " << n << "\n"; }
 }
 
 void write_failure(std::ostream& out, resource_run const& r)
@@ -156,23 +176,36 @@ void write_table(std::ostream& out, replay_report const& report)
     out << "\n";
     write_profile(out, t.profile);
     out << "  " << pad("resource", 26) << pad("peak held", 12, true) << pad("held/live", 10, true)
-        << pad("internal", 9, true) << pad("external", 9, true) << pad("largest free", 12, true)
-        << pad("ns/op", 9, true) << "\n";
+        << pad("internal", 9, true) << pad("external of free", 20, true)
+        << pad("largest free", 12, true) << pad("ns/op", 9, true)
+        << (report.simulated ? " (host bookkeeping only)" : "") << "\n";
     for (auto const& r : t.runs) { write_row(out, r, t.profile); }
+    write_verdict(out, verdict_of(t, report.simulated));
     for (auto const& r : t.runs) {
       if (r.error.empty() && r.result.failure) { write_failure(out, r); }
     }
   }
   out << "\npeak held: most memory the stack held from below; held/live: that / peak live bytes;\n"
-         "internal, external fragmentation and largest free block: at the peak of live bytes;\n"
-         "ns/op: host time per allocate or free in the replay loop. See docs/tool.md.\n";
+         "internal, external fragmentation and largest free block: at the peak of live bytes\n"
+         "(external: 1 - largest free / free, over the free bytes shown);\n"
+         "ns/op: host time per allocate or free in the replay loop (on the simulated device, the\n"
+         "resources' host bookkeeping only: no GPU work is done). See docs/tool.md.\n";
+}
+
+/// "internal,external,largest free" at the peak; empty fields when the replay failed before it.
+std::string at_peak_fields(resource_run const& r, trace::trace_profile const& p)
+{
+  if (!reached_peak(r, p)) { return ",,"; }
+  auto const& at = r.result.at_peak;
+  return fixed(at.internal_fragmentation(), 6) + "," + fixed(at.external_fragmentation(), 6) + "," +
+         std::to_string(at.largest_free_bytes);
 }
 
 void write_csv(std::ostream& out, replay_report const& report)
 {
   out << "trace,resource,status,peak_live_bytes,peak_held_bytes,footprint_ratio,"
          "internal_fragmentation,external_fragmentation,largest_free_at_peak_bytes,ns_per_op,"
-         "operations\n";
+         "operations,free_at_peak_bytes,ns_per_op_basis\n";
   for (auto const& t : report.traces) {
     for (auto const& r : t.runs) {
       auto const& res = r.result;
@@ -180,10 +213,10 @@ void write_csv(std::ostream& out, replay_report const& report)
           !r.error.empty() ? "build_error" : (res.failure ? "out_of_memory" : "ok");
       out << csv_field(name_of(t.profile.path)) << "," << csv_field(r.spec) << "," << status << ","
           << t.profile.peak_live_bytes << "," << res.peak_held_bytes << ","
-          << fixed(res.footprint_ratio(t.profile), 6) << ","
-          << fixed(res.at_peak.internal_fragmentation(), 6) << ","
-          << fixed(res.at_peak.external_fragmentation(), 6) << "," << res.at_peak.largest_free_bytes
-          << "," << fixed(res.ns_per_operation(), 2) << "," << res.operations << "\n";
+          << fixed(res.footprint_ratio(t.profile), 6) << "," << at_peak_fields(r, t.profile) << ","
+          << fixed(res.ns_per_operation(), 2) << "," << res.operations << ","
+          << (reached_peak(r, t.profile) ? std::to_string(res.at_peak.free_bytes) : "") << ","
+          << csv_field(speed_basis(report.simulated)) << "\n";
     }
   }
 }

@@ -13,6 +13,12 @@ Each ``alloc`` becomes ``allocate``; the first of ``free_requested``/``free_comp
 block becomes ``free``. Segment events are the caching allocator's own traffic and are skipped.
 Without a recorded history the blocks live at snapshot time become allocations (with a warning).
 
+Call stacks: when the history recorded them (``_record_memory_history(stacks="python")`` or
+``"all"``), each ``allocate`` row keeps its entry's ``frames`` in a 7th column, ``Frames``, and the
+header says so (``...,Stream,Frames``): the frames in the snapshot's order (innermost first), each
+written ``name (filename:line)`` and joined by ``|`` (a ``|`` inside a frame becomes ``/``), the
+field CSV-quoted when it holds a comma or a quote. Without frames the output has 6 columns.
+
 Usage:  snapshot_to_csv.py SNAPSHOT.pickle [-o OUT.csv] [--device N]
 """
 import argparse
@@ -118,6 +124,28 @@ def _dict(value, what):
     return value
 
 
+def frame_text(frame, where):
+    """One frame, {filename, line, name}, as the Frames column writes it."""
+    frame = _dict(frame, where)
+    parts = []
+    for key in ("name", "filename", "line"):
+        value = frame.get(key, "")
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise SnapshotError(f"{where}: {key} is {_show(value)}; expected a string or a number")
+        parts.append(str(value))
+    name, filename, line = parts
+    text = f"{name} ({filename}:{line})" if filename else name
+    return text.replace("|", "/").replace("\n", " ").replace("\r", " ")
+
+
+def stack_text(frames, where):
+    """The Frames column of an entry: its frames joined by '|' ('' when there are none)."""
+    if frames is None:
+        return ""
+    frames = _list(frames, f"{where}.frames")
+    return "|".join(frame_text(f, f"{where}.frames[{i}]") for i, f in enumerate(frames))
+
+
 def history_rows(trace, device):
     live = set()
     for i, e in enumerate(_list(trace, f"device_traces[{device}]")):
@@ -129,7 +157,8 @@ def history_rows(trace, device):
         if action == "alloc" or addr in live:
             row = (_time(e.get("time_us", i), where), "allocate" if action == "alloc" else "free",
                    addr, _whole(e.get("size", 0), "size", where),
-                   _whole(e.get("stream", 0) or 0, "stream", where))
+                   _whole(e.get("stream", 0) or 0, "stream", where),
+                   stack_text(e.get("frames"), where) if action == "alloc" else "")
             (live.add if action == "alloc" else live.discard)(addr)
             yield row
 
@@ -148,7 +177,8 @@ def live_block_rows(snapshot, device):
                 raise SnapshotError(f"{where}: block 0x{addr:x} is listed twice")
             seen.add(addr)
             yield (0, "allocate", addr, _whole(block.get("size"), "size", where),
-                   _whole(seg.get("stream", 0) or 0, "stream", f"segments[{s}]"))
+                   _whole(seg.get("stream", 0) or 0, "stream", f"segments[{s}]"),
+                   stack_text(block.get("frames"), where))
 
 
 def convert(snapshot, device):
@@ -161,10 +191,20 @@ def convert(snapshot, device):
     return list(live_block_rows(snapshot, device)), False
 
 
+def csv_field(text):
+    """`text` as one CSV field: quoted (a quote doubled) when it holds a comma or a quote."""
+    if "," in text or '"' in text:
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def write_csv(rows, out):
-    out.write("Thread,Time,Action,Pointer,Size,Stream\n")
-    for time, action, addr, size, stream in rows:
-        out.write(f"0,{time},{action},0x{addr:x},{size},{stream}\n")
+    """Writes `rows`; the Frames column only when some row has frames."""
+    frames = any(row[5] for row in rows)
+    out.write("Thread,Time,Action,Pointer,Size,Stream" + (",Frames\n" if frames else "\n"))
+    for time, action, addr, size, stream, stack in rows:
+        tail = "," + csv_field(stack) if frames and stack else ""
+        out.write(f"0,{time},{action},0x{addr:x},{size},{stream}{tail}\n")
 
 
 def device_number(text):

@@ -7,6 +7,10 @@
 //   Pointer  lower-case hex with 0x prefix
 //   Size     bytes, decimal
 //   Stream   the cudaStream_t handle as a decimal integer (0 = default stream)
+//   Frames   only with `stacks`: the allocating call stack (allocate rows; empty on the others),
+//            frames innermost first (gpumem's own frames included) joined by '|', CSV-quoted
+//            when it holds a comma or a quote. Capturing costs a backtrace() per allocate and
+//            resolving its symbols; without `stacks` nothing is captured.
 // The header line is written to every sink at construction.
 // Thread safety: all members are thread-safe (one mutex; lines are never interleaved).
 #pragma once
@@ -28,7 +32,8 @@ namespace gpumem::detail {
 class allocation_logger {
  public:
   /// Writes the header to each sink. Throws logic_error when `sinks` is empty or holds a null.
-  allocation_logger(std::vector<std::shared_ptr<std::ostream>> sinks, bool auto_flush);
+  allocation_logger(std::vector<std::shared_ptr<std::ostream>> sinks, bool auto_flush,
+                    bool stacks = false);
   /// Flushes the sinks; says on stderr when lines were lost (a sink failed). Never throws.
   ~allocation_logger();
   allocation_logger(allocation_logger const&)            = delete;
@@ -38,6 +43,12 @@ class allocation_logger {
   {
     return "Thread,Time,Action,Pointer,Size,Stream";
   }
+  /// The header this logger writes (with ",Frames" when it records stacks).
+  [[nodiscard]] char const* header_line() const noexcept
+  {
+    return stacks_ ? "Thread,Time,Action,Pointer,Size,Stream,Frames" : header();
+  }
+  [[nodiscard]] bool stacks() const noexcept { return stacks_; }
 
   /// Appends one line to every sink (flushing them when auto_flush). Never throws.
   void log(char const* action, void const* ptr, std::size_t bytes, cudaStream_t stream) noexcept;
@@ -53,6 +64,7 @@ class allocation_logger {
   std::mutex mutex_;
   std::vector<std::shared_ptr<std::ostream>> sinks_;
   bool auto_flush_;
+  bool stacks_;
   std::unordered_map<std::thread::id, int> threads_;
   std::uint64_t lost_lines_{};  ///< lines written to a sink that had failed (guarded by mutex_)
 };

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <string>
 #include <vector>
 
 namespace gpumem::detail {
@@ -17,6 +18,10 @@ class stack_trace {
   explicit stack_trace(int max_frames = 64);
 
   [[nodiscard]] std::vector<void*> const& frames() const noexcept { return frames_; }
+
+  /// The frames' symbols (demangled), innermost first, joined by `separator` on one line: a
+  /// `separator` inside a symbol becomes '/', a line break a space (a trace's Frames column).
+  [[nodiscard]] std::string joined(char separator) const;
 
   /// One line per frame: "  #<i> <symbol>", innermost (the caller of the constructor) first.
   friend std::ostream& operator<<(std::ostream& os, stack_trace const& trace);

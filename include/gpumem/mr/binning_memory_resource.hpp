@@ -98,6 +98,14 @@ class binning_memory_resource : public device_memory_resource {
   }
 
   /// The resource that serves `bytes`.
+  /// The block size of the bin that serves a request of `bytes` (what such a request really
+  /// takes); nullopt when the request is larger than every bin (it goes upstream).
+  [[nodiscard]] std::optional<std::size_t> bin_size_for(std::size_t bytes) const noexcept
+  {
+    auto const it = bins_.lower_bound(bytes);
+    return it == bins_.end() ? std::nullopt : std::optional<std::size_t>{it->first};
+  }
+
   [[nodiscard]] device_async_resource_ref get_resource_ref(std::size_t bytes) const noexcept
   {
     auto const it = bins_.lower_bound(bytes);

@@ -13,6 +13,9 @@
 // construction. With `auto_flush` every line is flushed (slow); otherwise call flush(). Creating
 // two adaptors on the same file name is undefined (they overwrite each other).
 //
+// Call stacks (opt-in, off by default): with logging_options{.stacks = true} the log has a 7th
+// column, Frames, holding each allocate's call stack (see detail/allocation_logger.hpp); the replay
+// tool shows them in its report. Off, nothing is captured and the log has 6 columns.
 // Write failures: log() never throws (a free must not); a sink that fails (full disk) is found by
 // flush(), which throws, and at destruction, which says on stderr how many lines were lost.
 // Thread safety: all members are thread-safe; lines of different threads never interleave.
@@ -37,6 +40,13 @@ namespace gpumem::mr {
 
 /// A destination for log lines.
 using log_sink_ptr = std::shared_ptr<std::ostream>;
+
+/// How a logging_resource_adaptor logs.
+struct logging_options {
+  bool auto_flush{false};  ///< flush every line (slow)
+  bool stacks{false};      ///< record each allocate's call stack (a Frames column; costs a
+                           ///< backtrace and symbol lookup per allocate)
+};
 
 /// A sink writing to `filename` (truncated). Throws std::runtime_error naming the file and the
 /// reason when it cannot be opened.
@@ -92,10 +102,31 @@ class logging_resource_adaptor
 
   logging_resource_adaptor(device_async_resource_ref upstream,
                            std::initializer_list<log_sink_ptr> sinks, bool auto_flush = false)
+      : logging_resource_adaptor{upstream, sinks, logging_options{.auto_flush = auto_flush}}
+  {
+  }
+
+  /// Logs every line to each of `sinks`, as `options` say (call stacks: options.stacks).
+  logging_resource_adaptor(device_async_resource_ref upstream,
+                           std::initializer_list<log_sink_ptr> sinks, logging_options options)
       : upstream_{upstream},
         logger_{std::make_unique<detail::allocation_logger>(std::vector<log_sink_ptr>{sinks},
-                                                            auto_flush)}
+                                                            options.auto_flush, options.stacks)}
   {
+  }
+
+  /// Logs to `filename` (truncated) as `options` say.
+  logging_resource_adaptor(Upstream* upstream, std::string const& filename, logging_options options)
+      : logging_resource_adaptor{checked(upstream), {make_file_sink(filename)}, options}
+  {
+    this->link_upstream(upstream);
+  }
+
+  /// Logs to `stream`, which must outlive the adaptor, as `options` say.
+  logging_resource_adaptor(Upstream* upstream, std::ostream& stream, logging_options options)
+      : logging_resource_adaptor{checked(upstream), {make_ostream_sink(stream)}, options}
+  {
+    this->link_upstream(upstream);
   }
 
   logging_resource_adaptor(logging_resource_adaptor&&) noexcept            = default;
@@ -113,8 +144,8 @@ class logging_resource_adaptor
   /// stream): the log is incomplete. The destructor says so on stderr instead.
   void flush() { logger_->flush(); }
 
-  /// "Thread,Time,Action,Pointer,Size,Stream"
-  [[nodiscard]] std::string header() const { return detail::allocation_logger::header(); }
+  /// "Thread,Time,Action,Pointer,Size,Stream" (with ",Frames" when it records call stacks)
+  [[nodiscard]] std::string header() const { return logger_->header_line(); }
 
   /// The value of GPUMEM_LOG_FILE, else RMM_LOG_FILE; throws logic_error when both are unset.
   [[nodiscard]] static std::string get_default_filename() { return logging_default_filename(); }

@@ -10,19 +10,24 @@
 // untracked (so is a double free: the upstream reports it). A live pointer freed with a wrong size
 // is reported, counted in bad_deallocations() and freed with the size it was allocated with. A
 // debug adaptor: every call takes a lock, stacks cost more. Stack symbols of the executable need
-// linking with -rdynamic.
+// linking with -rdynamic. write_outstanding_trace() writes the live allocations as a trace (the
+// replay tool's CSV, with their call stacks in the Frames column when captured), so that a leak
+// can be looked at in `gpumem replay`'s report.
 //
 // Invariant: allocated_bytes == sum of allocation_size over outstanding allocations.
 // Thread safety: all members are thread-safe (a shared_mutex guards the map).
 // Throws: logic_error for a null upstream; whatever the upstream throws (nothing is recorded then).
 #pragma once
 
+#include <gpumem/detail/allocation_logger.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/live_allocations.hpp>
 #include <gpumem/detail/stack_trace.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
+#include <gpumem/trace/trace_event.hpp>
+#include <gpumem/trace/trace_writer.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -110,6 +115,21 @@ class tracking_resource_adaptor
       if (info.strace) { out << *info.strace; }
     }
     return out.str();
+  }
+
+  /// The live allocations as a trace: the header with the Frames column, then one "allocate" row
+  /// per allocation in address order (Thread 0, Time 0, Stream 0), its call stack in Frames
+  /// (empty unless stacks were captured).
+  void write_outstanding_trace(std::ostream& os) const
+  {
+    read_lock_t lock{state_->mutex};
+    os << trace::csv_frames_header << '\n';
+    for (auto const& [ptr, info] : state_->allocations) {
+      os << detail::format_log_line(0, 0, "allocate", ptr, info.allocation_size, cudaStream_t{});
+      os << ','
+         << (info.strace ? trace::frames_field(info.strace->joined(trace::frame_separator)) : "")
+         << '\n';
+    }
   }
 
   /// Where log_outstanding_allocations() writes; null (the default) turns it off. The stream

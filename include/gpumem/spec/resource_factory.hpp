@@ -106,6 +106,10 @@ class resource_stack {
   /// fixed order, e.g. the per-thread cache's {"cache_hits", 1234}); empty when no layer does.
   [[nodiscard]] std::vector<std::pair<std::string, double>> counters() const;
   [[nodiscard]] std::size_t size() const noexcept { return layers_.size(); }
+  /// The bytes a request of `bytes` really takes in this stack: the block of the topmost layer
+  /// that rounds requests to its own sizes (a binning bin, a fixed_size block, a caching bin),
+  /// else `bytes` rounded up to 256 B. The difference to `bytes` is internal fragmentation.
+  [[nodiscard]] std::size_t granted_bytes(std::size_t bytes) const noexcept;
   /// Flushes every logging layer; throws std::runtime_error when a log could not be written.
   void flush_logs();
   /// Gives free memory back to the device where a layer can: per-thread caches flush (top

@@ -16,10 +16,12 @@
 //
 // Definitions (docs/tool.md): footprint = bytes the stack holds from below (metered_runtime, or
 // the stack's footprint_source); live = bytes the trace has allocated and not freed. At the first
-// event where live is at its peak: internal = per live block, the slack up to its 256-byte rounding
-// (bounded by the next block); free = held - live - internal; largest free = longest held range
-// not covered by a live block and its slack; external fragmentation = 1 - largest free / free.
-// Thread safety: replay() is called from one thread (it may start its own, see `threads`).
+// event where live is at its peak: internal = per live block, the slack up to the size the stack
+// really gives it (its 256-byte rounding, or the bin or block it lands in: options.granted_bytes),
+// bounded by the next block and its chunk's end; free = held - live - internal; largest free =
+// longest held range not covered by a live block and its slack; external fragmentation = 1 -
+// largest free / free. Thread safety: replay() is called from one thread (it may start its own, see
+// `threads`).
 #pragma once
 
 #include <gpumem/spec/resource_factory.hpp>
@@ -27,6 +29,7 @@
 #include <gpumem/trace/metered_runtime.hpp>
 #include <gpumem/trace/trace_event.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -36,6 +39,18 @@
 #include <vector>
 
 namespace gpumem::trace {
+
+/// One successful allocate of a trace: when it was made and freed, its size and call stack.
+struct allocation_record {
+  std::uint64_t alloc_event{};  ///< 0-based event index
+  std::int64_t free_event{-1};  ///< -1: never freed in the trace
+  std::uint64_t size{};
+  std::int32_t stack{-1};  ///< index into trace_profile::stacks; -1: no stack recorded
+};
+
+/// Traces with more allocations keep no allocation_log (nor replay addresses): memory stays
+/// bounded.
+inline constexpr std::size_t max_recorded_allocations = 2'000'000;
 
 /// What a trace is, independent of any resource.
 struct trace_profile {
@@ -57,6 +72,16 @@ struct trace_profile {
   std::vector<std::uint64_t> streams;  ///< distinct Stream ids, in order of appearance
   double parse_seconds{};  ///< time the pass spent reading and profiling (waits excluded)
   std::uint32_t slots{};   ///< most blocks live at once (slot numbers < slots)
+  /// Every successful allocate, in event order (empty when allocations_omitted).
+  std::vector<allocation_record> allocation_log;
+  bool allocations_omitted{};  ///< more than max_recorded_allocations
+  /// [event, live bytes]: live from the trace alone, sampled as replay timelines are (600 points).
+  std::vector<std::array<std::uint64_t, 2>> live_timeline;
+  /// [event, Time - the first event's Time] at the same events; empty when Time never changes.
+  std::vector<std::array<std::uint64_t, 2>> time_us;
+  std::vector<std::string> frames;  ///< distinct frame texts (Frames column)
+  std::vector<std::vector<std::uint32_t>>
+      stacks;                              ///< distinct stacks: frame indices, innermost first
   std::shared_ptr<compact_trace> compact;  ///< the events, resolved, for replay()
 };
 
@@ -83,7 +108,9 @@ struct memory_state {
   std::size_t internal_bytes{};
   std::size_t free_bytes{};
   std::size_t largest_free_bytes{};
-  [[nodiscard]] double internal_fragmentation() const;  ///< internal / held
+  /// internal / (live + internal): the share of the memory given to live blocks that they do not
+  /// use (not / held: an up-front reservation would hide it).
+  [[nodiscard]] double internal_fragmentation() const;
   [[nodiscard]] double external_fragmentation() const;  ///< 1 - largest free / free
 };
 
@@ -95,10 +122,33 @@ struct replay_failure {
   memory_state state;     ///< the stack's memory when it failed
 };
 
+/// An address range a stack held from below during the replay.
+struct held_chunk {
+  std::uintptr_t address{};
+  std::size_t bytes{};
+  std::uint64_t from_event{};  ///< taken during this event (0: held before the first event)
+  std::int64_t to_event{-1};   ///< given back during this event; -1: still held at the end
+};
+
+/// Where a replay put each block and which ranges it held (stacks whose upstream memory goes
+/// through the meter; known is false for the others, and everything else is empty).
+struct replay_layout {
+  bool known{};
+  bool omitted{};         ///< too many allocations or chunks to keep: addresses/chunks empty
+  std::uintptr_t base{};  ///< lowest address held or handed out (0: none)
+  std::vector<std::uintptr_t>
+      addresses;  ///< by allocation ordinal (trace_profile::allocation_log);
+                  ///< 0 or missing: not made (the replay stopped)
+  std::vector<held_chunk> chunks;
+};
+
 struct replay_result {
   std::string trace;
   std::string resource;
   std::size_t peak_held_bytes{};
+  std::uint64_t peak_held_event{};  ///< first event after which held reached its peak
+  std::size_t held_at_start{};      ///< held before the first event (an up-front reservation)
+  replay_layout layout;
   memory_state at_peak;        ///< at profile.peak_live_event
   std::uint64_t operations{};  ///< allocate + deallocate calls made
   double seconds{};            ///< host time of the replay loop (excluding parsing)
@@ -115,6 +165,10 @@ struct replay_options {
   std::size_t chunk_events{std::size_t{1} << 14};
   /// Replay each trace thread on its own host thread, in the trace's global order.
   bool threads{false};
+  /// The bytes a request really takes in the stack (a bin's or block's size), for internal
+  /// fragmentation; empty: rounded up to 256 B. replay() over a resource_stack fills it from
+  /// resource_stack::granted_bytes when empty.
+  std::function<std::size_t(std::size_t)> granted_bytes;
   /// Maps a trace stream id to the stream to replay it on (default: the default stream).
   std::function<cudaStream_t(std::uint64_t trace_stream)> stream_of;
   replay_progress progress;

@@ -1,11 +1,17 @@
 // gpumem/trace/trace_event.hpp — one event of an allocation trace (the logging adaptor's CSV row
-// `Thread,Time,Action,Pointer,Size,Stream`) and the trace_error raised by a malformed trace.
+// `Thread,Time,Action,Pointer,Size,Stream[,Frames]`) and the trace_error raised by a malformed
+// trace.
+//
+// Frames: the call stack of the event, innermost frame first, frames joined by frame_separator
+// ('|'); a '|' inside a frame's text is written as '/' by the writers (frame_text()). Empty: no
+// stack recorded.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace gpumem::trace {
 
@@ -26,7 +32,22 @@ struct event {
   std::uint64_t stream{};   ///< the traced stream handle (0 = default stream)
   std::uint64_t line{};     ///< 1-based line of the trace file (set by trace_reader)
   action act{action::allocate};
+  std::string frames;  ///< the Frames column (empty when absent)
 };
+
+/// Separates the frames of one call stack in the Frames column.
+inline constexpr char frame_separator = '|';
+
+/// `frame` as one frame of a Frames column: separators and line breaks become '/' and ' '.
+[[nodiscard]] inline std::string frame_text(std::string_view frame)
+{
+  std::string out{frame};
+  for (char& c : out) {
+    if (c == frame_separator) { c = '/'; }
+    if (c == '\n' || c == '\r') { c = ' '; }
+  }
+  return out;
+}
 
 /// A trace could not be read: names the file, the 1-based line and what was expected.
 class trace_error : public std::runtime_error {

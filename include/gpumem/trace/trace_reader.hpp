@@ -4,6 +4,9 @@
 // line. Thread, Time, Size: decimal; Time may carry a fraction (`12.5`) or clock form
 // (`10:01:02.25`), only its leading integer is kept. Pointer, Stream: hex with `0x` or decimal.
 // Action: `allocate`, `free` or `allocate failure`. Blank lines and `\r` are ignored.
+// The header decides whether rows have a 7th column: with `...,Stream,Frames` each row may carry
+// the event's call stack (see trace_event.hpp), as a CSV field (quoted when it holds a comma or a
+// quote, `""` for a quote) or left out; without a header, or with the 6-column one, rows have 6.
 //
 // Memory: one fixed buffer (buffer_bytes), whatever the trace length. Parsing is hand-written over
 // that buffer (no iostreams, no per-field allocation).
@@ -63,7 +66,8 @@ class trace_reader {
   std::size_t pos_{};    ///< first unparsed byte in buffer_
   std::size_t limit_{};  ///< bytes valid in buffer_
   bool eof_{};
-  bool terminated_{};  ///< the line last returned by next_line ended with a newline
+  bool terminated_{};     ///< the line last returned by next_line ended with a newline
+  bool frames_column_{};  ///< the header names the Frames column
   std::size_t truncated_line_{};
   std::size_t line_{};
   std::size_t file_bytes_{};

@@ -1,5 +1,7 @@
 // gpumem/trace/trace_writer.hpp — writes events in the logging adaptor's CSV format, so that what
 // trace_reader reads back is what was written. Buffered; flushes on flush() and destruction.
+// With `frames`, the header names a 7th column, Frames, and each row carries event::frames (quoted
+// as CSV when it holds a comma or a quote).
 // Errors: a file that cannot be created or written throws trace_error (write(), flush() or close();
 // the destructor closes without checking).
 // Thread safety: none.
@@ -14,8 +16,8 @@ namespace gpumem::trace {
 
 class trace_writer {
  public:
-  /// Creates (truncates) `path` and writes the header line.
-  explicit trace_writer(std::string path);
+  /// Creates (truncates) `path` and writes the header line (with the Frames column: `frames`).
+  explicit trace_writer(std::string path, bool frames = false);
   ~trace_writer();
   trace_writer(trace_writer const&)            = delete;
   trace_writer& operator=(trace_writer const&) = delete;
@@ -28,9 +30,16 @@ class trace_writer {
  private:
   std::string path_;
   std::FILE* file_{};
+  bool frames_{};
 };
 
 /// The header line, without the newline.
 inline constexpr char const* csv_header = "Thread,Time,Action,Pointer,Size,Stream";
+/// The header line of a trace with call stacks, without the newline.
+inline constexpr char const* csv_frames_header = "Thread,Time,Action,Pointer,Size,Stream,Frames";
+
+/// A Frames column's text as one CSV field: quoted (a quote doubled) when it holds a comma or a
+/// quote, else as it is.
+[[nodiscard]] std::string frames_field(std::string const& frames);
 
 }  // namespace gpumem::trace

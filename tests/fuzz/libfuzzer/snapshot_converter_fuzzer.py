@@ -15,14 +15,17 @@ with atheris.instrument_imports():
     import snapshot_to_csv as converter
 
 LINE = re.compile(r"0,(\d+),(allocate|free),0x([0-9a-f]+),(\d+),(\d+)")
+# The Frames column: a plain field (no comma, quote or line break) or a quoted one.
+FRAMES_LINE = re.compile(LINE.pattern + r'(,([^,"\r\n]*|"([^"\r\n]|"")*"))?')
 HEADER = "Thread,Time,Action,Pointer,Size,Stream"
 
 
 def check(text):
     lines = text.split("\n")
-    assert lines[0] == HEADER and lines[-1] == "", lines[:1]
+    assert lines[0] in (HEADER, HEADER + ",Frames") and lines[-1] == "", lines[:1]
+    pattern = FRAMES_LINE if lines[0].endswith(",Frames") else LINE
     for line in lines[1:-1]:
-        m = LINE.fullmatch(line)
+        m = pattern.fullmatch(line)
         assert m, line[:200]
         for value in (int(m[1]), int(m[3], 16), int(m[4]), int(m[5])):
             assert value <= converter.MAX_U64, line[:200]

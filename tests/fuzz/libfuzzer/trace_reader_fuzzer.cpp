@@ -32,7 +32,7 @@ std::vector<gpumem::trace::event> read(std::string const& path, std::size_t buff
 bool same(gpumem::trace::event const& a, gpumem::trace::event const& b)
 {
   return a.thread == b.thread && a.time == b.time && a.act == b.act && a.pointer == b.pointer &&
-         a.size == b.size && a.stream == b.stream && a.line == b.line;
+         a.size == b.size && a.stream == b.stream && a.line == b.line && a.frames == b.frames;
 }
 
 }  // namespace

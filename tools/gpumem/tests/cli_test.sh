@@ -22,7 +22,7 @@ if run 0 --version && grep -qE '^gpumem [0-9]+\.[0-9]+\.[0-9]+ \(CCCL [0-9]+\.[0
 else fail "--version (rc=$rc)"; fi
 
 if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB -r cuda --simulate --csv &&
-   has "golden.csv,pool:initial=1MiB>cuda,ok,8000,1048576,131.072000,0.000183,0.001969,1038336," out.txt &&
+   has "golden.csv,pool:initial=1MiB>cuda,ok,8000,1048576,131.072000,0.023438,0.001969,1038336," out.txt &&
    has "golden.csv,cuda,ok,8000,8000,1.000000,0.000000,0.000000,0," out.txt; then
   ok "golden numbers (CSV)"
 else fail "golden numbers (rc=$rc)"; fi
@@ -90,6 +90,64 @@ if python3 "$tests/make_snapshot.py" snap.pickle && run 0 convert snap.pickle -o
    run 0 replay snap.csv -r pool --simulate && has "peak live 5.00 KiB" out.txt; then
   ok "convert a PyTorch snapshot and replay it"
 else fail "convert (rc=$rc)"; cat snap.csv; fi
+
+# Call stacks end to end: a snapshot with frames -> convert -> replay -> results.json.
+python3 - snapframes.pickle <<'PY'
+import pickle, sys
+f = [{"filename": "model.py", "line": 12, "name": "forward"}, {"filename": "train.py", "line": 40, "name": "main"}]
+t = [{"action": "alloc", "addr": 0x1000, "size": 512, "stream": 0, "time_us": 10, "frames": f},
+     {"action": "alloc", "addr": 0x2000, "size": 1024, "stream": 0, "time_us": 20, "frames": f[1:]},
+     {"action": "free_completed", "addr": 0x1000, "size": 512, "stream": 0, "time_us": 30}]
+pickle.dump({"segments": [], "device_traces": [t]}, open(sys.argv[1], "wb"))
+PY
+if run 0 convert snapframes.pickle -o snapframes.csv && has "Thread,Time,Action,Pointer,Size,Stream,Frames" snapframes.csv &&
+   run 0 replay snapframes.csv -r pool -r cuda --simulate --report framesreport &&
+   python3 -c '
+import json
+def no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)
+d = json.load(open("framesreport/results.json"), object_pairs_hook=no_duplicates); t = d["traces"][0]
+assert t["allocation_count"] == 2, t["allocation_count"]
+assert d["report_version"] == 2, d.get("report_version")
+assert t["frames"] == ["forward (model.py:12)", "main (train.py:40)"], t["frames"]
+assert t["stacks"] == [[0, 1], [1]], t["stacks"]
+assert t["allocations"] == [[0, 2, 512, 0], [1, -1, 1024, 1]], t["allocations"]
+assert t["time_us"] == [[0, 0], [1, 10], [2, 20]], t["time_us"]
+assert t["live_timeline"] == [[0, 512], [1, 1536], [2, 1024]], t["live_timeline"]
+for r in t["results"]:
+    assert r["layout_known"] and len(r["addresses"]) == 2 and -1 not in r["addresses"], r
+    assert r["at_peak"]["live_blocks"] == 2 and r["chunks"], r
+'; then
+  ok "call stacks: convert keeps frames, results.json has frames, stacks and allocations"
+else fail "frames end to end (rc=$rc)"; fi
+
+# A stack out of memory before the peak: no numbers at the peak, the live line still there.
+if run 3 replay oom.csv -r cuda --simulate=16KiB --report oomreport &&
+   python3 -c '
+import json; t = json.load(open("oomreport/results.json"))["traces"][0]; r = t["results"][0]
+assert r["at_peak"] is None and r["failure"]["event"] == 2, r
+assert t["live_timeline"] and t["verdict"]["leanest"] is None, t["verdict"]
+assert any("before the trace" in n for n in t["verdict"]["notes"]), t["verdict"]
+'; then
+  ok "out of memory before the peak: at_peak null, live timeline from the trace"
+else fail "oom report (rc=$rc)"; fi
+if run 3 replay oom.csv -r cuda --simulate=16KiB --csv && has "oom.csv,cuda,out_of_memory,73728,8192,0.111111,,,," out.txt; then
+  ok "CSV: no numbers at the peak for a stack that failed before it"
+else fail "oom report (rc=$rc)"; fi
+
+if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB -r pool:initial=64MiB -r cuda --simulate &&
+   has "0.2% of 1016.00 KiB" out.txt && has "(host bookkeeping only)" out.txt &&
+   has "verdict: leanest cuda (held/live 1.000)" out.txt && has "suggestion: pool:initial=1MiB" out.txt; then
+  ok "table: external fragmentation with its free bytes, verdict and suggestion lines"
+else fail "verdict lines (rc=$rc)"; fi
+
+printf 'Thread,Time,Action,Pointer,Size,Stream\n' > empty.csv
+if run 0 replay empty.csv -r pool -r cuda --simulate --json &&
+   python3 -c 'import json; v = json.load(open("out.txt"))["traces"][0]["verdict"]; assert v["leanest"] is None and v["suggestion"] is None and v["notes"], v'; then
+  ok "a trace with nothing live: no leanest, no suggestion, a note"
+else fail "empty trace verdict (rc=$rc)"; fi
 
 printf 'not a pickle' > junk.pickle
 if run 1 convert junk.pickle -o junk.csv && has "not a PyTorch memory snapshot" err.txt; then

@@ -1,0 +1,60 @@
+// tools/gpumem/verdict.hpp — what a replay report concludes, in words: per trace, the leanest and
+// the fastest stack that finished, a suggested spec and notes; per result, the part of its
+// footprint that is an up-front reservation or a growth policy rather than the trace's need.
+//
+// Stacks that ran out of memory or could not be built are never leanest or fastest. Speeds on the
+// simulated device measure the host's bookkeeping only (no GPU work is done), and say so.
+#pragma once
+
+#include "replay_command.hpp"
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpumem::tool {
+
+/// Part of a stack's peak held that its policy explains, not the trace.
+struct reservation {
+  std::size_t bytes{};
+  std::string note;
+};
+
+struct suggestion {
+  std::string spec;
+  std::string why;
+};
+
+struct verdict {
+  std::string leanest;  ///< empty: no stack finished
+  double leanest_ratio{};
+  std::string fastest;
+  double fastest_ns_per_op{};
+  std::string speed_basis;
+  std::optional<suggestion> suggested;
+  std::vector<std::string> notes;
+};
+
+/// "host bookkeeping only (simulated device)" or "GPU".
+[[nodiscard]] std::string speed_basis(bool simulated);
+
+/// True when the replay got past the trace's peak of live bytes (its at_peak numbers mean
+/// something).
+[[nodiscard]] bool reached_peak(resource_run const& r, trace::trace_profile const& p);
+
+[[nodiscard]] std::optional<reservation> reservation_of(resource_run const& r,
+                                                        trace::trace_profile const& p);
+
+/// The specs worth replaying to find a pool size for `r` that need not grow: the same stack with
+/// pool:initial= the trace's peak live bytes rounded up to a MiB, then 1.25 and 1.5 times that.
+/// Empty unless `r` replayed the whole trace over a pool that grew or starts at more than twice
+/// what the trace needs.
+[[nodiscard]] std::vector<std::string> pool_candidates(resource_run const& r,
+                                                       trace::trace_profile const& p);
+
+/// Uses t.suggested (the replay of the chosen candidate) for the suggestion: a spec is suggested
+/// only when its replay finished and held less than the stack it resizes.
+[[nodiscard]] verdict verdict_of(trace_run const& t, bool simulated);
+
+}  // namespace gpumem::tool
