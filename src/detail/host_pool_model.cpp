@@ -409,7 +409,11 @@ cudaError_t host_pool_model::free_async(void* ptr, cudaStream_t stream)
   }
   auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
   for (auto& [handle, p] : pools_) {  // an importer's mapping is freed first
-    if (p->origin != nullptr && p->imported.erase(addr) != 0) { return cudaSuccess; }
+    if (p->origin == nullptr) { continue; }
+    if (auto it = p->imported.find(addr); it != p->imported.end()) {
+      p->imported.erase(it);
+      return cudaSuccess;
+    }
   }
   auto* p   = owner_of(ptr);
   auto* seg = p != nullptr ? p->live_at(addr) : nullptr;
@@ -426,7 +430,11 @@ cudaError_t host_pool_model::free_now(void* ptr)
 {
   auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
   for (auto& [handle, p] : pools_) {
-    if (p->origin != nullptr && p->imported.erase(addr) != 0) { return cudaSuccess; }
+    if (p->origin == nullptr) { continue; }
+    if (auto it = p->imported.find(addr); it != p->imported.end()) {
+      p->imported.erase(it);
+      return cudaSuccess;
+    }
   }
   auto* p   = owner_of(ptr);
   auto* seg = p != nullptr ? p->live_at(addr) : nullptr;
@@ -506,6 +514,12 @@ cudaError_t host_pool_model::import_pool(cudaMemPool_t* pool, void* handle,
   auto const fd = static_cast<int>(reinterpret_cast<std::intptr_t>(handle));
   auto it       = exported_fds_.find(inode_of(fd));
   if (inode_of(fd) == 0 || it == exported_fds_.end()) { return cudaErrorInvalidValue; }
+  for (auto const& [h, p] : pools_) {  // the driver gives the same handle to a second import
+    if (p->origin == it->second) {
+      *pool = h;
+      return cudaSuccess;
+    }
+  }
   auto rec    = std::make_unique<pool_rec>();
   rec->props  = it->second->props;
   rec->origin = it->second;

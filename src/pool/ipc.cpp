@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <utility>
 
 namespace gpumem {
@@ -26,7 +28,49 @@ void check(cudaError_t status, char const* what)
   if (status != cudaSuccess) [[unlikely]] { throw_cuda(status, what); }
 }
 
+cudaMemPool_t import_pool_handle(detail::runtime& rt, shareable_pool_handle const& handle);
+
+/// Imports of one pool in this process. The driver gives the same handle each time a process
+/// imports a pool again (seen on the H100, driver 580), so the handle is destroyed only with the
+/// last imported_memory_pool that holds it.
+class import_counts {
+ public:
+  void add(cudaMemPool_t pool)
+  {
+    std::lock_guard lock{mutex_};
+    ++counts_[pool];
+  }
+  /// True when `pool` has no other holder left (then it must be destroyed).
+  bool remove(cudaMemPool_t pool) noexcept
+  {
+    std::lock_guard lock{mutex_};
+    auto it = counts_.find(pool);
+    if (it == counts_.end() || --it->second == 0) {
+      if (it != counts_.end()) { counts_.erase(it); }
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<cudaMemPool_t, int> counts_;
+};
+
+import_counts& imports()
+{
+  static import_counts instance;
+  return instance;
+}
+
 cudaMemPool_t import_pool(detail::runtime& rt, shareable_pool_handle const& handle)
+{
+  auto const pool = import_pool_handle(rt, handle);
+  imports().add(pool);
+  return pool;
+}
+
+cudaMemPool_t import_pool_handle(detail::runtime& rt, shareable_pool_handle const& handle)
 {
   cudaMemPool_t pool{};
   if (handle.type() == allocation_handle_type::posix_file_descriptor) {
@@ -166,7 +210,7 @@ imported_memory_pool::~imported_memory_pool()
 
 void imported_memory_pool::destroy() noexcept
 {
-  if (pool_ != nullptr) { (void)runtime_->mem_pool_destroy(pool_); }
+  if (pool_ != nullptr && imports().remove(pool_)) { (void)runtime_->mem_pool_destroy(pool_); }
   pool_ = nullptr;
 }
 

@@ -321,6 +321,12 @@ TEST_F(host_pool, ExportImportInOneProcessFollowsTheProtocol)
     auto got2 = importers[1].import_pointer(data, 3 * MiB);
     EXPECT_EQ(query_pointer(got1.get(), rt).pool, pool.handle());
   }  // the importers' destructor path: synchronize, then free (cudaFree) their mappings
+  EXPECT_EQ(importers[0].handle(), imp.handle()) << "as the driver: one handle per pool";
+  importers.clear();  // destroying two of the three holders keeps the pool imported
+  {
+    auto still = imp.import_pointer(data, 3 * MiB);
+    EXPECT_EQ(still.get(), shared);
+  }
   EXPECT_EQ(used(pool), 4 * MiB) << "the exporter's allocation is still live";
   pool.deallocate(shared, a);  // the exporter frees last
   rt.device_synchronize();

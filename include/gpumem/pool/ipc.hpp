@@ -50,7 +50,9 @@ class imported_allocation;
 [[nodiscard]] pointer_export_data export_pointer(void const* ptr,
                                                  detail::runtime& rt = detail::cuda_runtime());
 
-/// A pool imported from another process. Owning, move-only. Cannot allocate (CUDA forbids it):
+/// A pool imported from another process. Owning, move-only; importing the same pool again in one
+/// process gives the same CUDA handle, destroyed with the last imported_memory_pool holding it.
+/// Cannot allocate (CUDA forbids it):
 /// there is no allocate member and no conversion to memory_pool_ref. Initially accessible only
 /// from its resident device; the exporter's access settings are not inherited.
 class imported_memory_pool {
