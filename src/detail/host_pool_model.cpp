@@ -72,7 +72,7 @@ struct host_pool_model::pool_rec {
   std::uint64_t reserved{}, reserved_high{}, used{}, used_high{};
   std::map<std::pair<int, int>, cudaMemAccessFlags> access;
   std::map<std::uintptr_t, segment> segments;  ///< by address
-  std::set<std::uintptr_t> imported;           ///< imported pools: pointers mapped here
+  std::multiset<std::uintptr_t> imported;      ///< imported pools: mappings (one per import)
 
   [[nodiscard]] bool home_is_device(int d) const noexcept
   {

@@ -484,8 +484,8 @@ TEST(gpu_pool_free, cuda_free_of_pool_memory_after_a_synchronization)
   pool.deallocate(q, s);
   CUDA_OK(cudaStreamSynchronize(s.s));
   auto const after_q = used(pool);
-  void* again       = pool.allocate(32 * mib, s);
-  bool const reused = again == p;
+  void* again        = pool.allocate(32 * mib, s);
+  bool const reused  = again == p;
   pool.deallocate(again, s);
   CUDA_OK(cudaStreamSynchronize(s.s));
   pool.trim_to(0);
@@ -808,7 +808,7 @@ void run_importer(int sock, int mode, import_reply& reply)
         std::snprintf(reply.error, sizeof reply.error, "%s", e.what());
       }
     }
-    auto& pool  = second ? *second : *first;
+    auto& pool = second ? *second : *first;
     auto alloc = pool.import_pointer(m.data, ipc_bytes);
     auto ready = ipc_event::open(m.ready);
     ready.make_wait(s);
