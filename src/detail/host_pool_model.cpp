@@ -302,6 +302,9 @@ cudaError_t host_pool_model::set_access(cudaMemPool_t pool, cudaMemAccessDesc co
       if (p->home_is_device(d.location.id) && d.flags != cudaMemAccessFlagsProtReadWrite) {
         return cudaErrorInvalidValue;
       }
+      if (d.flags == cudaMemAccessFlagsProtRead) {
+        return cudaErrorNotSupported;  // seen on the H100 (driver 580): read-only for a device
+      }
     } else if (device_pool) {
       return cudaErrorNotSupported;  // seen on the H100: no host access to device pools
     }

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -304,7 +305,14 @@ void set_pool_access(runtime& rt, cudaMemPool_t pool, pool_location owner,
     for (auto const& d : descriptors) {
       who += (who.empty() ? "" : ", ") + describe(d.accessor) + ": " + to_string(d.flags);
     }
-    throw_cuda(st, format("cudaMemPoolSetAccess(", who, ")"));
+    bool const read_only = std::any_of(descriptors.begin(), descriptors.end(), [](auto const& d) {
+      return d.flags == access_flags::read && d.accessor.kind == location_kind::device;
+    });
+    auto const hint = st == cudaErrorNotSupported && read_only
+                          ? std::string{" (read-only access by a device is not supported by this "
+                                        "driver; give read_write or none)"}
+                          : std::string{};
+    throw_cuda(st, format("cudaMemPoolSetAccess(", who, ")", hint));
   }
 }
 

@@ -252,10 +252,10 @@ TEST(gpu_pool_access, a_list_of_locations_in_one_call)
     CUDA_OK(cudaDeviceCanAccessPeer(&can, 1, 0));
     if (can != 0) {
       std::vector<access_descriptor> const both{
-          {pool_location::device(1), access_flags::read},
+          {pool_location::device(1), access_flags::read_write},
           {pool_location::device(0), access_flags::read_write}};
       pool.set_access(both);
-      EXPECT_EQ(pool.access(cuda_device_id{1}), access_flags::read);
+      EXPECT_EQ(pool.access(cuda_device_id{1}), access_flags::read_write);
     }
   }
 }
