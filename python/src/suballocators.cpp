@@ -99,23 +99,29 @@ moved out of free holes to wherever a request needs contiguous memory.
 ``granularity_bytes`` (None: the device's) is the granule; ``growth_percent`` maps that share of
 what is mapped ahead of a need; above ``release_threshold_bytes`` (None: no limit) of free memory,
 free granules go back to the device at each growth. ``trim_to(n)`` releases free granules until
-at most n bytes are mapped. Takes memory from the runtime directly (no upstream).
+at most n bytes are mapped. ``peer_devices`` (device numbers) or ``all_peers=True`` give other
+devices with peer capability read-write access to all of the pool's memory, so that their kernels
+and copies can use it. Takes memory from the runtime directly (no upstream).
 )doc");
-  c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
-                    unsigned growth, std::optional<std::size_t> threshold,
-                    std::optional<int> device, py::handle runtime) {
-          mr::vmm_pool_options o;
-          o.reserve_bytes           = reserve.value_or(0);
-          o.granularity_bytes       = granularity.value_or(0);
-          o.growth_percent          = growth;
-          o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
-          o.device                  = device.value_or(-1);
-          return std::make_shared<R>(o, to_runtime(runtime));
-        }),
-        py::kw_only(), py::arg("reserve_bytes") = py::none(),
-        py::arg("granularity_bytes") = py::none(), py::arg("growth_percent") = 0U,
-        py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
-        py::arg("runtime") = py::none(), py::keep_alive<1, 7>())
+  c.def(
+       py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
+                   unsigned growth, std::optional<std::size_t> threshold, std::optional<int> device,
+                   py::handle runtime, std::vector<int> peers, bool all_peers) {
+         mr::vmm_pool_options o;
+         o.peer_devices            = std::move(peers);
+         o.all_peers               = all_peers;
+         o.reserve_bytes           = reserve.value_or(0);
+         o.granularity_bytes       = granularity.value_or(0);
+         o.growth_percent          = growth;
+         o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
+         o.device                  = device.value_or(-1);
+         return std::make_shared<R>(o, to_runtime(runtime));
+       }),
+       py::kw_only(), py::arg("reserve_bytes") = py::none(),
+       py::arg("granularity_bytes") = py::none(), py::arg("growth_percent") = 0U,
+       py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
+       py::arg("runtime") = py::none(), py::arg("peer_devices") = std::vector<int>{},
+       py::arg("all_peers") = false, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
           "stats",

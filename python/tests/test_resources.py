@@ -204,6 +204,14 @@ def test_vmm_pool_maps_on_demand_and_trims(host):
     assert "reserved address space" in str(e.value)
 
 
+def test_vmm_pool_peer_devices_are_checked(host):
+    with pytest.raises(gpumem.LogicError) as e:
+        gpumem.VmmPoolMemoryResource(reserve_bytes=64 << 20, runtime=host, peer_devices=[0])
+    assert "peer device 0 is not another device" in str(e.value)
+    pool = gpumem.VmmPoolMemoryResource(reserve_bytes=64 << 20, runtime=host, all_peers=True)
+    pool.deallocate(pool.allocate(1 << 20), 1 << 20)  # one device: no peer, nothing to give
+
+
 def test_vmm_pool_from_spec_takes_its_parameters():
     sim = gpumem.HostRuntime(capacity_bytes=1 << 30, backed=False)
     pool = gpumem.from_spec("vmm_pool:reserve=256MiB,growth=10", runtime=sim)

@@ -670,7 +670,13 @@ void host_runtime::vmm_set_access(void* ptr, std::size_t bytes, int device)
   std::lock_guard lock{state_->mutex};
   expect_valid(device >= 0 && device < state_->options.device_count,
                format("invalid device ", device));
-  state_->vmm.set_access(ptr, bytes);
+  state_->vmm.set_access(ptr, bytes, device);
+}
+
+bool host_runtime::vmm_accessible_by(void const* ptr, int device) const
+{
+  std::lock_guard lock{state_->mutex};
+  return state_->vmm.accessible_by(ptr, device);
 }
 
 int host_runtime::vmm_export_fd(vmm_handle handle)

@@ -20,8 +20,14 @@ constexpr std::uintptr_t simulated_end  = std::uintptr_t{1} << 47;
   throw cuda_error{cudaErrorInvalidValue, format("host_runtime: virtual memory: ", what)};
 }
 
-void* as_ptr(std::uintptr_t a) { return reinterpret_cast<void*>(a); }
-std::uintptr_t as_addr(void const* p) { return reinterpret_cast<std::uintptr_t>(p); }
+void* as_ptr(std::uintptr_t a)
+{
+  return reinterpret_cast<void*>(a);
+}
+std::uintptr_t as_addr(void const* p)
+{
+  return reinterpret_cast<std::uintptr_t>(p);
+}
 
 }  // namespace
 
@@ -50,13 +56,14 @@ void* host_vmm_model::reserve(std::size_t bytes, std::size_t alignment)
   alignment = std::max(alignment, granularity_);
   if (bytes == 0 || !is_aligned(bytes, granularity_) || !is_pow2(alignment)) {
     invalid(format("cannot reserve ", bytes, " bytes aligned to ", alignment,
-                   ": the size must be a non-zero multiple of the granularity (",
-                   granularity_, ") and the alignment a power of two"));
+                   ": the size must be a non-zero multiple of the granularity (", granularity_,
+                   ") and the alignment a power of two"));
   }
   std::uintptr_t base{};
   if (backed_) {
     auto const length = bytes + alignment;
-    void* p = ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
       throw out_of_memory{format("host_runtime: virtual memory: cannot reserve ", bytes_str(bytes),
                                  " of address space")};
@@ -174,13 +181,25 @@ void host_vmm_model::for_range(void* ptr, std::size_t bytes, F&& f) const
   }
 }
 
-void host_vmm_model::set_access(void* ptr, std::size_t bytes)
+void host_vmm_model::set_access(void* ptr, std::size_t bytes, int device)
 {
   for_range(ptr, bytes, [](auto const&) {});  // validate first: nothing changes on a throw
-  for_range(ptr, bytes, [this](auto const& m) {
-    const_cast<mapping_rec&>(m.second).accessible = true;
+  for_range(ptr, bytes, [this, device](auto const& m) {
+    auto& rec      = const_cast<mapping_rec&>(m.second);
+    rec.accessible = true;
+    rec.devices |= std::uint64_t{1} << (device & 63);
     protect(m.first, m.second.bytes, true);
   });
+}
+
+bool host_vmm_model::accessible_by(void const* ptr, int device) const
+{
+  auto const at = as_addr(ptr);
+  auto it       = mappings_.upper_bound(at);
+  if (it == mappings_.begin()) { return false; }
+  --it;
+  bool const inside = at < it->first + it->second.bytes;
+  return inside && (it->second.devices >> (device & 63) & 1U) != 0;
 }
 
 void host_vmm_model::check_mapped(void* ptr, std::size_t bytes) const
@@ -238,9 +257,9 @@ void host_vmm_model::protect(std::uintptr_t addr, std::size_t bytes, bool access
 
 void host_vmm_model::check_invariants() const
 {
-  GPUMEM_EXPECTS(misuse_ == 0, logic_error,
-                 format("host_runtime: virtual memory misused ", misuse_, " time(s); last: ",
-                        last_misuse_));
+  GPUMEM_EXPECTS(
+      misuse_ == 0, logic_error,
+      format("host_runtime: virtual memory misused ", misuse_, " time(s); last: ", last_misuse_));
   std::map<vmm_handle, std::size_t> counts;
   std::uintptr_t prev_end = 0;
   for (auto const& [addr, m] : mappings_) {

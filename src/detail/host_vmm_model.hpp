@@ -6,10 +6,11 @@
 // crashes as it would on a GPU. Otherwise addresses are simulated (nothing is touched).
 // Physical handles: a size (multiple of the granularity), mappings counted; released handles are
 // freed once their last mapping goes (as cuMemRelease of a mapped handle does).
-// Mappings start with no access (backed: still faulting) until set_access. Mappings: the whole of one handle (CUDA refuses a part: CUDA_ERROR_NOT_SUPPORTED) at a granularity-aligned address inside one reservation, over
-// no other mapping; an unmap must name a whole mapping.
-// Misuse gives what CUDA gives: cuda_error (invalid value) from the calls that may throw, a
-// recorded misuse from the noexcept ones (misuse_count(), and check_invariants() fails).
+// Mappings start with no access (backed: still faulting) until set_access. Mappings: the whole of
+// one handle (CUDA refuses a part: CUDA_ERROR_NOT_SUPPORTED) at a granularity-aligned address
+// inside one reservation, over no other mapping; an unmap must name a whole mapping. Misuse gives
+// what CUDA gives: cuda_error (invalid value) from the calls that may throw, a recorded misuse from
+// the noexcept ones (misuse_count(), and check_invariants() fails).
 //
 // Invariants (check_invariants()):
 //   every mapping lies inside one reservation; mappings never overlap
@@ -44,8 +45,11 @@ class host_vmm_model {
   void map(void* ptr, std::size_t bytes, vmm_handle handle);
   /// Returns the bytes that became free now (a released handle's last mapping went).
   [[nodiscard]] std::size_t unmap(void* ptr, std::size_t bytes) noexcept;
-  /// Grants access to whole mappings covering [ptr, ptr + bytes) (throws unless wholly mapped).
-  void set_access(void* ptr, std::size_t bytes);
+  /// Grants `device` (0..63) access to whole mappings covering [ptr, ptr + bytes) (throws unless
+  /// wholly mapped).
+  void set_access(void* ptr, std::size_t bytes, int device);
+  /// True when the mapping holding `ptr` was given access by `device`.
+  [[nodiscard]] bool accessible_by(void const* ptr, int device) const;
   /// Throws unless [ptr, ptr + bytes) is wholly mapped and accessible.
   void check_mapped(void* ptr, std::size_t bytes) const;
   [[nodiscard]] bool shareable(vmm_handle handle) const;
@@ -69,7 +73,8 @@ class host_vmm_model {
   struct mapping_rec {
     std::size_t bytes{};
     vmm_handle handle{};
-    bool accessible{};  // set_access called (mappings start with no access, as in CUDA)
+    bool accessible{};        // set_access called (mappings start with no access, as in CUDA)
+    std::uint64_t devices{};  // bit d: device d was given access
   };
   /// Calls f(mapping) for the mappings covering [ptr, ptr + bytes); throws unless wholly mapped.
   template <class F>

@@ -9,7 +9,44 @@
 namespace gpumem::detail {
 namespace {
 
-bool by_address(free_block const& a, free_block const& b) { return a.ptr < b.ptr; }
+bool by_address(free_block const& a, free_block const& b)
+{
+  return a.ptr < b.ptr;
+}
+
+}  // namespace
+
+namespace {
+
+/// The peer devices to give access, checked: each exists, is not the pool's own device and has
+/// peer capability with it (logic_error otherwise); all_peers adds every capable device.
+std::vector<int> validated_peers(runtime& rt, int device, std::vector<int> const& asked,
+                                 bool all_peers)
+{
+  int const count = rt.device_count();
+  auto capable    = [&](int peer) {
+    int can{};
+    return rt.device_can_access_peer(&can, peer, device) == cudaSuccess && can != 0;
+  };
+  std::vector<int> out;
+  for (int peer : asked) {
+    GPUMEM_EXPECTS(
+        peer >= 0 && peer < count && peer != device, logic_error,
+        format("vmm_pool_memory_resource: peer device ", peer,
+               " is not another device (the pool is on device ", device, " of ", count, ")"));
+    GPUMEM_EXPECTS(
+        capable(peer), logic_error,
+        format("vmm_pool_memory_resource: device ", peer, " has no peer capability with device ",
+               device, " (cudaDeviceCanAccessPeer), so it cannot be given access"));
+    if (std::find(out.begin(), out.end(), peer) == out.end()) { out.push_back(peer); }
+  }
+  for (int peer = 0; all_peers && peer < count; ++peer) {
+    if (peer != device && capable(peer) && std::find(out.begin(), out.end(), peer) == out.end()) {
+      out.push_back(peer);
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -20,7 +57,8 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
       reserved_{},
       growth_percent_{options.growth_percent}
 {
-  handle_bytes_ = options.handle_bytes;
+  peers_                        = validated_peers(rt, device_, options.peers, options.all_peers);
+  handle_bytes_                 = options.handle_bytes;
   auto const device_granularity = granularity_;
   if (options.granularity_bytes != 0) {
     GPUMEM_EXPECTS(is_aligned(options.granularity_bytes, device_granularity), logic_error,
@@ -34,8 +72,9 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
   GPUMEM_EXPECTS(wanted > 0 && can_align_up(wanted, granularity_), logic_error,
                  format("vmm_pool_memory_resource: cannot reserve ", wanted, " bytes"));
   reserved_ = align_up(wanted, granularity_);
-  handle_bytes_ = handle_bytes_ == 0 ? SIZE_MAX : std::max(granularity_, align_up(handle_bytes_, granularity_));
-  base_     = static_cast<char*>(rt.vmm_reserve(reserved_, granularity_));
+  handle_bytes_ =
+      handle_bytes_ == 0 ? SIZE_MAX : std::max(granularity_, align_up(handle_bytes_, granularity_));
+  base_ = static_cast<char*>(rt.vmm_reserve(reserved_, granularity_));
   try {
     unmapped_.emplace(base_, reserved_);
   } catch (...) {
@@ -98,7 +137,8 @@ std::vector<vmm_backing::piece> vmm_backing::idle_handles(coalescing_free_list c
   std::vector<piece> found;
   idle.for_each([&](free_block const& b) {
     // A free block that the target joins is used in place: none of its handles may move.
-    if (excluded != nullptr && (b.end() == excluded->at || b.ptr == excluded->at + excluded->bytes)) {
+    if (excluded != nullptr &&
+        (b.end() == excluded->at || b.ptr == excluded->at + excluded->bytes)) {
       return;
     }
     for (auto it = mapped_.lower_bound(b.ptr);
@@ -219,11 +259,12 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
   for (auto const& p : pieces) {
     if (p.from != nullptr) { unmap_donor(p); }
   }
-  char* at = t.at;
+  char* at      = t.at;
   std::size_t i = 0;
   try {
     for (; i < pieces.size(); at += pieces[i++].bytes) { map_at(at, pieces[i]); }
     runtime_->vmm_set_access(t.at, t.bytes, device_);  // one call for the whole target
+    for (int peer : peers_) { runtime_->vmm_set_access(t.at, t.bytes, peer); }
   } catch (...) {  // unwind: nothing of the target stays mapped; the moved handles are released
     for (std::size_t j = i; j < pieces.size(); ++j) { runtime_->vmm_release(pieces[j].handle); }
     unmap_range(t.at, static_cast<std::size_t>(at - t.at));
@@ -283,7 +324,9 @@ void vmm_backing::take_unmapped(char* at, std::size_t bytes)
   auto const end   = it->first + it->second;
   unmapped_.erase(it);
   if (start < at) { unmapped_.emplace(start, static_cast<std::size_t>(at - start)); }
-  if (at + bytes < end) { unmapped_.emplace(at + bytes, static_cast<std::size_t>(end - at - bytes)); }
+  if (at + bytes < end) {
+    unmapped_.emplace(at + bytes, static_cast<std::size_t>(end - at - bytes));
+  }
 }
 
 // -- release -------------------------------------------------------------------------------------
@@ -344,7 +387,8 @@ void vmm_backing::check(std::vector<free_block> const& blocks) const
     auto it = mapped_.upper_bound(b.ptr);
     char* p = b.ptr;
     if (it != mapped_.begin()) { --it; }
-    while (p < b.end() && it != mapped_.end() && it->first <= p && p < it->first + it->second.bytes) {
+    while (p < b.end() && it != mapped_.end() && it->first <= p &&
+           p < it->first + it->second.bytes) {
       p = it->first + it->second.bytes;
       ++it;
     }

@@ -6,7 +6,8 @@ namespace {
 
 detail::vmm_backing_options backing_options(vmm_pool_options const& o)
 {
-  return {o.reserve_bytes, o.granularity_bytes, o.growth_percent, o.handle_bytes, o.device};
+  return {o.reserve_bytes, o.granularity_bytes, o.growth_percent, o.handle_bytes,
+          o.device,        o.peer_devices,      o.all_peers};
 }
 
 }  // namespace
@@ -21,15 +22,18 @@ vmm_pool_memory_resource::vmm_pool_memory_resource(vmm_pool_options const& optio
   register_range(backing_.range());
 }
 
-vmm_pool_memory_resource::~vmm_pool_memory_resource() { release_all(); }
+vmm_pool_memory_resource::~vmm_pool_memory_resource()
+{
+  release_all();
+}
 
 std::size_t vmm_pool_memory_resource::allocation_size(std::size_t bytes) const
 {
   auto const limit = backing_.range().size;
-  GPUMEM_EXPECTS(can_align_up(bytes, allocation_alignment) && bytes <= limit, out_of_memory,
-                 detail::format(resource_name, ": cannot allocate ", detail::bytes_str(bytes),
-                                ": larger than the reserved address space ",
-                                detail::bytes_str(limit)));
+  GPUMEM_EXPECTS(
+      can_align_up(bytes, allocation_alignment) && bytes <= limit, out_of_memory,
+      detail::format(resource_name, ": cannot allocate ", detail::bytes_str(bytes),
+                     ": larger than the reserved address space ", detail::bytes_str(limit)));
   return align_up(bytes, allocation_alignment);
 }
 
@@ -63,12 +67,13 @@ void vmm_pool_memory_resource::fail(detail::coalescing_free_list const& idle, st
                                     char const* why) const
 {
   auto const free = idle.stats();
-  GPUMEM_FAIL(out_of_memory,
-              detail::format(resource_name, ": cannot allocate ", detail::bytes_str(size),
-                             ": physical memory mapped ", detail::bytes_str(backing_.mapped_bytes()),
-                             ", free ", detail::bytes_str(free.free_bytes), " (largest free block ",
-                             detail::bytes_str(free.largest_bytes), "), address space left ",
-                             detail::bytes_str(backing_.unmapped_bytes()), "; ", why));
+  GPUMEM_FAIL(
+      out_of_memory,
+      detail::format(resource_name, ": cannot allocate ", detail::bytes_str(size),
+                     ": physical memory mapped ", detail::bytes_str(backing_.mapped_bytes()),
+                     ", free ", detail::bytes_str(free.free_bytes), " (largest free block ",
+                     detail::bytes_str(free.largest_bytes), "), address space left ",
+                     detail::bytes_str(backing_.unmapped_bytes()), "; ", why));
 }
 
 std::size_t vmm_pool_memory_resource::trim_to(std::size_t bytes)

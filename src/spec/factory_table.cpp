@@ -37,33 +37,40 @@ std::vector<factory_entry> leaves()
                 {"release_threshold", "none", "bytes kept at a synchronization, or none for all"}},
                true,
                detail_peers::make_cuda_async});
-  t.push_back({"vmm_pool",
-               resource_kind::leaf,
-               "best-fit pool over reserved address space, backed by physical memory on demand",
-               {{"reserve", "none", "address space reserved, or none for twice the device memory"},
-                {"granularity", "none", "granule bytes, or none for the device's granularity"},
-                {"growth", "0", "new memory mapped beyond a need, in % of what is mapped"},
-                {"handle", "16MiB", "largest physical handle, or none for one per growth"},
-                {"release_threshold", "none", "free bytes kept mapped at a growth, or none for all"}},
-               false,
-               [](layer_args const& a, dmr*, build_context const& c) -> dmr_ptr {
-                 mr::vmm_pool_options o;
-                 auto bytes_or = [&](char const* key, std::size_t none) {
-                   return a.text(key) == "none" ? none : a.bytes(key);
-                 };
-                 o.reserve_bytes           = bytes_or("reserve", 0);
-                 o.granularity_bytes       = bytes_or("granularity", 0);
-                 o.handle_bytes            = bytes_or("handle", 0);
-                 auto const growth         = a.number("growth");
-                 if (!(growth >= 0 && growth <= 1000)) {
-                   throw spec_error{"vmm_pool: growth must be a percentage from 0 to 1000, got " +
-                                    a.text("growth")};
-                 }
-                 o.growth_percent = static_cast<unsigned>(growth);
-                 o.release_threshold_bytes = bytes_or("release_threshold", SIZE_MAX);
-                 return std::make_unique<mr::vmm_pool_memory_resource>(o, *c.runtime);
-               },
-               "vmm_pool"});
+  t.push_back(
+      {"vmm_pool",
+       resource_kind::leaf,
+       "best-fit pool over reserved address space, backed by physical memory on demand",
+       {{"reserve", "none", "address space reserved, or none for twice the device memory"},
+        {"granularity", "none", "granule bytes, or none for the device's granularity"},
+        {"growth", "0", "new memory mapped beyond a need, in % of what is mapped"},
+        {"handle", "16MiB", "largest physical handle, or none for one per growth"},
+        {"release_threshold", "none", "free bytes kept mapped at a growth, or none for all"},
+        {"peers", "none", "other devices given access: all (every peer-capable one) or none"}},
+       false,
+       [](layer_args const& a, dmr*, build_context const& c) -> dmr_ptr {
+         mr::vmm_pool_options o;
+         auto const peers = a.text("peers");
+         if (peers != "all" && peers != "none") {
+           throw spec_error{"vmm_pool: peers must be all or none, got " + peers};
+         }
+         o.all_peers   = peers == "all";
+         auto bytes_or = [&](char const* key, std::size_t none) {
+           return a.text(key) == "none" ? none : a.bytes(key);
+         };
+         o.reserve_bytes     = bytes_or("reserve", 0);
+         o.granularity_bytes = bytes_or("granularity", 0);
+         o.handle_bytes      = bytes_or("handle", 0);
+         auto const growth   = a.number("growth");
+         if (!(growth >= 0 && growth <= 1000)) {
+           throw spec_error{"vmm_pool: growth must be a percentage from 0 to 1000, got " +
+                            a.text("growth")};
+         }
+         o.growth_percent          = static_cast<unsigned>(growth);
+         o.release_threshold_bytes = bytes_or("release_threshold", SIZE_MAX);
+         return std::make_unique<mr::vmm_pool_memory_resource>(o, *c.runtime);
+       },
+       "vmm_pool"});
   t.push_back({"managed",
                resource_kind::leaf,
                "unified memory from cudaMallocManaged",

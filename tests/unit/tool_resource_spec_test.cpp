@@ -131,6 +131,18 @@ TEST(ResourceFactory, BuildDiagnoses)
   EXPECT_NE(e.find("bin_growth (default 8)"), std::string::npos) << e;
 }
 
+TEST(ResourceFactory, VmmPoolPeersAreAllOrNone)
+{
+  detail::host_runtime rt{
+      {.capacity_bytes = 1U << 30, .backed = false, .auto_complete = true, .device_count = 2}};
+  auto stack = build("vmm_pool:peers=all,reserve=256MiB", rt, true);
+  void* p    = stack.top().allocate(1000);
+  EXPECT_TRUE(rt.vmm_accessible_by(p, 1)) << "the other device was given access";
+  stack.top().deallocate(p, 1000);
+  auto const e = error_of([&] { (void)build("vmm_pool:peers=1", rt, true); });
+  EXPECT_NE(e.find("vmm_pool: peers must be all or none, got 1"), std::string::npos) << e;
+}
+
 TEST(ResourceFactory, EveryHostCapableEntryBuildsAndServes)
 {
   for (auto const& e : factory_table()) {

@@ -40,7 +40,7 @@ TEST_F(vmm_pool_test, ReservesOnceAndMapsOnlyWhatIsAskedFor)
   EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
   void* p = pool.allocate(3 * MiB, a);
   EXPECT_EQ(rt.vmm_state().physical_bytes, 4 * MiB);  // two 2 MiB granules
-  std::memset(p, 0xab, 3 * MiB);                       // backed: mapped memory is real
+  std::memset(p, 0xab, 3 * MiB);                      // backed: mapped memory is real
   check(pool, {{p, 3 * MiB}});
   void* q = pool.allocate(MiB, a);  // the rest of the second granule: no growth
   EXPECT_EQ(rt.vmm_state().physical_bytes, 4 * MiB);
@@ -54,7 +54,9 @@ TEST_F(vmm_pool_test, HitPathMakesNoRuntimeCall)
   auto pool = make();
   pool.deallocate(pool.allocate(5 * MiB, a), 5 * MiB, a);
   auto const before = rt.calls();
-  for (int i = 0; i < 100; ++i) { pool.deallocate(pool.allocate(MiB + 256 * i, a), MiB + 256 * i, a); }
+  for (int i = 0; i < 100; ++i) {
+    pool.deallocate(pool.allocate(MiB + 256 * i, a), MiB + 256 * i, a);
+  }
   auto const after = rt.calls();
   EXPECT_EQ(after.vmm_map, before.vmm_map);
   EXPECT_EQ(after.synchronize, before.synchronize);
@@ -128,7 +130,7 @@ TEST_F(vmm_pool_test, BeforeFailingItReleasesEveryFreeGranule)
 
 TEST_F(vmm_pool_test, ReleaseThresholdGivesFreeGranulesBackAtAGrowth)
 {
-  auto pool = make({.release_threshold_bytes = 0});
+  auto pool                 = make({.release_threshold_bytes = 0});
   std::size_t const sizes[] = {8 * MiB, 2 * MiB, 8 * MiB, 2 * MiB, 4 * MiB};
   void* p[5];
   for (int i = 0; i < 5; ++i) { p[i] = pool.allocate(sizes[i], a); }
@@ -246,6 +248,46 @@ TEST_F(vmm_pool_test, StatsReportTheFootprint)
   EXPECT_EQ(s.largest_free_bytes, MiB);
   EXPECT_EQ(s.handles, 1U);  // one growth, one handle
   pool.deallocate(p, 3 * MiB, a);
+}
+
+TEST(vmm_pool_peers, PeerDevicesGetAccessToEveryMapping)
+{
+  detail::host_runtime rt{
+      detail::host_runtime_options{.capacity_bytes = 64 * MiB, .device_count = 3}};
+  auto const s = rt.create_stream();
+  vmm_pool one{{.reserve_bytes = 256 * MiB, .peer_devices = {1}}, rt};
+  EXPECT_EQ(one.options().peer_devices, std::vector<int>{1});
+  void* p = one.allocate(3 * MiB, s);
+  void* q = one.allocate(20 * MiB, s);  // a later growth: new mappings get the peers too
+  for (void* x : {p, q}) {
+    EXPECT_TRUE(rt.vmm_accessible_by(x, 0)) << "the pool's own device";
+    EXPECT_TRUE(rt.vmm_accessible_by(x, 1)) << "the peer";
+    EXPECT_FALSE(rt.vmm_accessible_by(x, 2)) << "not asked for";
+  }
+  one.deallocate(q, 20 * MiB, s);
+  one.deallocate(p, 3 * MiB, s);
+  vmm_pool all{{.reserve_bytes = 256 * MiB, .all_peers = true}, rt};
+  void* r = all.allocate(MiB, s);
+  EXPECT_TRUE(rt.vmm_accessible_by(r, 1) && rt.vmm_accessible_by(r, 2));
+  all.deallocate(r, MiB, s);
+}
+
+TEST(vmm_pool_peers, ImpossiblePeersAreRefusedAtConstruction)
+{
+  detail::host_runtime rt{detail::host_runtime_options{
+      .capacity_bytes = 64 * MiB, .device_count = 2, .peer_access = false}};
+  auto message = [&](mr::vmm_pool_options o) {
+    o.reserve_bytes = 256 * MiB;
+    return message_of<gpumem::logic_error>([&] { vmm_pool{o, rt}; });
+  };
+  EXPECT_NE(message({.peer_devices = {0}}).find("peer device 0 is not another device"),
+            std::string::npos);
+  EXPECT_NE(message({.peer_devices = {5}}).find("peer device 5 is not another device"),
+            std::string::npos);
+  EXPECT_NE(message({.peer_devices = {1}}).find("device 1 has no peer capability with device 0"),
+            std::string::npos);
+  vmm_pool none{{.reserve_bytes = 256 * MiB, .all_peers = true}, rt};  // none capable: fine
+  EXPECT_EQ(rt.vmm_state().reservations, 1U);
 }
 
 }  // namespace

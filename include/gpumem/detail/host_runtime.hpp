@@ -120,6 +120,8 @@ class host_runtime final : public runtime {
   /// The advise_preferred_location calls so far, in order (the first 4096; advice is only
   /// recorded).
   [[nodiscard]] std::vector<host_runtime_advice> advice() const;
+  /// True when the virtual-memory mapping holding `ptr` was given access by `device`.
+  [[nodiscard]] bool vmm_accessible_by(void const* ptr, int device) const;
   [[nodiscard]] host_runtime_options const& options() const noexcept;
   /// Throws logic_error naming the broken invariant.
   void check_invariants() const;

@@ -40,6 +40,8 @@ struct vmm_backing_options {
   unsigned growth_percent{};        ///< new physical memory taken beyond a need, in % of mapped
   std::size_t handle_bytes{};       ///< largest new handle (0: one handle per growth)
   int device{-1};                   ///< -1: the current device
+  std::vector<int> peers{};         ///< other devices given read-write access to every mapping
+  bool all_peers{false};            ///< also every other device with peer capability
 };
 
 class vmm_backing {
@@ -56,6 +58,8 @@ class vmm_backing {
   [[nodiscard]] free_block range() const noexcept { return {base_, reserved_, 0}; }
   [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
   [[nodiscard]] int device() const noexcept { return device_; }
+  /// The other devices that get access to every mapping (validated at construction).
+  [[nodiscard]] std::vector<int> const& peers() const noexcept { return peers_; }
   [[nodiscard]] std::size_t mapped_bytes() const noexcept { return mapped_bytes_; }
   [[nodiscard]] std::size_t handle_count() const noexcept { return mapped_.size(); }
   [[nodiscard]] std::size_t unmapped_bytes() const noexcept { return reserved_ - mapped_bytes_; }
@@ -104,15 +108,16 @@ class vmm_backing {
 
   runtime* runtime_;
   int device_;
+  std::vector<int> peers_;  ///< devices given access besides device_ (peer capable)
   std::size_t granularity_;
   std::size_t reserved_;
   unsigned growth_percent_;
   std::size_t handle_bytes_{};  // largest new handle, a multiple of the granularity
   char* base_{};
-  std::uint32_t idle_chunk_{};  // the chunk number the pool's blocks carry
-  std::map<char*, mapping> mapped_;       // address -> mapping
+  std::uint32_t idle_chunk_{};             // the chunk number the pool's blocks carry
+  std::map<char*, mapping> mapped_;        // address -> mapping
   std::map<char*, std::size_t> unmapped_;  // address -> bytes, coalesced
-  std::size_t mapped_bytes_{};            // == sum of mapped_ sizes
+  std::size_t mapped_bytes_{};             // == sum of mapped_ sizes
 };
 
 }  // namespace gpumem::detail

@@ -41,8 +41,13 @@ struct vmm_pool_options {
   std::size_t granularity_bytes{};  ///< granule size; 0: the device's recommended granularity
   unsigned growth_percent{};        ///< new physical memory beyond a need, in % of what is mapped
   std::size_t handle_bytes{std::size_t{16} << 20};  ///< largest physical handle; 0: one per growth
-  std::size_t release_threshold_bytes{SIZE_MAX};  ///< free memory kept mapped at a growth
-  int device{-1};                                  ///< -1: the current device
+  std::size_t release_threshold_bytes{SIZE_MAX};    ///< free memory kept mapped at a growth
+  int device{-1};                                   ///< -1: the current device
+  /// Other devices given read-write access to all of the pool's memory (peer access: their
+  /// kernels and copies may use it). Each must have peer capability with the pool's device.
+  std::vector<int> peer_devices{};
+  /// Gives every other device with peer capability access (adds to peer_devices).
+  bool all_peers{false};
 };
 
 /// What the pool holds, for reports (a consistent snapshot).
@@ -104,6 +109,7 @@ class vmm_pool_memory_resource final
   std::atomic<std::size_t> threshold_;
 };
 
-static_assert(gpumem::detail::async_resource_with<vmm_pool_memory_resource, cuda::mr::device_accessible>);
+static_assert(
+    gpumem::detail::async_resource_with<vmm_pool_memory_resource, cuda::mr::device_accessible>);
 
 }  // namespace gpumem::mr
