@@ -390,6 +390,7 @@ struct export_message {
   ipc_event_handle ready;
   std::uint64_t bytes;
   std::uint32_t seed;
+  std::int32_t home;  ///< the exporter's pool device
 };
 struct import_reply {
   ipc_event_handle freed;
@@ -416,11 +417,13 @@ void run_importer(int sock, import_reply& reply)
   export_message m{};
   shareable_pool_handle handle{receive_with_fd(sock, bytes_of(m))};
   imported_memory_pool pool{handle};
-  // The home device is found at import (the only device with access), not guessed later.
-  if (pool.location() != std::optional{pool_location::device(0)}) {
-    throw std::runtime_error{"the imported pool's home device was not found as device 0"};
+  // The home device is found at import (the only device with access), not guessed: with the pool
+  // on device 1, device 0 (the lowest) must be given access to read it below.
+  if (pool.location() != std::optional{pool_location::device(m.home)}) {
+    throw std::runtime_error{"the imported pool's home device was not found as device " +
+                             std::to_string(m.home)};
   }
-  pool.set_access(cuda_device_id{0});  // the owner: a no-op that must not throw
+  pool.set_access(cuda_device_id{0});  // peer access when home is 1; a no-op for the owner
   try {
     (void)pool.import_pointer(pointer_export_data{}, 1);
   } catch (cuda_error const&) {
@@ -483,17 +486,18 @@ pid_t spawn_importer(int child_sock)
   return pid;
 }
 
-TEST(gpu_pool_ipc, two_processes)
+/// The exporter's side with the pool on `device`; the importer reads it from device 0.
+void export_to_a_child(int device)
 {
-  GPUMEM_SKIP_WITHOUT_GPU();
-  auto pool = device_pool(0, allocation_handle_type::posix_file_descriptor);
+  ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+  auto pool = device_pool(device, allocation_handle_type::posix_file_descriptor);
   stream s;
   exported_allocation alloc{pool, ipc_bytes, s};
   fill(alloc.get(), ipc_bytes, ipc_seed, s.s);
   auto ready = ipc_event::create();
   ready.record(s);
   auto handle = pool.export_handle();
-  export_message m{alloc.export_data(), ready.handle(), ipc_bytes, ipc_seed};
+  export_message m{alloc.export_data(), ready.handle(), ipc_bytes, ipc_seed, device};
 
   int sv[2]{};
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -526,6 +530,24 @@ TEST(gpu_pool_ipc, two_processes)
             << (reply.imported_used_bytes == UINT64_MAX ? std::string{"refused by the driver"}
                                                         : std::to_string(reply.imported_used_bytes))
             << "\n";
+  (void)cudaSetDevice(0);
+}
+
+TEST(gpu_pool_ipc, two_processes)
+{
+  GPUMEM_SKIP_WITHOUT_GPU();
+  export_to_a_child(0);
+}
+
+TEST(gpu_pool_ipc, two_processes_pool_on_device_1_read_from_device_0)
+{
+  GPUMEM_SKIP_WITHOUT_GPU();
+  int const n = get_num_cuda_devices();
+  if (n < 2) { GTEST_SKIP() << "needs 2 GPUs; this machine has " << n; }
+  int can{};
+  CUDA_OK(cudaDeviceCanAccessPeer(&can, 0, 1));
+  if (can == 0) { GTEST_SKIP() << "device 0 has no peer capability with device 1"; }
+  export_to_a_child(1);  // the importer finds home 1, gives device 0 access and reads there
 }
 
 // -- two GPUs --------------------------------------------------------------------------------
