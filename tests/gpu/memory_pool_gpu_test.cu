@@ -3,6 +3,7 @@
 // test (this executable re-runs itself as the importer) and a two-GPU access test.
 // Skips without a GPU; the two-GPU tests skip with a reason on one GPU.
 #include <support/backend.hpp>
+#include <support/child_process.hpp>
 
 #include <gpumem/mr/cuda_async_memory_resource.hpp>
 #include <gpumem/pool/device_pools.hpp>
@@ -25,8 +26,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-extern char** environ;
 
 namespace gpumem {
 namespace {
@@ -401,16 +400,7 @@ struct import_reply {
   char error[512];
 };
 
-template <class T>
-std::span<std::byte const> bytes_of(T const& t)
-{
-  return {reinterpret_cast<std::byte const*>(&t), sizeof t};
-}
-template <class T>
-std::span<std::byte> bytes_of(T& t)
-{
-  return {reinterpret_cast<std::byte*>(&t), sizeof t};
-}
+using test::bytes_of;
 
 void run_importer(int sock, import_reply& reply)
 {
@@ -466,24 +456,7 @@ TEST(gpu_pool_ipc, importer_role)
 /// Starts this executable again as the importer, with `child_sock` inherited.
 pid_t spawn_importer(int child_sock)
 {
-  static std::string const exe = [] {
-    std::vector<char> buf(4096);
-    auto const n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-    return std::string(buf.data(), n > 0 ? static_cast<std::size_t>(n) : 0);
-  }();
-  std::string const filter = "--gtest_filter=gpu_pool_ipc.importer_role";
-  std::string const env    = std::string{socket_env} + "=" + std::to_string(child_sock);
-  std::vector<char*> argv{const_cast<char*>(exe.c_str()), const_cast<char*>(filter.c_str()),
-                          nullptr};
-  std::vector<char*> envp{const_cast<char*>(env.c_str())};
-  for (char** e = environ; *e != nullptr; ++e) { envp.push_back(*e); }
-  envp.push_back(nullptr);
-  pid_t const pid = ::fork();
-  if (pid == 0) {
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  return pid;
+  return test::spawn_self("gpu_pool_ipc.importer_role", socket_env, std::to_string(child_sock));
 }
 
 /// The exporter's side with the pool on `device`; the importer reads it from device 0.

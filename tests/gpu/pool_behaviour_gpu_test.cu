@@ -8,6 +8,7 @@
 // importers, one of which frees through the destructors (children of this executable).
 // Every test skips, saying why, without a GPU or without the feature it needs.
 #include <support/backend.hpp>
+#include <support/child_process.hpp>
 
 #include <gpumem/error.hpp>
 #include <gpumem/pool/device_pools.hpp>
@@ -38,8 +39,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-extern char** environ;
 
 namespace gpumem {
 namespace {
@@ -785,16 +784,7 @@ struct import_reply {
   char error[512];
 };
 
-template <class T>
-std::span<std::byte const> bytes_of(T const& t)
-{
-  return {reinterpret_cast<std::byte const*>(&t), sizeof t};
-}
-template <class T>
-std::span<std::byte> bytes_of(T& t)
-{
-  return {reinterpret_cast<std::byte*>(&t), sizeof t};
-}
+using test::bytes_of;
 
 void run_importer(int sock, int mode, import_reply& reply)
 {
@@ -853,27 +843,8 @@ TEST(gpu_pool_ipc_importers, importer_role)
 
 pid_t spawn_importer(int child_sock, int mode)
 {
-  static std::string const exe = [] {
-    std::vector<char> buf(4096);
-    auto const n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-    return std::string(buf.data(), n > 0 ? static_cast<std::size_t>(n) : 0);
-  }();
-  std::string const filter = "--gtest_filter=gpu_pool_ipc_importers.importer_role";
-  std::string const env =
-      std::string{importer_env} + "=" + std::to_string(child_sock) + "," + std::to_string(mode);
-  std::vector<char*> argv{const_cast<char*>(exe.c_str()), const_cast<char*>(filter.c_str()),
-                          nullptr};
-  std::vector<char*> envp{const_cast<char*>(env.c_str())};
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, importer_env, std::strlen(importer_env)) != 0) { envp.push_back(*e); }
-  }
-  envp.push_back(nullptr);
-  pid_t const pid = ::fork();
-  if (pid == 0) {
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  return pid;
+  return test::spawn_self("gpu_pool_ipc_importers.importer_role", importer_env,
+                          std::to_string(child_sock) + "," + std::to_string(mode));
 }
 
 TEST(gpu_pool_ipc_importers, three_importers_free_first_one_through_the_destructors)
