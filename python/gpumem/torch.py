@@ -568,7 +568,7 @@ MAX_FRAMES = 32
 """The most frames ``record(frames=True)`` keeps per allocation (the innermost ones)."""
 
 _frame_skip: tuple = ()  # path prefixes of the frames left out (gpumem's and torch's packages)
-_frame_texts: dict = {}  # (code, line) -> the frame's text, while a recording runs
+_frame_texts: dict = {}  # (id(code), instruction) -> (code, frame text), while recording
 _frames_callback = None  # the ctypes callback; kept for the life of the process (see record)
 
 
@@ -586,16 +586,18 @@ def _stack_text(frame, limit: int = MAX_FRAMES) -> str:
     skip = _frame_skip
     while frame is not None and len(out) < limit:
         code = frame.f_code
-        key = (code, frame.f_lineno)
-        text = texts.get(key)
-        if text is None:
+        # Keyed by the code's id (hashing a code object hashes its contents) and the instruction
+        # (f_lineno searches the line table); the entry keeps the code alive, so the id is its.
+        key = (id(code), frame.f_lasti)
+        entry = texts.get(key)
+        if entry is None or entry[0] is not code:
             filename = code.co_filename
             text = "" if skip and filename.startswith(skip) else \
                 f"{code.co_name} ({filename}:{frame.f_lineno})".replace("|", "/") \
                 .replace("\n", " ").replace("\r", " ")
-            texts[key] = text
-        if text:
-            out.append(text)
+            entry = texts[key] = (code, text)
+        if entry[1]:
+            out.append(entry[1])
         frame = frame.f_back
     return "|".join(out)
 
@@ -605,7 +607,7 @@ def _write_frames(buf, cap) -> int:
     takes the GIL); writes the caller's Python stack into buf, whole frames only, at most cap
     bytes, and returns the length. Never raises (an error gives an empty stack)."""
     try:
-        data = _stack_text(sys._getframe(1)).encode("utf-8", "replace")
+        data = _stack_text(sys._getframe().f_back).encode("utf-8", "replace")
         if len(data) > cap:
             cut = data.rfind(b"|", 0, cap + 1)
             data = data[:max(cut, 0)]
@@ -629,8 +631,8 @@ def record(path, frames: bool = False):
     replay report (``results.json``: ``frames``, ``stacks``) then tells which code made the blocks
     live at the peak. Allocations made on threads with no Python code running (the autograd
     engine's, in ``backward()``) have an empty stack. Each allocation then calls into Python and
-    takes the GIL on the allocating thread (a few microseconds): a debugging aid, not for timing
-    runs. Without frames nothing of that happens.
+    takes the GIL on the allocating thread (about 10 µs, more for deep stacks): a debugging aid,
+    not for timing runs. Without frames nothing of that happens.
 
     Raises RuntimeError when a recording is already running, the file cannot be opened, or it
     could not be written completely."""
@@ -650,9 +652,10 @@ def record(path, frames: bool = False):
     try:
         yield path
     finally:
-        if lib.gpumem_torch_record_stop() != 0:
-            raise RuntimeError(f"gpumem.torch.record({os.fspath(path)!r}): {_last_error()}")
+        stopped = lib.gpumem_torch_record_stop()
         _frame_texts.clear()
+        if stopped != 0:
+            raise RuntimeError(f"gpumem.torch.record({os.fspath(path)!r}): {_last_error()}")
 
 
 # -- PyTorch's own functions -------------------------------------------------------------------

@@ -480,6 +480,40 @@ def test_use_reads_the_environment_and_installs_every_device(fake_torch):
     assert lines[2].startswith("again: gpumem.torch.use() was already called")
 
 
+def test_record_with_frames_leaves_torchs_own_frames_out(fake_torch, tmp_path):
+    """Frames in torch's package (here the fake torch's) are left out: the innermost frame is
+    the program's line that called into torch."""
+    fake = fake_torch["PYTHONPATH"].split(os.pathsep)[0]
+    with open(os.path.join(fake, "torch", "ops.py"), "w") as f:
+        f.write(textwrap.dedent("""
+            import gpumem.torch as gt
+            def _empty(n):
+                return gt._library().gpumem_torch_try_malloc(n, 0, None)
+            def empty(n):
+                return _empty(n)
+        """))
+    trace = tmp_path / "t.csv"
+    out = run(f"""
+        import sys, torch, torch.ops, gpumem, gpumem.torch as gt
+        host = gpumem.HostRuntime(capacity_bytes=64 << 20)
+        gt.use("pool:initial=1MiB", runtime=host)
+        def step():
+            return torch.ops.empty(4096)
+        with gt.record({str(trace)!r}, frames=True):
+            p = step(); line = sys._getframe().f_lineno
+            assert p, gt._last_error()
+        print(line)
+    """, fake_torch)
+    assert out.returncode == 0, out.stderr
+    line = int(out.stdout.split()[-1])
+    rows = list(csv.reader(trace.open()))
+    (alloc,) = [r for r in rows[1:] if r[2] == "allocate"]
+    frames = alloc[6].split("|")
+    assert frames[0].startswith("step (<string>:"), frames
+    assert frames[1] == f"<module> (<string>:{line})", frames
+    assert len(frames) == 2, frames
+
+
 def test_use_with_a_bad_environment_value_says_which(fake_torch):
     fake_torch[gt.ENV_VAR] = "pool:initial=lots"
     out = run("""
