@@ -572,9 +572,17 @@ _frame_texts: dict = {}  # (id(code), instruction) -> (code, frame text), while 
 _frames_callback = None  # the ctypes callback; kept for the life of the process (see record)
 
 
-def _package_dir(module) -> str | None:
-    path = getattr(module, "__file__", None)
-    return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
+def _package_dirs(*modules) -> tuple:
+    """The folders of the modules' files, as given and made absolute (a frame's filename is the
+    path the module was imported by), each ending in a separator."""
+    out = []
+    for module in modules:
+        path = getattr(module, "__file__", None)
+        if path:
+            for folder in (os.path.dirname(path), os.path.dirname(os.path.abspath(path))):
+                if folder and folder + os.sep not in out:
+                    out.append(folder + os.sep)
+    return tuple(out)
 
 
 def _stack_text(frame, limit: int = MAX_FRAMES) -> str:
@@ -641,8 +649,7 @@ def record(path, frames: bool = False):
     if frames:
         if _frames_callback is None:  # never freed: a thread may still be inside it after stop
             _frames_callback = _FRAMES_FN(_write_frames)
-        _frame_skip = tuple(d for d in (_package_dir(sys.modules.get("gpumem")),
-                                        _package_dir(sys.modules.get("torch"))) if d)
+        _frame_skip = _package_dirs(sys.modules.get("gpumem"), sys.modules.get("torch"))
         _frame_texts.clear()
         started = lib.gpumem_torch_record_start2(os.fsencode(path), _frames_callback)
     else:
