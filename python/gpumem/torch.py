@@ -24,7 +24,8 @@ Statistics: ``memory_stats()`` (PyTorch's key names), ``memory_allocated()``,
 ``reset_peak_memory_stats()``, ``memory_summary()``. PyTorch's own functions of those names do not
 work under a pluggable allocator; ``use()`` points them at these (``patch_torch=False`` leaves
 them alone). ``torch.cuda.empty_cache()`` and ``empty_cache()`` give free memory back.
-``record(path)`` writes a trace that ``gpumem replay`` replays.
+``record(path)`` writes a trace that ``gpumem replay`` replays (``frames=True``: with the Python
+call stack of each allocation).
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def _library() -> ctypes.CDLL:
     lib.gpumem_torch_reset_accumulated.argtypes = [ctypes.c_int]
     lib.gpumem_torch_record_start.argtypes = [ctypes.c_char_p]
     lib.gpumem_torch_record_start.restype = ctypes.c_int
+    lib.gpumem_torch_record_start2.argtypes = [ctypes.c_char_p, _FRAMES_FN]
+    lib.gpumem_torch_record_start2.restype = ctypes.c_int
     lib.gpumem_torch_record_stop.restype = ctypes.c_int
     lib.gpumem_torch_last_error.restype = ctypes.c_char_p
     lib.gpumem_torch_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
@@ -558,20 +561,107 @@ class out_of_memory_errors(contextlib.ContextDecorator):
 
 # -- recording ---------------------------------------------------------------------------------
 
+# The C type of the frames callback: int frames(char* buf, int cap).
+_FRAMES_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+
+MAX_FRAMES = 32
+"""The most frames ``record(frames=True)`` keeps per allocation (the innermost ones)."""
+
+_frame_skip: tuple = ()  # path prefixes of the frames left out (gpumem's and torch's packages)
+_frame_texts: dict = {}  # (id(code), instruction) -> (code, frame text), while recording
+_frames_callback = None  # the ctypes callback; kept for the life of the process (see record)
+
+
+def _package_dirs(*modules) -> tuple:
+    """The folders of the modules' files, as given and made absolute (a frame's filename is the
+    path the module was imported by), each ending in a separator."""
+    out = []
+    for module in modules:
+        path = getattr(module, "__file__", None)
+        if path:
+            for folder in (os.path.dirname(path), os.path.dirname(os.path.abspath(path))):
+                if folder and folder + os.sep not in out:
+                    out.append(folder + os.sep)
+    return tuple(out)
+
+
+def _stack_text(frame, limit: int = MAX_FRAMES) -> str:
+    """The Frames column of an allocation: from `frame` outwards, the frames outside
+    _frame_skip, each ``name (filename:line)`` as ``gpumem convert`` writes PyTorch's, innermost
+    first, joined by ``|`` (a ``|`` inside a frame becomes ``/``), at most `limit` of them."""
+    out = []
+    texts = _frame_texts
+    skip = _frame_skip
+    while frame is not None and len(out) < limit:
+        code = frame.f_code
+        # Keyed by the code's id (hashing a code object hashes its contents) and the instruction
+        # (f_lineno searches the line table); the entry keeps the code alive, so the id is its.
+        key = (id(code), frame.f_lasti)
+        entry = texts.get(key)
+        if entry is None or entry[0] is not code:
+            filename = code.co_filename
+            text = "" if skip and filename.startswith(skip) else \
+                f"{code.co_name} ({filename}:{frame.f_lineno})".replace("|", "/") \
+                .replace("\n", " ").replace("\r", " ")
+            entry = texts[key] = (code, text)
+        if entry[1]:
+            out.append(entry[1])
+        frame = frame.f_back
+    return "|".join(out)
+
+
+def _write_frames(buf, cap) -> int:
+    """The frames callback: called by the allocator library on the allocating thread (ctypes
+    takes the GIL); writes the caller's Python stack into buf, whole frames only, at most cap
+    bytes, and returns the length. Never raises (an error gives an empty stack)."""
+    try:
+        data = _stack_text(sys._getframe().f_back).encode("utf-8", "replace")
+        if len(data) > cap:
+            cut = data.rfind(b"|", 0, cap + 1)
+            data = data[:max(cut, 0)]
+        ctypes.memmove(buf, data, len(data))
+        return len(data)
+    except BaseException:  # noqa: BLE001 - an exception must not cross into C++
+        return 0
+
+
 @contextlib.contextmanager
-def record(path):
+def record(path, frames: bool = False):
     """Writes every allocation and free PyTorch makes through gpumem, on every device, while the
     ``with`` block runs, to ``path``: a gpumem trace (CSV) that ``gpumem replay path`` replays
-    against any resource. Stack frames are not recorded (the trace format has no place for
-    them). Raises RuntimeError when a recording is already running, the file cannot be opened,
-    or it could not be written completely."""
+    against any resource.
+
+    ``frames=True`` adds the ``Frames`` column: each allocate row carries the Python call stack
+    that made the allocation, innermost first, each frame ``name (filename:line)`` as ``gpumem
+    convert`` writes PyTorch's snapshot stacks, at most ``MAX_FRAMES`` (32) frames. Frames of
+    gpumem's package and of torch's (``torch/nn/modules/module.py``, ``torch/nn/functional.py``,
+    the optimizers, ...) are left out, so that the innermost frame is the program's own line. The
+    replay report (``results.json``: ``frames``, ``stacks``) then tells which code made the blocks
+    live at the peak. Allocations made on threads with no Python code running (the autograd
+    engine's, in ``backward()``) have an empty stack. Each allocation then calls into Python and
+    takes the GIL on the allocating thread (about 10 µs, more for deep stacks): a debugging aid,
+    not for timing runs. Without frames nothing of that happens.
+
+    Raises RuntimeError when a recording is already running, the file cannot be opened, or it
+    could not be written completely."""
+    global _frames_callback, _frame_skip
     lib = _library()
-    if lib.gpumem_torch_record_start(os.fsencode(path)) != 0:
+    if frames:
+        if _frames_callback is None:  # never freed: a thread may still be inside it after stop
+            _frames_callback = _FRAMES_FN(_write_frames)
+        _frame_skip = _package_dirs(sys.modules.get("gpumem"), sys.modules.get("torch"))
+        _frame_texts.clear()
+        started = lib.gpumem_torch_record_start2(os.fsencode(path), _frames_callback)
+    else:
+        started = lib.gpumem_torch_record_start(os.fsencode(path))
+    if started != 0:
         raise RuntimeError(f"gpumem.torch.record({os.fspath(path)!r}): {_last_error()}")
     try:
         yield path
     finally:
-        if lib.gpumem_torch_record_stop() != 0:
+        stopped = lib.gpumem_torch_record_stop()
+        _frame_texts.clear()
+        if stopped != 0:
             raise RuntimeError(f"gpumem.torch.record({os.fspath(path)!r}): {_last_error()}")
 
 

@@ -7,6 +7,7 @@ devices they used; tests of use() run in a subprocess."""
 
 import csv
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -292,6 +293,92 @@ def test_record_writes_a_trace_that_gpumem_replay_replays(configured, tmp_path):
     assert result["peak_held_bytes"] == 1 << 20
 
 
+def test_record_with_frames_writes_each_allocations_python_stack(configured, tmp_path):
+    """record(frames=True): the Frames column; each allocate row's innermost frame is the line
+    that called the allocator (gpumem's own frames left out), frees have none; a thread's stack
+    starts at its own function; the trace replays and the report has the frames."""
+    configured("pool:initial=1MiB")
+    path = tmp_path / "frames.csv"
+    here = sys._getframe().f_code
+    got = {}
+
+    def in_a_thread():
+        got["line"] = sys._getframe().f_lineno + 1
+        got["p"] = lib.gpumem_torch_try_malloc(256, 0, None)
+
+    with gt.record(path, frames=True):
+        line_a = sys._getframe().f_lineno + 1
+        a = lib.gpumem_torch_try_malloc(4096, 0, None)
+        t = threading.Thread(target=in_a_thread)
+        t.start()
+        t.join()
+        free(a, 4096, 0)
+        free(got["p"], 256, 0)
+    assert a and got["p"]
+    rows = list(csv.reader(path.open()))
+    assert rows[0] == ["Thread", "Time", "Action", "Pointer", "Size", "Stream", "Frames"]
+    allocs = [r for r in rows[1:] if r[2] == "allocate"]
+    assert [r[4] for r in allocs] == ["4096", "256"]
+    stack_a = allocs[0][6].split("|")
+    assert stack_a[0] == f"{here.co_name} ({here.co_filename}:{line_a})", stack_a
+    assert len(stack_a) <= gt.MAX_FRAMES
+    assert not any(os.path.join("gpumem", "torch.py") in f for f in stack_a), stack_a
+    stack_t = allocs[1][6].split("|")
+    assert stack_t[0] == f"in_a_thread ({here.co_filename}:{got['line']})", stack_t
+    assert allocs[1][0] != allocs[0][0]  # another thread
+    assert [r[6] for r in rows[1:] if r[2] == "free"] == ["", ""]
+    # without frames, as before: six columns
+    with gt.record(path):
+        free(malloc(64, 0), 64, 0)
+    assert next(csv.reader(path.open())) == ["Thread", "Time", "Action", "Pointer", "Size",
+                                             "Stream"]
+
+
+def test_record_frames_text_is_the_converters(tmp_path):
+    """A frame reads `name (filename:line)`, innermost first, a '|' in it written '/', at most
+    MAX_FRAMES; a stack longer than the callback's buffer keeps whole frames."""
+    def deep(n):
+        return deep(n - 1) if n else sys._getframe()
+    frame = deep(40)
+    text = gt._stack_text(frame)
+    frames = text.split("|")
+    assert len(frames) == gt.MAX_FRAMES
+    assert frames[0] == f"deep ({frame.f_code.co_filename}:{frame.f_lineno})"
+    buf = ctypes.create_string_buffer(100)
+
+    def via_callback():
+        return gt._write_frames(ctypes.addressof(buf), 100)
+    n = via_callback()
+    assert 0 < n <= 100 and buf.raw[:n].decode().startswith("via_callback (")
+    assert not buf.raw[:n].decode().endswith("|")
+    assert gt._stack_text(None) == ""
+
+
+def test_record_with_frames_replays_with_the_frames_in_the_report(configured, tmp_path):
+    configured("pool:initial=1MiB")
+    path = tmp_path / "frames.csv"
+    with gt.record(path, frames=True):
+        blocks = [malloc(1024, 0) for _ in range(3)]
+        for p in blocks:
+            free(p, 1024, 0)
+    try:
+        tool = gpumem._cli.tool_path()
+    except FileNotFoundError:
+        pytest.skip("the gpumem tool is not in this build")
+    report = tmp_path / "report"
+    proc = subprocess.run([str(tool), "replay", str(path), "-r", "pool", "--simulate",
+                           "--report", str(report)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (trace,) = json.load((report / "results.json").open())["traces"]
+    assert trace["frames"][0].startswith("malloc (") and "test_torch_allocator.py:" in \
+        trace["frames"][0], trace["frames"]
+    assert any(f.startswith("<listcomp> (") or f.startswith(
+        "test_record_with_frames_replays_with_the_frames_in_the_report (")
+        for f in trace["frames"]), trace["frames"]
+    assert [a[3] for a in trace["allocations"]] == [0, 0, 0], trace["allocations"]
+    assert trace["stacks"][0][0] == 0
+
+
 # -- use() and the command line, against a fake torch -------------------------------------------
 
 FAKE_TORCH = '''
@@ -391,6 +478,40 @@ def test_use_reads_the_environment_and_installs_every_device(fake_torch):
     assert lines[0] == "[(1, 'arena:size=4MiB'), (None, 'statistics>pool:initial=1MiB')]"
     assert lines[1] == "created [False, True, True]"
     assert lines[2].startswith("again: gpumem.torch.use() was already called")
+
+
+def test_record_with_frames_leaves_torchs_own_frames_out(fake_torch, tmp_path):
+    """Frames in torch's package (here the fake torch's) are left out: the innermost frame is
+    the program's line that called into torch."""
+    fake = fake_torch["PYTHONPATH"].split(os.pathsep)[0]
+    with open(os.path.join(fake, "torch", "ops.py"), "w") as f:
+        f.write(textwrap.dedent("""
+            import gpumem.torch as gt
+            def _empty(n):
+                return gt._library().gpumem_torch_try_malloc(n, 0, None)
+            def empty(n):
+                return _empty(n)
+        """))
+    trace = tmp_path / "t.csv"
+    out = run(f"""
+        import sys, torch, torch.ops, gpumem, gpumem.torch as gt
+        host = gpumem.HostRuntime(capacity_bytes=64 << 20)
+        gt.use("pool:initial=1MiB", runtime=host)
+        def step():
+            return torch.ops.empty(4096)
+        with gt.record({str(trace)!r}, frames=True):
+            p = step(); line = sys._getframe().f_lineno
+            assert p, gt._last_error()
+        print(line)
+    """, fake_torch)
+    assert out.returncode == 0, out.stderr
+    line = int(out.stdout.split()[-1])
+    rows = list(csv.reader(trace.open()))
+    (alloc,) = [r for r in rows[1:] if r[2] == "allocate"]
+    frames = alloc[6].split("|")
+    assert frames[0].startswith("step (<string>:"), frames
+    assert frames[1] == f"<module> (<string>:{line})", frames
+    assert len(frames) == 2, frames
 
 
 def test_use_with_a_bad_environment_value_says_which(fake_torch):

@@ -54,18 +54,33 @@ void allocation_logger::log(char const* action, void const* ptr, std::size_t byt
     } else if (stacks_) {
       frames = ",";
     }
-    std::lock_guard lock{mutex_};
-    auto const now = std::chrono::duration_cast<std::chrono::microseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-    std::string const line =
-        format_log_line(thread_index(), now, action, ptr, bytes, stream) + frames;
-    for (auto const& sink : sinks_) {
-      *sink << line << '\n';
-      if (auto_flush_) { sink->flush(); }
-      if (!*sink) { ++lost_lines_; }
-    }
+    write_line(action, ptr, bytes, stream, frames);
   } catch (...) {  // logging must not turn a free into a throw; a lost line is the lesser harm
+  }
+}
+
+void allocation_logger::log(char const* action, void const* ptr, std::size_t bytes,
+                            cudaStream_t stream, std::string_view frames) noexcept
+{
+  try {
+    std::string const tail = stacks_ ? "," + trace::frames_field(std::string{frames}) : "";
+    write_line(action, ptr, bytes, stream, tail);
+  } catch (...) {  // as above
+  }
+}
+
+void allocation_logger::write_line(char const* action, void const* ptr, std::size_t bytes,
+                                   cudaStream_t stream, std::string const& tail)
+{
+  std::lock_guard lock{mutex_};
+  auto const now = std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  std::string const line = format_log_line(thread_index(), now, action, ptr, bytes, stream) + tail;
+  for (auto const& sink : sinks_) {
+    *sink << line << '\n';
+    if (auto_flush_) { sink->flush(); }
+    if (!*sink) { ++lost_lines_; }
   }
 }
 

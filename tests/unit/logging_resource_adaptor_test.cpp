@@ -1,6 +1,7 @@
 // logging_resource_adaptor: exact CSV lines, sinks, GPUMEM_LOG_FILE, failures, flushing.
 #include "adaptor_test_support.hpp"
 
+#include <gpumem/detail/allocation_logger.hpp>
 #include <gpumem/mr/logging_resource_adaptor.hpp>
 #include <gpumem/trace/trace_reader.hpp>
 
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -276,6 +278,36 @@ TEST_F(logging_test, WithoutStacksNothingIsCapturedAndTheLogHasSixColumns)
   ASSERT_EQ(lines.size(), 3U);
   EXPECT_EQ(lines[0], "Thread,Time,Action,Pointer,Size,Stream");
   EXPECT_EQ(fields_of(lines[1]).size(), 6U);
+}
+
+// A caller that knows the stack (gpumem.torch's Python frames) gives it: written as given
+// (CSV-quoted when needed), nothing captured; a logger without the Frames column ignores it.
+TEST(allocation_logger, LogsTheFramesItIsGiven)
+{
+  auto out = std::make_shared<std::ostringstream>();
+  {
+    detail::allocation_logger log{{out}, false, true};
+    int x{};
+    log.log("allocate", &x, 16, nullptr, "f (a.py:1)|<module> (b.py:2)");
+    log.log("allocate", &x, 32, nullptr, "g<int, char> (c.py:3)");
+    log.log("free", &x, 16, nullptr, {});
+  }
+  auto const lines = lines_of(out->str());
+  ASSERT_EQ(lines.size(), 4U);
+  EXPECT_EQ(lines[0], "Thread,Time,Action,Pointer,Size,Stream,Frames");
+  EXPECT_TRUE(lines[1].ends_with(",16,0,f (a.py:1)|<module> (b.py:2)")) << lines[1];
+  EXPECT_TRUE(lines[2].ends_with(",32,0,\"g<int, char> (c.py:3)\"")) << lines[2];
+  EXPECT_TRUE(lines[3].ends_with(",16,0,")) << lines[3];
+
+  auto plain = std::make_shared<std::ostringstream>();
+  {
+    detail::allocation_logger log{{plain}, false};
+    int x{};
+    log.log("allocate", &x, 16, nullptr, "f (a.py:1)");
+  }
+  auto const six = lines_of(plain->str());
+  ASSERT_EQ(six.size(), 2U);
+  EXPECT_EQ(fields_of(six[1]).size(), 6U) << six[1];
 }
 
 }  // namespace

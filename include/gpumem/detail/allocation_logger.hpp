@@ -10,7 +10,9 @@
 //   Frames   only with `stacks`: the allocating call stack (allocate rows; empty on the others),
 //            frames innermost first (gpumem's own frames included) joined by '|', CSV-quoted
 //            when it holds a comma or a quote. Capturing costs a backtrace() per allocate and
-//            resolving its symbols; without `stacks` nothing is captured.
+//            resolving its symbols; without `stacks` nothing is captured. log() with a `frames`
+//            argument writes the frames it is given instead (a caller that knows a better stack,
+//            such as gpumem.torch's Python one); nothing is captured then.
 // The header line is written to every sink at construction.
 // Thread safety: all members are thread-safe (one mutex; lines are never interleaved).
 #pragma once
@@ -23,6 +25,7 @@
 #include <mutex>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +55,10 @@ class allocation_logger {
 
   /// Appends one line to every sink (flushing them when auto_flush). Never throws.
   void log(char const* action, void const* ptr, std::size_t bytes, cudaStream_t stream) noexcept;
+  /// As log(), with `frames` (innermost first, joined by '|') as the Frames column instead of a
+  /// captured stack; `frames` is ignored when the logger has no Frames column. Never throws.
+  void log(char const* action, void const* ptr, std::size_t bytes, cudaStream_t stream,
+           std::string_view frames) noexcept;
   /// Flushes every sink; throws std::runtime_error when a sink has failed (a full disk, a
   /// closed stream): the log is then incomplete.
   void flush();
@@ -60,6 +67,9 @@ class allocation_logger {
 
  private:
   [[nodiscard]] int thread_index();  // caller holds mutex_
+  /// Writes one line; `tail` is ",<Frames field>" or empty. Throws what the sinks throw.
+  void write_line(char const* action, void const* ptr, std::size_t bytes, cudaStream_t stream,
+                  std::string const& tail);
 
   std::mutex mutex_;
   std::vector<std::shared_ptr<std::ostream>> sinks_;

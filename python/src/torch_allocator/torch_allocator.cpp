@@ -15,6 +15,7 @@
 //   void  gpumem_torch_reset_peak(int device);
 //   void  gpumem_torch_reset_accumulated(int device);
 //   int   gpumem_torch_record_start(char const* path);
+//   int   gpumem_torch_record_start2(char const* path, int (*frames)(char* buf, int cap));
 //   int   gpumem_torch_record_stop(void);
 //   char const* gpumem_torch_last_error(void);
 //   void* gpumem_torch_try_malloc(ssize_t size, int device, cudaStream_t stream);  // no throw
@@ -36,6 +37,14 @@
 // out-of-memory errors. An allocation that runs out of memory first gives free memory back
 // (resource_stack::trim: caches flush, virtual-memory and CUDA pools trim) and tries once more
 // (num_alloc_retries); failing again it counts in num_ooms and raises.
+//
+// Recording (gpumem.torch.record): every malloc and free is written to a trace, under one mutex.
+// With a frames callback (record(frames=True)), each allocate row also carries the allocating
+// call stack: the callback (a ctypes function, which takes the GIL itself) writes the calling
+// thread's Python stack into a thread-local buffer. It is called before the recording's mutex is
+// taken and with no lock of this library held, so a thread that waits for the GIL holds nothing
+// another thread (one holding the GIL) could wait for; frees never call it. Without the callback
+// the recording path is as before: no Python, no GIL.
 //
 // Errors: malloc on a device with no resource, or a failing resource, throws through PyTorch.
 // Built against PyTorch's c10 (GPUMEM_WITH_C10), an allocation failure is rethrown as
@@ -62,6 +71,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <string_view>
 
 #ifdef GPUMEM_WITH_C10
 #include <c10/util/Exception.h>
@@ -148,7 +158,9 @@ bool config_simulated{};
 thread_local std::string last_error;
 
 // Recording (gpumem.torch.record): a trace of every allocation and free, all devices.
+using frames_fn = int (*)(char* buf, int cap);
 std::atomic<bool> recording{};
+std::atomic<frames_fn> record_frames{};  // set while a recording with frames runs
 std::mutex record_mutex;
 std::unique_ptr<gpumem::detail::allocation_logger> recorder;
 
@@ -156,7 +168,24 @@ void record(char const* action, void const* ptr, std::size_t bytes, cudaStream_t
 {
   if (!recording.load(std::memory_order_relaxed)) { return; }
   std::lock_guard lock{record_mutex};
-  if (recorder) { recorder->log(action, ptr, bytes, stream); }
+  // Never a captured C++ stack: a recording with frames gets them from record_allocate only.
+  if (recorder) { recorder->log(action, ptr, bytes, stream, {}); }
+}
+
+/// record("allocate", ...), with the caller's Python stack when the recording asks for frames.
+void record_allocate(void const* ptr, std::size_t bytes, cudaStream_t stream) noexcept
+{
+  if (!recording.load(std::memory_order_relaxed)) { return; }
+  frames_fn const frames = record_frames.load(std::memory_order_acquire);
+  if (frames == nullptr) { return record("allocate", ptr, bytes, stream); }
+  constexpr int capacity = 16 << 10;
+  thread_local std::array<char, capacity> buffer;
+  int const n = std::clamp(frames(buffer.data(), capacity), 0, capacity);  // takes the GIL
+  std::lock_guard lock{record_mutex};
+  if (recorder) {
+    recorder->log("allocate", ptr, bytes, stream,
+                  std::string_view{buffer.data(), static_cast<std::size_t>(n)});
+  }
 }
 
 /// True when `stream` is capturing a CUDA graph (errors, e.g. no GPU, read as not capturing).
@@ -312,7 +341,7 @@ GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStre
     s->blocks.add(1);
     if (s->footprint != nullptr) { raise_to(s->footprint_peak, s->footprint->held_bytes()); }
   }
-  record("allocate", p, n, stream);
+  record_allocate(p, n, stream);
   return p;
 }
 
@@ -523,9 +552,12 @@ GPUMEM_TORCH_EXPORT void gpumem_torch_reset_accumulated(int device)
 }
 
 /// Starts writing every allocation and free (all devices) to `path` as a gpumem trace (the CSV
-/// `gpumem replay` reads). Returns 0; -1 when a recording is running or the file cannot be
-/// opened (gpumem_torch_last_error says which).
-GPUMEM_TORCH_EXPORT int gpumem_torch_record_start(char const* path)
+/// `gpumem replay` reads). With `frames` (not null), the trace has the Frames column and each
+/// allocate row carries what `frames(buf, cap)` wrote into buf (at most cap bytes; it returns
+/// the length): the allocating call stack, innermost first, frames joined by '|'. It is called
+/// from the allocating thread, with no lock of this library held. Returns 0; -1 when a recording
+/// is running or the file cannot be opened (gpumem_torch_last_error says which).
+GPUMEM_TORCH_EXPORT int gpumem_torch_record_start2(char const* path, frames_fn frames)
 {
   std::lock_guard lock{record_mutex};
   if (recorder) {
@@ -539,13 +571,20 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_record_start(char const* path)
       return -1;
     }
     recorder = std::make_unique<gpumem::detail::allocation_logger>(
-        std::vector<std::shared_ptr<std::ostream>>{file}, false);
+        std::vector<std::shared_ptr<std::ostream>>{file}, false, frames != nullptr);
   } catch (std::exception const& e) {
     last_error = e.what();
     return -1;
   }
+  record_frames.store(frames, std::memory_order_release);
   recording.store(true);
   return 0;
+}
+
+/// gpumem_torch_record_start2 without frames.
+GPUMEM_TORCH_EXPORT int gpumem_torch_record_start(char const* path)
+{
+  return gpumem_torch_record_start2(path, nullptr);
 }
 
 /// Stops the recording and closes its file. Returns 0; -1 when the file could not be written
@@ -553,6 +592,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_record_start(char const* path)
 GPUMEM_TORCH_EXPORT int gpumem_torch_record_stop(void)
 {
   recording.store(false);
+  record_frames.store(nullptr, std::memory_order_release);
   std::lock_guard lock{record_mutex};
   if (!recorder) {
     last_error = "no recording is running";

@@ -1,10 +1,12 @@
 """gpumem.torch on a GPU: lazy per-device resources, memory_stats, empty_cache, out-of-memory,
-CUDA graph capture, recording, the `python -m gpumem.torch` runner, and the two comparison
-scripts (training, generation) under PyTorch's allocator and gpumem with the same seed.
+CUDA graph capture, recording (with Python frames too), the `python -m gpumem.torch` runner, and
+the two comparison scripts (training, generation) under PyTorch's allocator and gpumem with the
+same seed.
 
 Each check runs in its own process (PyTorch's allocator is chosen once per process). Skips
 without a GPU or without PyTorch. GPUMEM_GPU_REPORT=<file> appends the comparison JSON lines."""
 
+import csv
 import importlib.util
 import json
 import os
@@ -208,6 +210,47 @@ def test_record_writes_a_trace_gpumem_replay_replays(tmp_path):
     out = gpumem.replay(trace, "pool:initial=64MiB")
     (result,) = out["traces"][0]["results"]
     assert result["peak_held_bytes"] >= 4 << 20
+
+
+def test_record_with_frames_keeps_each_allocations_python_stack(tmp_path):
+    """A training step of a tiny model recorded with frames=True: the allocate rows made on the
+    main thread carry the program's own line innermost (torch's and gpumem's frames left out);
+    the trace replays with the gpumem tool, whose report has the frames and stacks."""
+    trace = tmp_path / "frames.csv"
+    r = check(f"""
+        import sys
+        gt.use("pool")
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                    torch.nn.Linear(256, 8)).cuda()
+        opt = torch.optim.Adam(model.parameters())
+        with gt.record({str(trace)!r}, frames=True):
+            x = torch.randn(32, 64, device="cuda"); line_x = sys._getframe().f_lineno
+            loss = model(x).square().mean(); line_loss = sys._getframe().f_lineno
+            loss.backward()
+            opt.step()
+            torch.cuda.synchronize()
+        result(line_x=line_x, line_loss=line_loss)
+    """)
+    rows = list(csv.reader(open(trace)))
+    assert rows[0][-1] == "Frames", rows[0]
+    stacks = [row[6].split("|") if len(row) > 6 and row[6] else [] for row in rows[1:]
+              if row[2] == "allocate"]
+    assert stacks and any(stacks), rows[:5]
+    innermost = {s[0] for s in stacks if s}
+    assert f"<module> (<string>:{r['line_x']})" in innermost, innermost
+    assert f"<module> (<string>:{r['line_loss']})" in innermost, innermost
+    assert not any("/torch/" in f or "/gpumem/" in f for s in stacks for f in s), innermost
+    try:
+        tool = gpumem._cli.tool_path()
+    except FileNotFoundError:
+        pytest.skip("the gpumem tool is not in this installation; the trace was checked")
+    report = tmp_path / "report"
+    proc = subprocess.run([str(tool), "replay", str(trace), "-r", "pool", "--report",
+                           str(report)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (t,) = json.load(open(report / "results.json"))["traces"]
+    assert f"<module> (<string>:{r['line_x']})" in t["frames"], t["frames"]
+    assert t["stacks"] and any(a[3] >= 0 for a in t["allocations"])
 
 
 def test_the_runner_switches_an_unchanged_script():
