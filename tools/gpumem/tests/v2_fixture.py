@@ -176,7 +176,7 @@ def verdict_of(trace, simulated):
 def reservation_of(r, trace):
     name = r["resource"].split(">")[0].split(":")[0]
     if name == "arena":
-        return {"bytes": r["peak_held_bytes"] - trace["peak_live_bytes"],
+        return {"bytes": max(0, r["peak_held_bytes"] - trace["peak_live_bytes"]),
                 "note": "arena reserves half of the device's free memory up front"}
     if name == "pool":
         return {"bytes": max(0, r["peak_held_bytes"] - trace["peak_live_bytes"]),

@@ -1,0 +1,63 @@
+// page/selftest.js: with "selftest" in the URL hash, the page moves a synthetic mouse over its own
+// timeline, reads back its readout, and writes what it displayed as JSON lines into
+// <pre id="selftest">; plus the layout's block count per stack and the out-of-memory markers.
+// The test (tests/page_check.py), not the page, compares these with results.json.
+
+function runSelftest(page) {
+  const lines = [];
+  const tl = page.timeline;
+  if (tl) {
+    for (const ev of selftestEvents(tl)) lines.push(JSON.stringify(hoverAt(tl, ev)));
+    lines.push(JSON.stringify(markersShown(tl)));
+  }
+  if (page.layout) lines.push(JSON.stringify(layoutShown(page.layout)));
+  lines.push(JSON.stringify({kind: "verdict", shown: !!document.getElementById("verdict")}));
+  el("pre", {id: "selftest"}, document.body, lines.join("\n"));
+}
+
+/// Events to hover: spread over the view, the peak of live bytes, and just after each failure.
+function selftestEvents(tl) {
+  const sc = tl.sc, out = [0.02, 0.25, 0.5, 0.75, 0.98].map(f => sc.lo + f * (sc.hi - sc.lo));
+  out.push(tl.model.trace.peak_live_event);
+  for (const st of tl.model.stacks) {
+    if (st.failEvent !== null) out.push(Math.min(sc.hi, st.failEvent + 0.03 * (sc.hi - sc.lo)));
+  }
+  return out;
+}
+
+/// Dispatches a mouse move over the chart at `event` and reads the readout as displayed.
+function hoverAt(tl, event) {
+  const box = tl.svg.getBoundingClientRect();
+  const clientX = box.left + tl.sc.x(event), clientY = box.top + TL_MARGIN.t + 20;
+  tl.hit.dispatchEvent(new MouseEvent("mousemove", {clientX: clientX, clientY: clientY, bubbles: true}));
+  const r = tl.readout, held = {}, at = {};
+  for (const row of r.querySelectorAll("tr[data-stack]")) {
+    const cell = row.lastChild, name = row.getAttribute("data-stack");
+    held[name] = cell.getAttribute("data-bytes") === "" ? null : Number(cell.getAttribute("data-bytes"));
+    at[name] = cell.hasAttribute("data-at") ? Number(cell.getAttribute("data-at")) : null;
+  }
+  const live = r.querySelector("tr.ro-live td[data-bytes]").getAttribute("data-bytes");
+  return {kind: "hover", x: Number(r.getAttribute("data-x")), event: Number(r.getAttribute("data-event")),
+          live: live === "" ? null : Number(live), held: held, at: at};
+}
+
+/// The out-of-memory markers drawn and the last event the live line reaches.
+function markersShown(tl) {
+  const path = tl.svg.querySelector("path.series.live").getAttribute("d");
+  const xs = path.match(/[ML](-?[\d.]+),/g) || [];
+  const lastX = xs.length ? parseFloat(xs[xs.length - 1].slice(1)) : null;
+  const oom = Array.prototype.map.call(tl.svg.querySelectorAll("g.oom-marker"),
+                                       g => g.getAttribute("data-stack"));
+  return {kind: "markers", oom: oom, live_last_event: lastX === null ? null : tl.sc.ex(lastX),
+          live_points: xs.length};
+}
+
+function layoutShown(ly) {
+  const blocks = {}, other = {};
+  for (const row of ly.body.querySelectorAll(".layout-row")) {
+    const name = row.getAttribute("data-stack");
+    if (row.hasAttribute("data-blocks")) blocks[name] = Number(row.getAttribute("data-blocks"));
+    else other[name] = row.textContent;
+  }
+  return {kind: "layout", event: ly.event, blocks: blocks, not_drawn: other};
+}
