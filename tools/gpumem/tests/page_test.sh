@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# The report page renders in headless Chromium without console errors:
+# The report page in headless Chromium: renders without console errors, and what it displays
+# (its self-test, #selftest in the URL) matches results.json (page_check.py compares), for the
+# default run and for a run where stacks run out of memory; screenshots into WORK_DIR.
 #   page_test.sh GPUMEM_BINARY WORK_DIR
+# A report without the v2 fields (report_version < 2) is also turned into a v2 fixture by
+# v2_fixture.py (synthesized addresses) so the layout view is tested before the C++ side emits it.
 # Installs Debian's chromium with apt when it is missing; exits 77 (skipped) when it cannot.
 set -u
 bin=$1 work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+traces=$here/../traces
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
 find_browser() {
@@ -27,22 +33,63 @@ if [ -z "$browser" ]; then
   exit 77
 fi
 
-if ! "$bin" --simulate --report report --no-progress >table.txt 2>run.err; then
-  echo "FAIL: the default run failed"; cat table.txt run.err; exit 1
-fi
-timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
-  --enable-logging=stderr --v=0 --virtual-time-budget=5000 \
-  --dump-dom "file://$work/report/index.html" >dom.html 2>console.txt
 failures=0
 check() { if eval "$2"; then echo "ok - $1"; else echo "FAIL - $1"; failures=$((failures + 1)); fi; }
-check "the script ran to its end (<body data-rendered=ok>)" "grep -q '<body data-rendered=\"ok\"' dom.html"
-check "charts were drawn (held series as SVG polylines)" \
-  "[ \$(grep -o 'class=\"series held\"' dom.html | wc -l) -ge 4 ]"
-check "the live series is drawn" "grep -q 'class=\"series live\"' dom.html"
-check "the results table was built" "grep -q '<td>pool' dom.html"
-check "no console messages or errors (the page logs nothing)" "! grep -Eq 'CONSOLE|Uncaught' console.txt"
-check "no network requests in the page" "! grep -Eq '(src|href)=\"https?:' report/index.html"
-if [ "$failures" -ne 0 ]; then
-  echo "--- console:"; grep -E 'CONSOLE|Uncaught' console.txt | head -20
+
+# load PAGE HASH OUT: the DOM after the script ran (OUT.html) and the console (OUT.console)
+load() {
+  timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+    --enable-logging=stderr --v=0 --virtual-time-budget=5000 --window-size=1400,2000 \
+    --dump-dom "file://$1#$2" >"$3.html" 2>"$3.console"
+}
+# shot PAGE HASH PNG: a screenshot of the page in that state
+shot() {
+  timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+    --hide-scrollbars --window-size=1400,2000 --screenshot="$3" "file://$1#$2" >/dev/null 2>&1
+  check "screenshot $3" "[ -s '$3' ]"
+  echo "screenshot: $3"
+}
+# page_checks NAME DIR [page_check.py options]: load DIR/index.html with #selftest and check it
+page_checks() {
+  local name=$1 dir=$2; shift 2
+  echo "# $name: $dir/index.html"
+  load "$dir/index.html" selftest "$name"
+  check "$name: the script ran to its end (<body data-rendered=ok>)" "grep -q '<body data-rendered=\"ok\"' $name.html"
+  check "$name: held series drawn (SVG paths)" "[ \$(grep -o 'class=\"series held\"' $name.html | wc -l) -ge 3 ]"
+  check "$name: the live series is drawn" "grep -q 'class=\"series live\"' $name.html"
+  check "$name: the results table was built" "grep -q '<td><i class=\"swatch\"[^>]*></i>pool' $name.html"
+  check "$name: no console messages or errors (the page logs nothing)" "! grep -Eq 'CONSOLE|Uncaught' $name.console"
+  check "$name: no network requests in the page" "! grep -Eq '(src|href)=\"https?:' $dir/index.html"
+  grep -E 'CONSOLE|Uncaught' "$name.console" | head -5
+  if python3 "$here/page_check.py" "$name.html" "$dir/results.json" "$@" >"$name.check"; then
+    echo "ok - $name: the page's readout, markers and layout match results.json ($(grep -c '^ok' "$name.check") checks)"
+  else
+    echo "FAIL - $name: page_check.py"; grep -v '^ok' "$name.check"; failures=$((failures + 1))
+  fi
+}
+# v2 DIR: DIR itself when its results.json is v2, else a fixture DIR-v2 synthesized from the traces
+v2() {
+  if grep -q '"report_version":[2-9]' "$1/results.json"; then echo "$1"; return; fi
+  mkdir -p "$1-v2"
+  python3 "$here/v2_fixture.py" "$1/results.json" "$1-v2/results.json" --trace-dir "$traces" \
+    --html "$1/index.html" "$1-v2/index.html" && echo "$1-v2"
+}
+
+if ! "$bin" --simulate --report "$work/default" --no-progress >default.txt 2>default.err; then
+  echo "FAIL: the default run failed"; cat default.txt default.err; exit 1
 fi
+# 12 GiB: pool, binning>pool and arena run out of memory on gpt2 (arena before the peak).
+"$bin" replay "$traces/gpt2_train.csv" --simulate=12GiB --report "$work/oom" --no-progress \
+  -r pool -r arena -r caching >oom.txt 2>oom.err
+check "the small device's run reports out of memory (exit 3)" "[ $? -eq 3 ]"
+
+page_checks default "$work/default" $(grep -q '"report_version":[2-9]' default/results.json && echo --expect-layout)
+page_checks oom "$work/oom" --expect-oom $(grep -q '"report_version":[2-9]' oom/results.json && echo --expect-layout)
+d2=$(v2 "$work/default") o2=$(v2 "$work/oom")
+if [ "$d2" != "$work/default" ]; then page_checks default-v2 "$d2" --expect-layout; fi
+if [ "$o2" != "$work/oom" ]; then page_checks oom-v2 "$o2" --expect-oom --expect-layout; fi
+
+shot "$d2/index.html" "trace=0" "$work/default.png"
+shot "$o2/index.html" "trace=0" "$work/oom.png"
+shot "$d2/index.html" "trace=0&event=9797&azoom=0-1073741824&view=layout" "$work/layout-zoomed.png"
 [ "$failures" -eq 0 ]

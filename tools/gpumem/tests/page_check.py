@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Compares what the report page displayed (its <pre id="selftest"> JSON lines, in a DOM dumped by
+headless Chromium with #selftest in the URL) with results.json:
+
+  page_check.py DOM.html RESULTS.json [--trace N] [--expect-oom] [--expect-layout]
+
+* hover readout: the event, the live bytes and each stack's held bytes are exactly those of the
+  JSON point whose span holds the cursor's event (points are maxima of spans of events, labeled
+  with the span's last event); past a stack's failure the readout says out of memory;
+* the live line comes from the trace (live_timeline, or a stack that did not fail) and reaches the
+  end of the trace, past every out-of-memory event; one marker per stack that failed;
+* the layout's block count per stack at the default event (the trace's peak_live_event) equals
+  at_peak.live_blocks (and the count the contract's invariant gives from allocations/addresses);
+* the verdict panel is shown.
+Prints "ok - ..." / "FAIL - ..." lines; exits 1 on any failure. Standard library only.
+"""
+import argparse
+import bisect
+import html
+import json
+import re
+import sys
+
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print(("ok - " if ok else "FAIL - ") + what)
+    if not ok:
+        failures += 1
+    return ok
+
+
+def selftest_lines(dom):
+    blocks = re.findall(r'<pre id="selftest">([^<]*)</pre>', dom)
+    if not blocks:
+        return None
+    return [json.loads(line) for line in html.unescape(blocks[-1]).splitlines() if line.strip()]
+
+
+def span_point(pts, x):
+    """The point whose span holds event x: the first with p[0] >= x (the last past the end)."""
+    if not pts:
+        return None
+    i = bisect.bisect_left([p[0] for p in pts], x)
+    return pts[min(i, len(pts) - 1)]
+
+
+def live_line(trace):
+    if trace.get("live_timeline"):
+        return trace["live_timeline"]
+    runs = [r for r in trace["results"] if not r.get("error") and r.get("timeline")]
+    whole = [r for r in runs if not r.get("failure")] or sorted(runs, key=lambda r: -len(r["timeline"]))
+    return [[p[0], p[1]] for p in whole[0]["timeline"]] if whole else []
+
+
+def check_hover(line, trace):
+    x, tag = line["x"], "hover at event %.1f" % line["x"]
+    lp = span_point(live_line(trace), x)
+    check(lp is not None and line["event"] == lp[0] and line["live"] == lp[1],
+          f"{tag}: event {line['event']} live {line['live']} == JSON live point {lp}")
+    for r in trace["results"]:
+        if r.get("error") or not r.get("timeline"):
+            continue
+        name, shown = r["resource"], line["held"].get(r["resource"], "missing")
+        if r.get("failure") and x > r["failure"]["event"]:
+            check(shown is None, f"{tag}: {name} shows out of memory (failed at {r['failure']['event']})")
+            continue
+        p = span_point(r["timeline"], x)
+        check(shown == p[2] and line["at"].get(name) == p[0],
+              f"{tag}: {name} held {shown} == JSON point {p}")
+
+
+def check_markers(line, trace):
+    failed = sorted(r["resource"] for r in trace["results"] if r.get("failure"))
+    check(sorted(line["oom"]) == failed, f"out-of-memory markers {sorted(line['oom'])} == failed stacks {failed}")
+    live = live_line(trace)
+    end = live[-1][0] if live else 0
+    last = line["live_last_event"]
+    check(last is not None and last >= end - 1, f"live line drawn to event {last} (its last point: {end})")
+    for r in trace["results"]:
+        if r.get("failure"):
+            check(last is not None and last > r["failure"]["event"],
+                  f"live line continues after {r['resource']} ran out of memory at {r['failure']['event']}")
+
+
+def invariant_count(trace, r, p):
+    al, ad = trace["allocations"], r["addresses"]
+    return sum(1 for k, a in enumerate(al) if a[0] <= p and (a[1] == -1 or p < a[1]) and ad[k] != -1)
+
+
+def check_layout(line, trace):
+    p = trace["peak_live_event"]
+    check(line["event"] == p, f"layout shows event {line['event']} by default (peak_live_event {p})")
+    for r in trace["results"]:
+        name = r["resource"]
+        if r.get("error") or not r.get("layout_known", False):
+            continue
+        if r.get("failure") and r["failure"]["event"] <= p:
+            check(name not in line["blocks"], f"layout: {name} failed before the peak: no blocks drawn")
+            continue
+        want, inv = r["at_peak"]["live_blocks"], invariant_count(trace, r, p)
+        got = line["blocks"].get(name)
+        check(got == want == inv, f"layout: {name} shows {got} blocks == at_peak.live_blocks {want} "
+                                  f"(contract invariant: {inv})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dom")
+    ap.add_argument("results")
+    ap.add_argument("--trace", type=int, default=0)
+    ap.add_argument("--expect-oom", action="store_true")
+    ap.add_argument("--expect-layout", action="store_true")
+    args = ap.parse_args()
+    with open(args.dom, encoding="utf-8") as f:
+        lines = selftest_lines(f.read())
+    with open(args.results, encoding="utf-8") as f:
+        trace = json.load(f)["traces"][args.trace]
+    if not check(lines is not None, "the page wrote its self-test (<pre id=\"selftest\">)"):
+        return 1
+    kinds = {}
+    for line in lines:
+        kinds.setdefault(line["kind"], []).append(line)
+    check(len(kinds.get("hover", [])) >= 5, f"{len(kinds.get('hover', []))} hover readouts")
+    for line in kinds.get("hover", []):
+        check_hover(line, trace)
+    for line in kinds.get("markers", []):
+        check_markers(line, trace)
+    if args.expect_oom:
+        check(any(r.get("failure") for r in trace["results"]), "the run has a stack that ran out of memory")
+    if args.expect_layout:
+        if check("layout" in kinds, "the layout view was drawn"):
+            check_layout(kinds["layout"][0], trace)
+    else:
+        check("layout" not in kinds, "no layout view (the report has no addresses)")
+    check(kinds.get("verdict", [{}])[0].get("shown") is True, "the verdict panel is shown")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
