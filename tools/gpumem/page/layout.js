@@ -31,6 +31,8 @@ function layoutControls(ly) {
   button("peak live", "the event where the trace's live bytes peak",
          () => ly.hooks.pick(ly.model.trace.peak_live_event));
   button("reset address zoom", "show every stack's whole held memory", () => setAzoom(ly, null));
+  button(state.view === "layout" ? "timeline on top" : "layout on top", "which view comes first (view= in the URL)",
+         () => { state.view = state.view === "layout" ? "timeline" : "layout"; writeHash(); ly.hooks.rebuild(); });
   ly.input = input;
   ly.caption = el("span", {class: "zoom-text"}, bar);
   el("span", {class: "hint"}, bar, "drag on a row: zoom the address axis · wheel: zoom · " +
@@ -118,7 +120,7 @@ function renderLayout(ly) {
   ly.input.value = String(event);
   ly.event = event;
   ly.body.setAttribute("data-event", String(event));
-  const t = timeAt(m, event), li = nearestIndex(m.live, event);
+  const t = timeAt(m, event);
   ly.caption.textContent = "layout at event " + grouped(event) + (t !== null ? " (" + duration(t) + ")" : "") +
       (event === m.trace.peak_live_event ? " — the peak of live bytes" : "");
   const live = liveAllocations(m.trace, event);
@@ -128,7 +130,6 @@ function renderLayout(ly) {
   ly.range = range[1] > range[0] ? range : [0, top];
   layoutAxis(ly);
   for (const row of rows) layoutRow(ly, row.st, row.lay);
-  void li;
 }
 
 function layoutAxis(ly) {
@@ -159,6 +160,7 @@ function layoutRow(ly, st, lay) {
      `${human(lay.largest)} · external fragmentation ${percent(ext)} of ${human(lay.free)}` +
      (st.failEvent === ly.event ? " · ran out of memory at this event" : ""));
   const cv = el("canvas", {width: ly.width, height: LAYOUT_ROW_H, class: "layout-canvas"}, row);
+  cv.gmLayout = lay;
   drawRow(ly, cv, lay);
   bindRowMouse(ly, cv, st, lay);
 }

@@ -68,11 +68,13 @@ function renderPage() {
   traceSummary(sec, t);
   verdictPanel(sec, model, data.simulated);
   const hooks = {tooltip: page.tooltip || tooltip, pick: e => pick(page, e),
-                 stacksChanged: () => page.layout && page.layout.render()};
-  el("h3", {}, sec, "Memory held over time — every stack on one scale, dashed: live bytes of the trace");
-  page.timeline = model.stacks.length || model.live.length ? makeTimeline(sec, model, hooks) : null;
+                 stacksChanged: () => page.layout && page.layout.render(), rebuild: renderPage};
+  const timeBox = el("section", {class: "timeline", id: "timeline-view"}, sec);
+  el("h3", {}, timeBox, "Memory held over time — every stack on one scale, dashed: live bytes of the trace");
+  page.timeline = model.stacks.length || model.live.length ? makeTimeline(timeBox, model, hooks) : null;
   page.layout = layoutSection(sec, model, hooks);
   if (page.layout) page.layout.render();
+  if (state.view === "layout") sec.insertBefore(document.getElementById("layout-view"), timeBox);
   el("h3", {}, sec, "Results");
   resultsTable(sec, model, data.simulated);
   return page;
@@ -90,9 +92,5 @@ readHash();
 el("p", {}, document.getElementById("device"), "Device: " + data.device +
    (data.simulated ? " — times are host bookkeeping only" : ""));
 const firstPage = renderPage();
-if (state.view === "layout") {
-  const v = document.getElementById("layout-view");
-  if (v) v.scrollIntoView();
-}
 document.body.setAttribute("data-rendered", "ok");
 if (state.selftest) runSelftest(firstPage);

@@ -9,8 +9,13 @@ function runSelftest(page) {
   if (tl) {
     for (const ev of selftestEvents(tl)) lines.push(JSON.stringify(hoverAt(tl, ev)));
     lines.push(JSON.stringify(markersShown(tl)));
+    for (const line of zoomedHovers(tl)) lines.push(JSON.stringify(line));
   }
-  if (page.layout) lines.push(JSON.stringify(layoutShown(page.layout)));
+  if (page.layout) {
+    lines.push(JSON.stringify(layoutShown(page.layout)));
+    const h = layoutHover(page.layout);
+    if (h) lines.push(JSON.stringify(h));
+  }
   lines.push(JSON.stringify({kind: "verdict", shown: !!document.getElementById("verdict")}));
   el("pre", {id: "selftest"}, document.body, lines.join("\n"));
 }
@@ -60,4 +65,39 @@ function layoutShown(ly) {
     else other[name] = row.textContent;
   }
   return {kind: "layout", event: ly.event, blocks: blocks, not_drawn: other};
+}
+
+/// Drags over a narrow range around the peak (zooms in), hovers there, then resets the zoom.
+function zoomedHovers(tl) {
+  const p = tl.model.trace.peak_live_event, w = Math.max(40, (tl.sc.hi - tl.sc.lo) / 40);
+  const box = tl.svg.getBoundingClientRect(), y = box.top + TL_MARGIN.t + 20;
+  const mouse = (type, ev) => tl.hit.dispatchEvent(new MouseEvent(type, {clientX: box.left + tl.sc.x(ev),
+                                                                           clientY: y, bubbles: true}));
+  mouse("mousedown", p - w); mouse("mousemove", p + w); mouse("mouseup", p + w);
+  const zoom = state.zoom ? state.zoom.slice() : null, out = [];
+  for (const f of [0.1, 0.5, 0.9]) {
+    const line = hoverAt(tl, tl.sc.lo + f * (tl.sc.hi - tl.sc.lo));
+    line.zoom = zoom;
+    out.push(line);
+  }
+  const m = markersShown(tl);
+  out.push({kind: "zoomed-live", zoom: zoom, lo: tl.sc.lo, hi: tl.sc.hi, live_points: m.live_points});
+  setZoom(tl, null);
+  return out;
+}
+
+/// Hovers the middle of the largest block of the first row drawn and reads the tooltip.
+function layoutHover(ly) {
+  const cv = ly.body.querySelector("canvas.layout-canvas");
+  if (!cv || !cv.gmLayout || !cv.gmLayout.blocks.length) return null;
+  const lay = cv.gmLayout;
+  const b = lay.blocks.reduce((x, y) => (y.pos !== null && y.size > x.size ? y : x));
+  const box = cv.getBoundingClientRect();
+  const px = (b.pos + b.size / 2 - ly.range[0]) * cv.width / (ly.range[1] - ly.range[0]);
+  cv.dispatchEvent(new MouseEvent("mousemove", {clientX: box.left + px, clientY: box.top + 10, bubbles: true}));
+  const tip = document.getElementById("tooltip");
+  const line = {kind: "layout-hover", stack: cv.parentNode.getAttribute("data-stack"), allocation: b.k,
+                text: tip.textContent};
+  cv.dispatchEvent(new MouseEvent("mouseleave", {bubbles: true}));
+  return line;
 }

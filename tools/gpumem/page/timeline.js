@@ -169,7 +169,8 @@ function readoutValues(tl, event) {
     const i = spanIndex(st.r.timeline, event);
     return i < 0 ? {st: st} : {st: st, held: st.r.timeline[i][2], at: st.r.timeline[i][0]};
   });
-  return {x: event, event: shown, live: li >= 0 ? tl.model.live[li][1] : null,
+  const from = li > 0 ? tl.model.live[li - 1][0] + 1 : li === 0 ? 0 : null;
+  return {x: event, event: shown, from: from, live: li >= 0 ? tl.model.live[li][1] : null,
           time: timeAt(tl.model, shown), rows: rows};
 }
 
@@ -180,6 +181,9 @@ function showReadout(tl, event) {
   r.setAttribute("data-event", String(v.event));
   el("div", {class: "ro-head"}, r, "event " + grouped(v.event) +
      (v.time !== null ? " · " + duration(v.time) : ""));
+  if (v.from !== null && v.from < v.event) {
+    el("div", {class: "sub"}, r, "each value: the most over events " + grouped(v.from) + "–" + grouped(v.event));
+  }
   const t = el("table", {}, r);
   const live = el("tr", {class: "ro-live"}, t);
   el("td", {}, live, "live (trace)");

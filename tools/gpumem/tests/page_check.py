@@ -85,6 +85,23 @@ def check_markers(line, trace):
                   f"live line continues after {r['resource']} ran out of memory at {r['failure']['event']}")
 
 
+def check_zoomed_live(line, trace):
+    live = live_line(trace)
+    inside = sum(1 for p in live if line["lo"] <= p[0] <= line["hi"])
+    check(line["zoom"] is not None and inside <= line["live_points"] <= inside + 4,
+          f"zoomed to {line['zoom']}: the live line is drawn through its {inside} JSON points in view "
+          f"(path has {line['live_points']})")
+
+
+def check_layout_hover(line, trace):
+    a = trace["allocations"][line["allocation"]]
+    text = line["text"]
+    check(f"allocated at event {a[0]:,}" in text and f"({a[2]:,} B)" in text,
+          f"layout hover on {line['stack']}: size {a[2]} and allocating event {a[0]} shown")
+    frames = [trace["frames"][i] for i in trace["stacks"][a[3]]] if a[3] >= 0 and trace.get("stacks") else []
+    check(all(f in text for f in frames), f"layout hover: its {len(frames)} stack frame(s) shown")
+
+
 def invariant_count(trace, r, p):
     al, ad = trace["allocations"], r["addresses"]
     return sum(1 for k, a in enumerate(al) if a[0] <= p and (a[1] == -1 or p < a[1]) and ad[k] != -1)
@@ -126,13 +143,18 @@ def main():
     check(len(kinds.get("hover", [])) >= 5, f"{len(kinds.get('hover', []))} hover readouts")
     for line in kinds.get("hover", []):
         check_hover(line, trace)
+    check(any(line.get("zoom") for line in kinds.get("hover", [])), "hovered after zooming in (drag-select)")
     for line in kinds.get("markers", []):
         check_markers(line, trace)
+    for line in kinds.get("zoomed-live", []):
+        check_zoomed_live(line, trace)
     if args.expect_oom:
         check(any(r.get("failure") for r in trace["results"]), "the run has a stack that ran out of memory")
     if args.expect_layout:
         if check("layout" in kinds, "the layout view was drawn"):
             check_layout(kinds["layout"][0], trace)
+        for line in kinds.get("layout-hover", []):
+            check_layout_hover(line, trace)
     else:
         check("layout" not in kinds, "no layout view (the report has no addresses)")
     check(kinds.get("verdict", [{}])[0].get("shown") is True, "the verdict panel is shown")
