@@ -6,6 +6,7 @@ function verdictOf(model, simulated) {
   if (v) return {v: v, derived: false};
   const ok = model.trace.results.filter(r => !r.error && !r.failure);
   if (!ok.length) return {v: {notes: ["No stack replayed the whole trace."]}, derived: true};
+  // older reports: no verdict, so the page works one out from the table
   const lean = ok.reduce((a, b) => (b.footprint_ratio < a.footprint_ratio ? b : a));
   const fast = ok.reduce((a, b) => (b.ns_per_op < a.ns_per_op ? b : a));
   return {derived: true, v: {leanest: lean.resource, leanest_ratio: lean.footprint_ratio,
@@ -65,6 +66,7 @@ function resultRow(body, trace, r, st) {
   name.appendChild(document.createTextNode(r.resource));
   if (r.error) { el("td", {colspan: 7, class: "error"}, row, "could not be built: " + r.error); return; }
   const peak = el("td", {}, row, human(r.peak_held_bytes));
+  if (r.held_at_start) el("div", {class: "sub"}, peak, human(r.held_at_start) + " held before the first event");
   if (r.reservation && r.reservation.note) {
     el("div", {class: "sub"}, peak, r.reservation.note +
        (r.reservation.bytes ? " (" + human(r.reservation.bytes) + ")" : ""));

@@ -197,15 +197,18 @@ def upgrade_trace(trace, rows, simulated):
     trace["live_timeline"] = live_tl
     trace["frames"] = FRAMES
     trace["stacks"] = STACKS
-    trace["allocations"] = allocs
+    trace["allocations"] = allocs  # replaces the count (the page takes the array's length)
     trace["allocations_omitted"] = False
     trace["verdict"] = verdict_of(trace, simulated)
     basis = trace["verdict"]["speed_basis"]
     for r in trace["results"]:
         if r.get("error"):
             continue
-        known = r["at_peak"]["layout_known"]
+        known = (r["at_peak"] or r["failure"]["state"])["layout_known"]
         stop = r["failure"]["event"] if r.get("failure") else trace["events"]
+        if r.get("failure") and stop <= trace["peak_live_event"]:
+            r["at_peak"] = None  # no state at the peak (as wip-report emits it)
+        r["held_at_start"] = 0
         r["layout_known"] = known
         r["addresses"], r["chunks"] = synth_layout(r["resource"], allocs, stop) if known else ([], [])
         r["base"] = "0x7f0000000000"
