@@ -1,12 +1,12 @@
 // page/layout.js: the memory layout at one event, every stack side by side. Each row is a stack's
 // held memory (its chunks from upstream, in address order, laid end to end on one byte scale
-// shared by all rows): live blocks dark, free gaps orange, the largest free gap green — so
+// shared by all rows): live blocks dark, free gaps orange, the largest free gap mint — so
 // fragmentation shows as orange slivers. Drawn on canvas per pixel column (blocks smaller than a
 // pixel are aggregated), so millions of blocks cost one pass. Hover a block: size, allocating
 // event, address, stack frames. Drag or wheel on a row zooms the address axis.
 
 const LAYOUT_ROW_H = 30;
-const RGB = {block: [44, 62, 110], free: [245, 150, 60], largest: [70, 170, 90], none: [255, 255, 255]};
+const RGB = {block: [44, 62, 110], free: [245, 150, 60], largest: [140, 215, 180], none: [255, 255, 255]};
 
 function makeLayout(parent, model, hooks) {
   const ly = {model: model, hooks: hooks, width: Math.max(600, (parent.clientWidth || 1200) - 2)};
@@ -249,11 +249,16 @@ function describeAt(ly, st, lay, pos, perPx) {
   return lines.concat(chunkLines(st, c));
 }
 
+/// The block under the cursor; where several share the pixel, their count and the largest.
 function blockLines(ly, st, lay, b, pos, perPx) {
-  const a = ly.model.trace.allocations[b.k], out = [st.r.resource];
+  const out = [st.r.resource];
   const inPx = lay.blocks.filter(x => x.pos !== null && x.pos < pos + perPx && x.pos + x.size > pos - perPx);
-  if (inPx.length > 1) out.push(grouped(inPx.length) + " blocks under the cursor (" +
-                                human(inPx.reduce((s, x) => s + x.size, 0)) + "); nearest:");
+  if (inPx.length > 1) {
+    out.push(grouped(inPx.length) + " blocks under the cursor (" +
+             human(inPx.reduce((s, x) => s + x.size, 0)) + "); the largest:");
+    b = inPx.reduce((x, y) => (y.size > x.size ? y : x));
+  }
+  const a = ly.model.trace.allocations[b.k];
   out.push("block of " + human(a[2]) + " (" + grouped(a[2]) + " B) at " + addressText(st.r, b.off));
   out.push("allocated at event " + grouped(a[0]) + (a[1] === -1 ? ", never freed" : ", freed at event " + grouped(a[1])));
   const frames = framesOf(ly.model.trace, a[3]);

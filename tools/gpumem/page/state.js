@@ -63,11 +63,16 @@ function liveLineOf(trace, stacks) {
   return whole ? whole.r.timeline.map(p => [p[0], p[1]]) : [];
 }
 
-/// Microseconds since the first event at the sample nearest `event`, or null.
+/// Microseconds since the first event: exact at the samples (time_us), interpolated between them
+/// (event 0 is at 0), or null without times.
 function timeAt(model, event) {
-  if (!model.time) return null;
-  const i = nearestIndex(model.time, event);
-  return i < 0 ? null : model.time[i][1];
+  const t = model.time;
+  if (!t) return null;
+  const i = lowerBound(t.length, k => t[k][0], event);
+  if (i < t.length && t[i][0] === event) return t[i][1];
+  if (i >= t.length) return t[t.length - 1][1];
+  const [e0, t0] = i > 0 ? t[i - 1] : [0, 0], [e1, t1] = t[i];
+  return e1 > e0 ? t0 + (t1 - t0) * (event - e0) / (e1 - e0) : t1;
 }
 
 function isHidden(stack) {

@@ -4,7 +4,8 @@ docs and /work/notes/report_contract.md) by synthesizing the new fields from the
 
 For the page's tests before the C++ side emits v2 itself. The addresses and chunks are NOT the
 resource's real layout: a two-level first-fit (chunks from a device address space, blocks inside
-chunks) stands in for it; the counts of live blocks match the trace, which is what the tests need.
+chunks) stands in for it (beyond 50,000 allocations: the trace's own pointers, one chunk); the
+counts of live blocks match the trace, which is what the tests need.
 
   v2_fixture.py results.json out.json [--trace-dir DIR] [--html index.html out.html]
 
@@ -20,6 +21,7 @@ import re
 import sys
 
 ALIGN = 256
+FIRST_FIT_LIMIT = 50000  # more allocations: the trace's own pointers stand in for the layout
 FRAMES = ["train.py:88 main", "train.py:61 step", "model.py:140 forward",
           "torch/nn/modules/linear.py:116 forward", "torch/nn/functional.py:2573 layer_norm",
           "torch/optim/adamw.py:199 step", "torch/autograd/graph.py:744 backward"]
@@ -37,8 +39,9 @@ def read_trace(path):
 
 
 def allocations_of(rows):
-    """[[alloc_event, free_event or -1, size, stack], ...] and the live bytes after each event."""
-    allocs, open_by_ptr, live, lives = [], {}, 0, []
+    """[[alloc_event, free_event or -1, size, stack], ...], the live bytes after each event and
+    each allocation's pointer."""
+    allocs, open_by_ptr, live, lives, ptrs = [], {}, 0, [], []
     for i, (action, ptr, size, _) in enumerate(rows):
         if action == "allocate":
             if ptr in open_by_ptr:  # a stale block: freed first, as the replay does
@@ -47,13 +50,27 @@ def allocations_of(rows):
                 live -= allocs[k][2]
             open_by_ptr[ptr] = len(allocs)
             allocs.append([i, -1, size, (size // ALIGN) % len(STACKS)])
+            ptrs.append(int(ptr, 16))
             live += size
         elif action == "free" and ptr in open_by_ptr:
             k = open_by_ptr.pop(ptr)
             allocs[k][1] = i
             live -= allocs[k][2]
         lives.append(live)
-    return allocs, lives
+    return allocs, lives, ptrs
+
+
+def trace_layout(allocs, ptrs, stop_event):
+    """The trace's own pointers as the layout (fast, for large traces): one chunk over them all."""
+    made = [k for k, a in enumerate(allocs) if a[0] < stop_event]
+    if not made:
+        return [-1] * len(allocs), []
+    low = min(ptrs[k] for k in made)
+    high = max(ptrs[k] + allocs[k][2] for k in made)
+    addresses = [-1] * len(allocs)
+    for k in made:
+        addresses[k] = ptrs[k] - low
+    return addresses, [[0, high - low, 0, -1]]
 
 
 def round_up(n, a):
@@ -185,7 +202,7 @@ def reservation_of(r, trace):
 
 
 def upgrade_trace(trace, rows, simulated):
-    allocs, lives = allocations_of(rows)
+    allocs, lives, ptrs = allocations_of(rows)
     samples = sample_events(trace)
     t0 = rows[0][3] if rows else 0
     has_time = any(r[3] for r in rows)
@@ -210,7 +227,12 @@ def upgrade_trace(trace, rows, simulated):
             r["at_peak"] = None  # no state at the peak (as wip-report emits it)
         r["held_at_start"] = 0
         r["layout_known"] = known
-        r["addresses"], r["chunks"] = synth_layout(r["resource"], allocs, stop) if known else ([], [])
+        if not known:
+            r["addresses"], r["chunks"] = [], []
+        elif len(allocs) > FIRST_FIT_LIMIT:
+            r["addresses"], r["chunks"] = trace_layout(allocs, ptrs, stop)
+        else:
+            r["addresses"], r["chunks"] = synth_layout(r["resource"], allocs, stop)
         r["base"] = "0x7f0000000000"
         tl = r.get("timeline") or [[0, 0, 0]]
         top = max(p[2] for p in tl)
