@@ -40,7 +40,7 @@ nav.tabs button.on { background: #fff; border-bottom-color: #fff; font-weight: b
 .gridline { stroke: #e6e6e6; } .gridline.dark { stroke: #888; }
 .tick { font-size: 11px; fill: #444; } .tick.time { fill: #888; }
 .axis-title { font-size: 12px; fill: #333; }
-.series { fill: none; stroke-linejoin: round; opacity: 0.9; }
+.series { fill: none; stroke-linejoin: round; stroke-width: 2; }
 .series.live { stroke: #000; stroke-width: 1.6; stroke-dasharray: 5 3; opacity: 1; }
 .dim .series.held { opacity: 0.12; } .dim .series.held.focus { opacity: 1; }
 .cross { stroke: #555; stroke-width: 1; pointer-events: none; }

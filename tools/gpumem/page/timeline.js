@@ -5,6 +5,9 @@
 // Overview: at most one min/max pair per pixel; zoomed in: the JSON points themselves.
 
 const TL_MARGIN = {l: 84, r: 16, t: 14, b: 48};
+// Held lines are drawn LINE_GAP px apart (stack i of n shifted by (i - (n-1)/2) * LINE_GAP), so
+// stacks that hold the same bytes show as parallel stripes instead of one hiding the other.
+const LINE_GAP = 2;
 
 function makeTimeline(parent, model, hooks) {
   const tl = {model: model, hooks: hooks, width: Math.max(600, (parent.clientWidth || 1200) - 330),
@@ -37,7 +40,7 @@ function visibleMax(tl, lo, hi) {
   };
   scan(tl.model.live, 1);
   for (const s of tl.model.stacks) if (!isHidden(s)) scan(s.r.timeline, 2);
-  return top * 1.05;
+  return top * 1.08;
 }
 
 function scales(tl) {
@@ -63,9 +66,9 @@ function renderTimeline(tl) {
   const n = tl.model.stacks.length;
   tl.model.stacks.forEach((st, i) => {
     if (isHidden(st)) return;
+    const dy = (i - (n - 1) / 2) * LINE_GAP;
     svgEl("path", {d: seriesPath(st.r.timeline, 2, sc), class: "series held", stroke: st.color,
-                   "stroke-width": (1.5 + 0.75 * (n - 1 - i)).toFixed(2),
-                   "data-stack": st.r.resource}, plot);
+                   transform: `translate(0 ${dy.toFixed(1)})`, "data-stack": st.r.resource}, plot);
   });
   svgEl("path", {d: seriesPath(tl.model.live, 1, sc), class: "series live"}, plot);
   drawMarkers(tl, sc, plot);
@@ -277,7 +280,8 @@ function timelineControls(parent, tl) {
   button("reset", "show all events", () => setZoom(tl, null));
   const zoomText = el("span", {class: "zoom-text"}, bar);
   el("span", {class: "hint"}, bar, "drag: zoom to a range · wheel: zoom · shift+drag: pan · " +
-     "double-click: reset · click: show the memory layout at that event");
+     "double-click: reset · click: show the memory layout at that event · equal values are drawn " +
+     LINE_GAP + " px apart (hover for exact values)");
   return {bar: bar, zoomText: zoomText};
 }
 
