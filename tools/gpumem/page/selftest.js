@@ -15,7 +15,10 @@ function runSelftest(page) {
     lines.push(JSON.stringify(layoutShown(page.layout)));
     const h = layoutHover(page.layout);
     if (h) lines.push(JSON.stringify(h));
+    if (tl) lines.push(JSON.stringify(clickPick(tl, page.layout)));
+    lines.push(JSON.stringify(typedEvent(page.layout)));
   }
+  if (tl) lines.push(JSON.stringify(legendToggle(tl)));
   lines.push(JSON.stringify({kind: "verdict", shown: !!document.getElementById("verdict")}));
   el("pre", {id: "selftest"}, document.body, lines.join("\n"));
 }
@@ -100,4 +103,34 @@ function layoutHover(ly) {
                 text: tip.textContent};
   cv.dispatchEvent(new MouseEvent("mouseleave", {bubbles: true}));
   return line;
+}
+
+/// Clicks the timeline at 30 % of its width: the layout shows that event.
+function clickPick(tl, ly) {
+  const box = tl.svg.getBoundingClientRect(), ev = tl.sc.lo + 0.3 * (tl.sc.hi - tl.sc.lo);
+  const opts = {clientX: box.left + tl.sc.x(ev), clientY: box.top + TL_MARGIN.t + 20, bubbles: true};
+  tl.hit.dispatchEvent(new MouseEvent("mousedown", opts));
+  tl.hit.dispatchEvent(new MouseEvent("mouseup", opts));
+  const shown = layoutShown(ly);
+  return {kind: "pick", x: ev, event: shown.event, blocks: shown.blocks, not_drawn: shown.not_drawn};
+}
+
+/// Types an event into the layout's input field.
+function typedEvent(ly) {
+  const input = document.getElementById("event-input"), want = Math.floor(ly.model.events / 3);
+  input.value = String(want);
+  input.dispatchEvent(new Event("change", {bubbles: true}));
+  const shown = layoutShown(ly);
+  return {kind: "typed", typed: want, event: shown.event, blocks: shown.blocks};
+}
+
+/// Clicks the first stack of the legend twice: its line goes, then comes back.
+function legendToggle(tl) {
+  const count = () => tl.svg.querySelectorAll("path.series.held").length;
+  const item = tl.legend.querySelector(".item[data-stack]"), before = count();
+  item.click();
+  const hidden = count(), hash = location.hash;
+  item.click();
+  return {kind: "legend", stack: item.getAttribute("data-stack"), before: before, hidden: hidden,
+          after: count(), hash_while_hidden: hash};
 }

@@ -11,6 +11,8 @@ headless Chromium with #selftest in the URL) with results.json:
   end of the trace, past every out-of-memory event; one marker per stack that failed;
 * the layout's block count per stack at the default event (the trace's peak_live_event) equals
   at_peak.live_blocks (and the count the contract's invariant gives from allocations/addresses);
+* a click on the timeline and an event typed in the field show the layout at that event, with
+  the live allocations of the JSON; a legend click hides a stack and a second shows it again;
 * the verdict panel is shown.
 Prints "ok - ..." / "FAIL - ..." lines; exits 1 on any failure. Standard library only.
 """
@@ -123,6 +125,35 @@ def check_layout(line, trace):
                                   f"(contract invariant: {inv})")
 
 
+def check_layout_at(line, trace, what):
+    e = line["event"]
+    for r in trace["results"]:
+        name = r["resource"]
+        if r.get("error") or not r.get("layout_known", False):
+            continue
+        if r.get("failure") and r["failure"]["event"] < e:
+            check(name not in line["blocks"], f"{what}: {name} failed at {r['failure']['event']}: no blocks drawn")
+            continue
+        want = invariant_count(trace, r, e)
+        check(line["blocks"].get(name) == want, f"{what}: {name} shows {line['blocks'].get(name)} blocks at "
+                                                f"event {e} == live allocations with addresses {want}")
+
+
+def check_interactions(kinds, trace):
+    for line in kinds.get("pick", []):
+        check(abs(line["event"] - line["x"]) <= 1 + trace["events"] / 200,
+              f"click on the timeline at event {line['x']:.1f} shows the layout at {line['event']}")
+        check_layout_at(line, trace, "clicked layout")
+    for line in kinds.get("typed", []):
+        check(line["event"] == line["typed"], f"event typed in the field ({line['typed']}) is shown ({line['event']})")
+        check_layout_at(line, trace, "typed layout")
+    for line in kinds.get("legend", []):
+        check(line["hidden"] == line["before"] - 1 and line["after"] == line["before"] and
+              "hide=" in line["hash_while_hidden"],
+              f"legend click hides {line['stack']} ({line['before']} -> {line['hidden']} lines, hash "
+              f"{line['hash_while_hidden']}) and a second click shows it again ({line['after']})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dom")
@@ -157,6 +188,8 @@ def main():
             check_layout_hover(line, trace)
     else:
         check("layout" not in kinds, "no layout view (the report has no addresses)")
+    check_interactions(kinds, trace)
+    check(len(kinds.get("legend", [])) == 1, "the legend was clicked")
     check(kinds.get("verdict", [{}])[0].get("shown") is True, "the verdict panel is shown")
     return 1 if failures else 0
 
