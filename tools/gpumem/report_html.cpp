@@ -49,7 +49,9 @@ nav.tabs button.on { background: #fff; border-bottom-color: #fff; font-weight: b
 .peak-line { stroke: #999; stroke-dasharray: 2 3; } .pick-line { stroke: #1e78dc; stroke-width: 1.5; }
 .marker-label { font-size: 11px; fill: #666; } .marker-label.pick { fill: #1e78dc; }
 .oom-line { stroke-dasharray: 6 3; stroke-width: 1.5; opacity: 0.8; }
-.oom-x { stroke: #b00020; stroke-width: 3; } .oom-label { font-size: 12px; font-weight: bold; }
+.oom-x { stroke: #b00020; stroke-width: 3; }
+.oom-label, .marker-label { paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }
+.oom-label { font-size: 12px; font-weight: bold; }
 .readout { min-width: 240px; background: #fff; border: 1px solid #bbb; border-radius: 4px;
   padding: 4px 8px; font-size: 12px; margin-top: 14px; }
 .readout table { border-collapse: collapse; } .readout td { padding: 0 6px 0 0; white-space: nowrap; }
@@ -76,6 +78,7 @@ table.results td:first-child, table.results th:first-child { text-align: left;
   font-family: ui-monospace, monospace; white-space: nowrap; }
 table.results td .sub { max-width: 260px; margin-left: auto; text-align: right; }
 td.dash { color: #999; text-align: center !important; }
+table.results td.error { text-align: left; color: #b00020; }
 #selftest { white-space: pre-wrap; font-size: 10px; }
 )css";
 

@@ -128,7 +128,7 @@ function renderLayout(ly) {
   const top = Math.max(1, ...rows.map(r => r.lay.held || 0));
   const range = state.azoom ? [clamp(state.azoom[0], 0, top), clamp(state.azoom[1], 1, top)] : [0, top];
   ly.range = range[1] > range[0] ? range : [0, top];
-  layoutAxis(ly);
+  if (rows.some(r => r.lay.held)) layoutAxis(ly);
   for (const row of rows) layoutRow(ly, row.st, row.lay);
 }
 
