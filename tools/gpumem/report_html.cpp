@@ -32,7 +32,7 @@ nav.tabs button.on { background: #fff; border-bottom-color: #fff; font-weight: b
 .verdict ul { margin: 0; padding-left: 18px; }
 .controls { margin: 4px 0; display: flex; align-items: center; flex-wrap: wrap; gap: 4px; }
 .controls button { font: inherit; font-size: 12px; padding: 1px 8px; cursor: pointer; }
-.controls input { width: 90px; font: inherit; }
+.controls input { width: 90px; font: inherit; } .controls select { font: inherit; font-size: 12px; }
 .zoom-text { font-size: 12px; margin-left: 8px; font-weight: bold; }
 .tl-box { display: flex; align-items: flex-start; gap: 8px; }
 .chart { display: block; user-select: none; }
@@ -51,7 +51,7 @@ nav.tabs button.on { background: #fff; border-bottom-color: #fff; font-weight: b
 .oom-line { stroke-dasharray: 6 3; stroke-width: 1.5; opacity: 0.8; }
 .oom-x { stroke: #b00020; stroke-width: 3; }
 .oom-label, .marker-label { paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }
-.oom-label { font-size: 12px; font-weight: bold; }
+.oom-label { font-size: 12px; font-weight: bold; } .label-bg { fill: #fff; opacity: 0.9; }
 .readout { min-width: 240px; background: #fff; border: 1px solid #bbb; border-radius: 4px;
   padding: 4px 8px; font-size: 12px; margin-top: 14px; }
 .readout table { border-collapse: collapse; } .readout td { padding: 0 6px 0 0; white-space: nowrap; }

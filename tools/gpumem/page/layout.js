@@ -28,8 +28,7 @@ function layoutControls(ly) {
   });
   const button = (text, title, fn) => el("button", {type: "button", title: title}, bar, text)
       .addEventListener("click", fn);
-  button("peak live", "the event where the trace's live bytes peak",
-         () => ly.hooks.pick(ly.model.trace.peak_live_event));
+  jumpSelect(ly, bar);
   button("reset address zoom", "show every stack's whole held memory", () => setAzoom(ly, null));
   button(state.view === "layout" ? "timeline on top" : "layout on top", "which view comes first (view= in the URL)",
          () => { state.view = state.view === "layout" ? "timeline" : "layout"; writeHash(); ly.hooks.rebuild(); });
@@ -46,6 +45,23 @@ function layoutControls(ly) {
   }
   el("span", {class: "hint"}, key, "chunks laid end to end in address order (thin black lines: " +
      "chunk boundaries); one byte scale for all stacks");
+}
+
+/// "jump to": the peak of live bytes, and per stack its peak of held bytes and its failure.
+function jumpSelect(ly, bar) {
+  const sel = el("select", {id: "jump", title: "show the layout at a notable event"}, bar);
+  el("option", {value: ""}, sel, "jump to…");
+  el("option", {value: ly.model.trace.peak_live_event}, sel, "peak of live bytes");
+  for (const st of ly.model.stacks) {
+    if (st.r.peak_held_event !== undefined) {
+      el("option", {value: st.r.peak_held_event}, sel, st.r.resource + ": peak held");
+    }
+    if (st.failEvent !== null) el("option", {value: st.failEvent}, sel, st.r.resource + ": out of memory");
+  }
+  sel.addEventListener("change", () => {
+    if (sel.value !== "") ly.hooks.pick(Number(sel.value));
+    sel.value = "";
+  });
 }
 
 function layoutEvent(ly) {
@@ -115,7 +131,7 @@ function freeGaps(blocks, chunks) {
 // ---- drawing
 
 function renderLayout(ly) {
-  const m = ly.model, event = layoutEvent(ly);
+  const m = ly.model, event = layoutEvent(ly), start = performance.now();
   ly.body.textContent = "";
   ly.input.value = String(event);
   ly.event = event;
@@ -130,6 +146,7 @@ function renderLayout(ly) {
   ly.range = range[1] > range[0] ? range : [0, top];
   if (rows.some(r => r.lay.held)) layoutAxis(ly);
   for (const row of rows) layoutRow(ly, row.st, row.lay);
+  ly.lastMs = performance.now() - start;
 }
 
 function layoutAxis(ly) {

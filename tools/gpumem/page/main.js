@@ -2,7 +2,9 @@
 // memory layout and the results table; one trace at a time (tabs), state in the URL hash.
 // Sets data-rendered="ok" on <body> when done (the tests check it).
 
+const pageStart = performance.now();
 const data = JSON.parse(document.getElementById("gpumem-data").textContent);
+const parsedMs = performance.now() - pageStart;
 
 function makeTooltip() {
   const tip = el("div", {class: "tooltip", id: "tooltip"}, document.body);
@@ -65,6 +67,7 @@ function renderPage() {
   const page = {};
   if (!t) { el("p", {}, root, "The report has no traces."); return page; }
   const model = modelOf(t), sec = el("section", {class: "trace"}, root);
+  page.model = model;
   traceSummary(sec, t);
   verdictPanel(sec, model, data.simulated);
   const hooks = {tooltip: page.tooltip || tooltip, pick: e => pick(page, e),
@@ -92,5 +95,7 @@ readHash();
 el("p", {}, document.getElementById("device"), "Device: " + data.device +
    (data.simulated ? " — times are host bookkeeping only" : ""));
 const firstPage = renderPage();
+firstPage.timing = {parse_ms: Math.round(parsedMs), page_ms: Math.round(performance.now() - pageStart),
+                    layout_ms: firstPage.layout ? Math.round(firstPage.layout.lastMs) : null};
 document.body.setAttribute("data-rendered", "ok");
 if (state.selftest) runSelftest(firstPage);

@@ -20,6 +20,8 @@ function runSelftest(page) {
   }
   if (tl) lines.push(JSON.stringify(legendToggle(tl)));
   lines.push(JSON.stringify({kind: "verdict", shown: !!document.getElementById("verdict")}));
+  lines.push(JSON.stringify(Object.assign({kind: "timing", allocations: Array.isArray(page.model.trace.allocations) ? page.model.trace.allocations.length : 0,
+                                           events: page.model.trace.events}, page.timing)));
   el("pre", {id: "selftest"}, document.body, lines.join("\n"));
 }
 

@@ -78,7 +78,7 @@ function renderTimeline(tl) {
   tl.hit = svgEl("rect", {class: "hit", x: m.l, y: m.t, width: sc.pw,
                           height: tl.height - m.t - m.b}, s);
   bindTimelineMouse(tl);
-  showReadout(tl, state.event !== null ? state.event : tl.model.trace.peak_live_event);
+  showReadout(tl, state.event !== null ? state.event : tl.model.trace.peak_live_event, true);
   tl.controls.zoomText.textContent = state.zoom
       ? "events " + grouped(Math.round(sc.lo)) + " – " + grouped(Math.round(sc.hi)) : "all events";
 }
@@ -154,10 +154,19 @@ function drawMarkers(tl, sc, plot) {
     vline(st.failEvent, "oom-line", {stroke: st.color});
     svgEl("path", {d: `M${x - 6},${y - 6}L${x + 6},${y + 6}M${x - 6},${y + 6}L${x + 6},${y - 6}`,
                    class: "oom-x"}, g);
-    svgEl("text", {x: left ? x - 8 : x + 8, y: m.t + 28 + 15 * k++, class: "oom-label", fill: st.color,
-                   "text-anchor": left ? "end" : "start"}, g,
-          "✕ out of memory: " + st.r.resource + " @ " + grouped(st.failEvent));
+    const label = svgEl("text", {x: left ? x - 8 : x + 8, y: m.t + 28 + 16 * k++, class: "oom-label",
+                                 fill: st.color, "text-anchor": left ? "end" : "start"}, g,
+                        "✕ out of memory: " + st.r.resource + " @ " + grouped(st.failEvent));
+    labelBackground(g, label);
   }
+}
+
+/// A white box behind a label, so that lines do not run through it.
+function labelBackground(g, label) {
+  const b = label.getBBox();
+  if (!b.width) return;
+  g.insertBefore(svgEl("rect", {x: b.x - 2, y: b.y, width: b.width + 4, height: b.height,
+                                class: "label-bg"}), label);
 }
 
 // ---- readout
@@ -177,11 +186,13 @@ function readoutValues(tl, event) {
           time: timeAt(tl.model, shown), rows: rows};
 }
 
-function showReadout(tl, event) {
+/// Fills the readout for `event`; `pinned`: not the cursor's but the layout's event.
+function showReadout(tl, event, pinned) {
   const v = readoutValues(tl, event), r = tl.readout;
   r.textContent = "";
   r.setAttribute("data-x", String(event));
   r.setAttribute("data-event", String(v.event));
+  if (pinned) el("div", {class: "sub"}, r, "at the layout's event (hover the chart for others)");
   el("div", {class: "ro-head"}, r, "event " + grouped(v.event) +
      (v.time !== null ? " · " + duration(v.time) : ""));
   if (v.from !== null && v.from < v.event) {
@@ -219,7 +230,10 @@ function bindTimelineMouse(tl) {
     showReadout(tl, ev);
     if (drag) dragMove(tl, drag, ev, e.shiftKey);
   });
-  hit.addEventListener("mouseleave", () => { tl.cross.setAttribute("visibility", "hidden"); });
+  hit.addEventListener("mouseleave", () => {
+    tl.cross.setAttribute("visibility", "hidden");
+    showReadout(tl, state.event !== null ? state.event : tl.model.trace.peak_live_event, true);
+  });
   hit.addEventListener("mousedown", e => { drag = {start: evAt(e), zoom: viewRange(tl)}; e.preventDefault(); });
   hit.addEventListener("mouseup", e => { const d = drag; drag = null; if (d) dragEnd(tl, d, evAt(e), e.shiftKey); });
   hit.addEventListener("dblclick", () => setZoom(tl, null));

@@ -195,6 +195,8 @@ def main():
     check_interactions(kinds, trace)
     check(len(kinds.get("legend", [])) == 1, "the legend was clicked")
     check(kinds.get("verdict", [{}])[0].get("shown") is True, "the verdict panel is shown")
+    for line in kinds.get("timing", []):
+        print("# timing: " + json.dumps(line))
     return 1 if failures else 0
 
 

@@ -63,6 +63,7 @@ page_checks() {
   grep -E 'CONSOLE|Uncaught' "$name.console" | head -5
   if python3 "$here/page_check.py" "$name.html" "$dir/results.json" "$@" >"$name.check"; then
     echo "ok - $name: the page's readout, markers and layout match results.json ($(grep -c '^ok' "$name.check") checks)"
+    grep '^# timing' "$name.check"
   else
     echo "FAIL - $name: page_check.py"; grep -v '^ok' "$name.check"; failures=$((failures + 1))
   fi
