@@ -79,7 +79,7 @@ function renderPage() {
   if (page.layout) page.layout.render();
   if (state.view === "layout") sec.insertBefore(document.getElementById("layout-view"), timeBox);
   el("h3", {}, sec, "Results");
-  resultsTable(sec, model, data.simulated);
+  resultsTable(sec, model, data.simulated, data.report_version || 1);
   return page;
 }
 

@@ -32,9 +32,11 @@ function verdictPanel(parent, model, simulated) {
         ` ${Number(v.fastest_ns_per_op).toFixed(1)} ns per operation — ${v.speed_basis || ""}`));
   }
   if (v.suggestion) {
-    const dd = item("suggestion", "");
-    dd.appendChild(code(v.suggestion.spec));
-    dd.appendChild(document.createTextNode(" — " + (v.suggestion.why || "")));
+    const dd = item("suggestion", ""), sg = v.suggestion;
+    dd.appendChild(code(sg.spec));
+    const measured = sg.peak_held_bytes !== undefined
+        ? ` (replayed: holds ${human(sg.peak_held_bytes)}, ${Number(sg.footprint_ratio).toFixed(3)}× peak live)` : "";
+    dd.appendChild(document.createTextNode(measured + " — " + (sg.why || "")));
   }
   if (v.notes && v.notes.length) {
     const ul = el("ul", {}, item("notes", ""));
@@ -46,13 +48,18 @@ function code(text) {
   return el("code", {}, null, text);
 }
 
-const TABLE_COLUMNS = ["resource", "peak held", "held / peak live", "internal frag. @ peak",
-                       "external frag. @ peak (of free bytes)", "largest free @ peak", "ns / op", "status"];
+/// The table's columns; internal fragmentation is of the live blocks' memory from report v2 on,
+/// of held memory before.
+function tableColumns(version) {
+  return ["resource", "peak held", "held / peak live",
+          "internal frag. @ peak (of " + (version >= 2 ? "live blocks)" : "held)"),
+          "external frag. @ peak (of free bytes)", "largest free @ peak", "ns / op", "status"];
+}
 
-function resultsTable(parent, model, simulated) {
+function resultsTable(parent, model, simulated, version) {
   const tr = model.trace, t = el("table", {class: "results"}, parent);
   const head = el("tr", {}, el("thead", {}, t));
-  for (const c of TABLE_COLUMNS) el("th", {}, head, c);
+  for (const c of tableColumns(version)) el("th", {}, head, c);
   head.lastChild.previousSibling.appendChild(el("div", {class: "sub"}, null,
       simulated ? "host bookkeeping only" : "GPU, per call"));
   const body = el("tbody", {}, t);
@@ -89,7 +96,8 @@ function atPeakCells(row, trace, r) {
     for (let i = 0; i < 3; i++) el("td", {class: "dash", title: "the replay failed before the peak"}, row, "-");
     return;
   }
-  el("td", {}, row, percent(a.internal_fragmentation));
+  el("td", {title: "bytes handed to live blocks beyond what they asked for (rounding, bin slack)"}, row,
+     percent(a.internal_fragmentation) + (a.internal_bytes ? " (" + human(a.internal_bytes) + ")" : ""));
   if (!a.layout_known) { el("td", {}, row, "n/a"); el("td", {}, row, "n/a"); return; }
   el("td", {}, row, percent(a.external_fragmentation) + " of " + human(a.free_bytes));
   el("td", {}, row, human(a.largest_free_bytes));
