@@ -231,6 +231,8 @@ function bindTimelineMouse(tl) {
     if (drag) dragMove(tl, drag, ev, e.shiftKey);
   });
   hit.addEventListener("mouseleave", () => {
+    drag = null;
+    tl.sel.setAttribute("visibility", "hidden");
     tl.cross.setAttribute("visibility", "hidden");
     showReadout(tl, state.event !== null ? state.event : tl.model.trace.peak_live_event, true);
   });
