@@ -76,7 +76,7 @@ table.results th, table.results td { border: 1px solid #ccc; padding: 3px 8px; t
   vertical-align: top; }
 table.results td:first-child, table.results th:first-child { text-align: left;
   font-family: ui-monospace, monospace; white-space: nowrap; }
-table.results td .sub { max-width: 260px; margin-left: auto; text-align: right; }
+table.results td .res-note { width: 340px; text-align: left; }
 td.dash { color: #999; text-align: center !important; }
 table.results td.error { text-align: left; color: #b00020; }
 #selftest { white-space: pre-wrap; font-size: 10px; }

@@ -73,10 +73,11 @@ function resultRow(body, trace, r, st) {
   name.appendChild(document.createTextNode(r.resource));
   if (r.error) { el("td", {colspan: 7, class: "error"}, row, "could not be built: " + r.error); return; }
   const peak = el("td", {}, row, human(r.peak_held_bytes));
-  if (r.held_at_start) el("div", {class: "sub"}, peak, human(r.held_at_start) + " held before the first event");
   if (r.reservation && r.reservation.note) {
-    el("div", {class: "sub"}, peak, r.reservation.note +
-       (r.reservation.bytes ? " (" + human(r.reservation.bytes) + ")" : ""));
+    el("div", {class: "sub res-note"}, peak, (r.reservation.bytes ? human(r.reservation.bytes) + " of it: " : "") +
+       r.reservation.note);
+  } else if (r.held_at_start) {
+    el("div", {class: "sub res-note"}, peak, human(r.held_at_start) + " held before the first event");
   }
   el("td", {}, row, r.footprint_ratio.toFixed(3));
   atPeakCells(row, trace, r);

@@ -4,7 +4,9 @@
 # default run and for a run where stacks run out of memory; screenshots into WORK_DIR.
 #   page_test.sh GPUMEM_BINARY WORK_DIR
 # A report without the v2 fields (report_version < 2) is also turned into a v2 fixture by
-# v2_fixture.py (synthesized addresses) so the layout view is tested before the C++ side emits it.
+# v2_fixture.py (synthesized addresses) so the layout view is tested before the C++ side emits it;
+# a v2 report is also turned into an old-shape one (v2_fixture.py --downgrade) to test that the
+# page degrades gracefully.
 # Installs Debian's chromium with apt when it is missing; exits 77 (skipped) when it cannot.
 set -u
 bin=$1 work=$2
@@ -75,6 +77,12 @@ v2() {
   python3 "$here/v2_fixture.py" "$1/results.json" "$1-v2/results.json" --trace-dir "$traces" \
     --html "$1/index.html" "$1-v2/index.html" && echo "$1-v2"
 }
+# old DIR: a copy DIR-v1 with the v2 fields dropped
+old() {
+  mkdir -p "$1-v1"
+  python3 "$here/v2_fixture.py" "$1/results.json" "$1-v1/results.json" --downgrade \
+    --html "$1/index.html" "$1-v1/index.html" && echo "$1-v1"
+}
 
 if ! "$bin" --simulate --report "$work/default" --no-progress >default.txt 2>default.err; then
   echo "FAIL: the default run failed"; cat default.txt default.err; exit 1
@@ -87,8 +95,10 @@ check "the small device's run reports out of memory (exit 3)" "[ $? -eq 3 ]"
 page_checks default "$work/default" $(grep -q '"report_version":[2-9]' default/results.json && echo --expect-layout)
 page_checks oom "$work/oom" --expect-oom $(grep -q '"report_version":[2-9]' oom/results.json && echo --expect-layout)
 d2=$(v2 "$work/default") o2=$(v2 "$work/oom")
-if [ "$d2" != "$work/default" ]; then page_checks default-v2 "$d2" --expect-layout; fi
-if [ "$o2" != "$work/oom" ]; then page_checks oom-v2 "$o2" --expect-oom --expect-layout; fi
+if [ "$d2" != "$work/default" ]; then page_checks default-v2 "$d2" --expect-layout
+else page_checks default-v1 "$(old "$work/default")"; fi
+if [ "$o2" != "$work/oom" ]; then page_checks oom-v2 "$o2" --expect-oom --expect-layout
+else page_checks oom-v1 "$(old "$work/oom")" --expect-oom; fi
 
 shot "$d2/index.html" "trace=0" "$work/default.png"
 shot "$o2/index.html" "trace=0" "$work/oom.png"

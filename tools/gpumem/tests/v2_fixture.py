@@ -7,9 +7,10 @@ resource's real layout: a two-level first-fit (chunks from a device address spac
 chunks) stands in for it (beyond 50,000 allocations: the trace's own pointers, one chunk); the
 counts of live blocks match the trace, which is what the tests need.
 
-  v2_fixture.py results.json out.json [--trace-dir DIR] [--html index.html out.html]
+  v2_fixture.py results.json out.json [--trace-dir DIR] [--html index.html out.html] [--downgrade]
 
-A results.json that already has report_version >= 2 is copied unchanged. With --html, the JSON
+A results.json that already has report_version >= 2 is copied unchanged. --downgrade does the
+opposite: it drops the v2 fields (an old-shape report, to test that the page degrades gracefully). With --html, the JSON
 embedded in index.html is replaced by the fixture (the page and its style stay the tool's own).
 Standard library only.
 """
@@ -241,6 +242,26 @@ def upgrade_trace(trace, rows, simulated):
         r["ns_per_op_basis"] = basis
 
 
+V2_TRACE_FIELDS = ["time_us", "live_timeline", "frames", "stacks", "allocations_omitted", "verdict"]
+V2_RESULT_FIELDS = ["layout_known", "addresses", "base", "chunks", "peak_held_event", "reservation",
+                    "ns_per_op_basis", "held_at_start"]
+
+
+def downgrade(data):
+    """The old shape: no report_version, no v2 fields, allocations a count, at_peak never null."""
+    data.pop("report_version", None)
+    for t in data["traces"]:
+        for k in V2_TRACE_FIELDS:
+            t.pop(k, None)
+        if isinstance(t.get("allocations"), list):
+            t["allocations"] = len(t["allocations"])
+        for r in t["results"]:
+            for k in V2_RESULT_FIELDS:
+                r.pop(k, None)
+            if "at_peak" in r and r["at_peak"] is None:
+                r["at_peak"] = dict(r["failure"]["state"], live_blocks=0)
+
+
 def find_trace(path, trace_dir):
     if os.path.exists(path):
         return path
@@ -256,10 +277,13 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--trace-dir")
     ap.add_argument("--html", nargs=2, metavar=("INDEX", "OUT"))
+    ap.add_argument("--downgrade", action="store_true")
     args = ap.parse_args()
     with open(args.results) as f:
         data = json.load(f)
-    if data.get("report_version", 1) < 2:
+    if args.downgrade:
+        downgrade(data)
+    elif data.get("report_version", 1) < 2:
         data["report_version"] = 2
         for t in data["traces"]:
             upgrade_trace(t, read_trace(find_trace(t["path"], args.trace_dir)), data["simulated"])
