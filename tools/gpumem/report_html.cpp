@@ -44,6 +44,7 @@ nav.tabs button.on { background: #fff; border-bottom-color: #fff; font-weight: b
 .series.live { stroke: #000; stroke-width: 1.6; stroke-dasharray: 5 3; opacity: 1; }
 .dim .series.held { opacity: 0.12; } .dim .series.held.focus { opacity: 1; }
 .cross { stroke: #555; stroke-width: 1; pointer-events: none; }
+.hover-dots circle { stroke: #fff; stroke-width: 1; pointer-events: none; }
 .drag-select { fill: rgba(30, 120, 220, 0.15); stroke: #1e78dc; pointer-events: none; }
 .hit { fill: transparent; cursor: crosshair; }
 .peak-line { stroke: #999; stroke-dasharray: 2 3; } .pick-line { stroke: #1e78dc; stroke-width: 1.5; }

@@ -97,5 +97,6 @@ el("p", {}, document.getElementById("device"), "Device: " + data.device +
 const firstPage = renderPage();
 firstPage.timing = {parse_ms: Math.round(parsedMs), page_ms: Math.round(performance.now() - pageStart),
                     layout_ms: firstPage.layout ? Math.round(firstPage.layout.lastMs) : null};
+if (state.hover !== null && firstPage.timeline) hoverTimeline(firstPage.timeline, state.hover);
 document.body.setAttribute("data-rendered", "ok");
 if (state.selftest) runSelftest(firstPage);

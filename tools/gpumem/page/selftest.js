@@ -37,9 +37,7 @@ function selftestEvents(tl) {
 
 /// Dispatches a mouse move over the chart at `event` and reads the readout as displayed.
 function hoverAt(tl, event) {
-  const box = tl.svg.getBoundingClientRect();
-  const clientX = box.left + tl.sc.x(event), clientY = box.top + TL_MARGIN.t + 20;
-  tl.hit.dispatchEvent(new MouseEvent("mousemove", {clientX: clientX, clientY: clientY, bubbles: true}));
+  hoverTimeline(tl, event);
   const r = tl.readout, held = {}, at = {};
   for (const row of r.querySelectorAll("tr[data-stack]")) {
     const cell = row.lastChild, name = row.getAttribute("data-stack");

@@ -1,10 +1,11 @@
 // page/state.js: the page's state (which trace, event, zoom, view, hidden stacks) and its URL hash,
 // e.g. #trace=0&event=123&zoom=100-2000&azoom=0-1073741824&view=layout&hide=1,3
-// so that a link or a screenshot shows a chosen state. Also the model of each trace: its stacks
+// so that a link or a screenshot shows a chosen state (#hover=EVENT: the readout at EVENT, as if
+// the mouse were there; read only, not written back). Also the model of each trace: its stacks
 // with colors, its live line, its time lookup.
 
 const state = {trace: 0, event: null, zoom: null, azoom: null, view: "timeline", hide: [],
-               selftest: false};
+               hover: null, selftest: false};
 
 function parseRange(text) {
   const m = /^(-?\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)$/.exec(text || "");
@@ -23,6 +24,7 @@ function readHash() {
     else if (k === "azoom") state.azoom = parseRange(v);
     else if (k === "view" && (v === "layout" || v === "timeline")) state.view = v;
     else if (k === "hide" && v) state.hide = v.split(",").map(Number).filter(n => n >= 0);
+    else if (k === "hover" && /^\d+$/.test(v || "")) state.hover = parseInt(v, 10);
     else if (k === "selftest") state.selftest = true;
   }
 }

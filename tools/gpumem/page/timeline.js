@@ -19,7 +19,6 @@ function makeTimeline(parent, model, hooks) {
   tl.legend = el("div", {class: "legend"}, parent);
   buildLegend(tl);
   tl.render = () => renderTimeline(tl);
-  tl.hoverEvent = ev => showReadout(tl, ev);
   tl.render();
   return tl;
 }
@@ -66,13 +65,14 @@ function renderTimeline(tl) {
   const n = tl.model.stacks.length;
   tl.model.stacks.forEach((st, i) => {
     if (isHidden(st)) return;
-    const dy = (i - (n - 1) / 2) * LINE_GAP;
+    const dy = lineOffset(tl, st);
     svgEl("path", {d: seriesPath(st.r.timeline, 2, sc), class: "series held", stroke: st.color,
                    transform: `translate(0 ${dy.toFixed(1)})`, "data-stack": st.r.resource}, plot);
   });
   svgEl("path", {d: seriesPath(tl.model.live, 1, sc), class: "series live"}, plot);
   drawMarkers(tl, sc, plot);
   tl.cross = svgEl("line", {class: "cross", y1: m.t, y2: tl.height - m.b, visibility: "hidden"}, s);
+  tl.dots = svgEl("g", {class: "hover-dots"}, s);
   tl.sel = svgEl("rect", {class: "drag-select", y: m.t, height: tl.height - m.t - m.b, width: 0,
                           visibility: "hidden"}, s);
   tl.hit = svgEl("rect", {class: "hit", x: m.l, y: m.t, width: sc.pw,
@@ -81,6 +81,23 @@ function renderTimeline(tl) {
   showReadout(tl, state.event !== null ? state.event : tl.model.trace.peak_live_event, true);
   tl.controls.zoomText.textContent = state.zoom
       ? "events " + grouped(Math.round(sc.lo)) + " – " + grouped(Math.round(sc.hi)) : "all events";
+}
+
+/// The vertical shift of a stack's held line (see LINE_GAP).
+function lineOffset(tl, st) {
+  const n = tl.model.stacks.length;
+  return (tl.model.stacks.indexOf(st) - (n - 1) / 2) * LINE_GAP;
+}
+
+/// Dots on the points the readout shows (hovering only).
+function hoverDots(tl, v) {
+  const g = tl.dots;
+  while (g.firstChild) g.removeChild(g.firstChild);
+  const dot = (e, y, color, cls) => svgEl("circle", {cx: tl.sc.x(e), cy: y, r: 3.5, fill: color, class: cls}, g);
+  if (v.live !== null) dot(v.event, tl.sc.y(v.live), "#000", "dot live");
+  for (const row of v.rows) {
+    if (row.held !== undefined) dot(row.at, tl.sc.y(row.held) + lineOffset(tl, row.st), row.st.color, "dot");
+  }
 }
 
 /// Path through the points in view; more than two a pixel -> min and max of each pixel column.
@@ -120,11 +137,11 @@ function drawAxes(tl, sc) {
   for (const e of ticks(sc.lo, sc.hi, 8, niceStep)) {
     if (e !== Math.round(e)) continue;
     svgEl("line", {x1: sc.x(e), x2: sc.x(e), y1: m.t, y2: bottom + 4, class: "gridline"}, s);
-    svgEl("text", {x: sc.x(e), y: bottom + 16, "text-anchor": "middle", class: "tick"}, s, grouped(e));
+    const anchor = sc.x(e) > m.l + sc.pw - 24 ? "end" : "middle";
+    svgEl("text", {x: sc.x(e), y: bottom + 16, "text-anchor": anchor, class: "tick"}, s, grouped(e));
     const t = timeAt(tl.model, e);
     if (t !== null) {
-      svgEl("text", {x: sc.x(e), y: bottom + 29, "text-anchor": "middle", class: "tick time"}, s,
-            duration(t));
+      svgEl("text", {x: sc.x(e), y: bottom + 29, "text-anchor": anchor, class: "tick time"}, s, duration(t));
     }
   }
   svgEl("text", {x: m.l + sc.pw / 2, y: tl.height - 4, "text-anchor": "middle", class: "axis-title"},
@@ -227,13 +244,14 @@ function bindTimelineMouse(tl) {
     const ev = evAt(e);
     tl.cross.setAttribute("x1", tl.sc.x(ev)); tl.cross.setAttribute("x2", tl.sc.x(ev));
     tl.cross.setAttribute("visibility", "visible");
-    showReadout(tl, ev);
+    hoverDots(tl, showReadout(tl, ev));
     if (drag) dragMove(tl, drag, ev, e.shiftKey);
   });
   hit.addEventListener("mouseleave", () => {
     drag = null;
     tl.sel.setAttribute("visibility", "hidden");
     tl.cross.setAttribute("visibility", "hidden");
+    hoverDots(tl, {live: null, rows: []});
     showReadout(tl, state.event !== null ? state.event : tl.model.trace.peak_live_event, true);
   });
   hit.addEventListener("mousedown", e => { drag = {start: evAt(e), zoom: viewRange(tl)}; e.preventDefault(); });
@@ -244,6 +262,13 @@ function bindTimelineMouse(tl) {
     const f = e.deltaY > 0 ? 1.25 : 0.8, c = evAt(e), [lo, hi] = viewRange(tl);
     setZoom(tl, [c - (c - lo) * f, c + (hi - c) * f]);
   }, {passive: false});
+}
+
+/// Moves a synthetic mouse over the chart at `event` (the self-test; #hover=EVENT in the URL).
+function hoverTimeline(tl, event) {
+  const box = tl.svg.getBoundingClientRect();
+  tl.hit.dispatchEvent(new MouseEvent("mousemove", {clientX: box.left + tl.sc.x(event),
+                                                    clientY: box.top + TL_MARGIN.t + 20, bubbles: true}));
 }
 
 function dragMove(tl, drag, ev, pan) {
