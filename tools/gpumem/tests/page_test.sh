@@ -100,9 +100,16 @@ else page_checks default-v1 "$(old "$work/default")"; fi
 if [ "$o2" != "$work/oom" ]; then page_checks oom-v2 "$o2" --expect-oom --expect-layout
 else page_checks oom-v1 "$(old "$work/oom")" --expect-oom; fi
 
+# event EXPR RESULTS: a number from the first trace of RESULTS (t: the trace, fail: failure events)
+event() {
+  python3 -c 'import json,sys; t=json.load(open(sys.argv[2]))["traces"][0]
+fail=[r["failure"]["event"] for r in t["results"] if r.get("failure")]
+print(int(eval(sys.argv[1])))' "$1" "$2"
+}
 shot "$d2/index.html" "trace=0" "$work/default.png"
-shot "$o2/index.html" "trace=0" "$work/oom.png"
-peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["traces"][0]["peak_live_event"])' \
-       "$d2/results.json")
-shot "$d2/index.html" "trace=0&event=$peak&azoom=0-1073741824&view=layout" "$work/layout-zoomed.png"
+# the OOM report hovered just after the last failure: the readout says which stacks are out of memory
+shot "$o2/index.html" "trace=0&hover=$(event 'max(fail) + t["events"] / 100' "$o2/results.json")" "$work/oom.png"
+shot "$o2/index.html" "trace=0&view=layout&event=$(event 'max(fail)' "$o2/results.json")" "$work/oom-layout.png"
+shot "$d2/index.html" "trace=0&view=layout&azoom=0-1073741824&event=$(event 't["peak_live_event"]' "$d2/results.json")" \
+  "$work/layout-zoomed.png"
 [ "$failures" -eq 0 ]
