@@ -57,7 +57,7 @@ function markersShown(tl) {
   const oom = Array.prototype.map.call(tl.svg.querySelectorAll("g.oom-marker"),
                                        g => g.getAttribute("data-stack"));
   return {kind: "markers", oom: oom, live_last_event: lastX === null ? null : tl.sc.ex(lastX),
-          live_points: xs.length};
+          live_points: xs.length, plot_px: tl.sc.pw, lo: tl.sc.lo, hi: tl.sc.hi};
 }
 
 function layoutShown(ly) {

@@ -62,8 +62,7 @@ function renderTimeline(tl) {
   svgEl("rect", {x: m.l, y: m.t, width: sc.pw, height: tl.height - m.t - m.b}, clip);
   drawAxes(tl, sc);
   const plot = svgEl("g", {"clip-path": "url(#tl-clip)"}, s);
-  const n = tl.model.stacks.length;
-  tl.model.stacks.forEach((st, i) => {
+  tl.model.stacks.forEach(st => {
     if (isHidden(st)) return;
     const dy = lineOffset(tl, st);
     svgEl("path", {d: seriesPath(st.r.timeline, 2, sc), class: "series held", stroke: st.color,

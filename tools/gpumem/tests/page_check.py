@@ -80,6 +80,10 @@ def check_markers(line, trace):
     live = live_line(trace)
     end = live[-1][0] if live else 0
     last = line["live_last_event"]
+    if len(live) > 2 * line["plot_px"]:
+        check(line["live_points"] <= 4 * line["plot_px"] + 8,
+              f"overview: {len(live)} live points downsampled to {line['live_points']} path points "
+              f"(at most 4 per pixel column, {line['plot_px']:.0f} px)")
     check(last is not None and last >= end - 1, f"live line drawn to event {last} (its last point: {end})")
     whole = [r for r in trace["results"] if not r.get("error") and not r.get("failure")]
     if not trace.get("live_timeline") and not whole:

@@ -99,6 +99,10 @@ if [ "$d2" != "$work/default" ]; then page_checks default-v2 "$d2" --expect-layo
 else page_checks default-v1 "$(old "$work/default")"; fi
 if [ "$o2" != "$work/oom" ]; then page_checks oom-v2 "$o2" --expect-oom --expect-layout
 else page_checks oom-v1 "$(old "$work/oom")" --expect-oom; fi
+# a point per event in every timeline: the overview must downsample, the zoomed view must not
+mkdir -p "$work/oom-dense"
+python3 "$here/v2_fixture.py" "$o2/results.json" "$work/oom-dense/results.json" --dense --trace-dir "$traces" \
+  --html "$o2/index.html" "$work/oom-dense/index.html" && page_checks oom-dense "$work/oom-dense" --expect-oom --expect-layout
 
 # event EXPR RESULTS: a number from the first trace of RESULTS (t: the trace, fail: failure events)
 event() {

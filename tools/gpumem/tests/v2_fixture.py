@@ -8,9 +8,11 @@ chunks) stands in for it (beyond 50,000 allocations: the trace's own pointers, o
 counts of live blocks match the trace, which is what the tests need.
 
   v2_fixture.py results.json out.json [--trace-dir DIR] [--html index.html out.html] [--downgrade]
+               [--dense]
 
 A results.json that already has report_version >= 2 is copied unchanged. --downgrade does the
-opposite: it drops the v2 fields (an old-shape report, to test that the page degrades gracefully). With --html, the JSON
+opposite: it drops the v2 fields (an old-shape report, to test that the page degrades gracefully).
+--dense gives every timeline a point per event, so that the page's overview has to downsample. With --html, the JSON
 embedded in index.html is replaced by the fixture (the page and its style stay the tool's own).
 Standard library only.
 """
@@ -262,6 +264,25 @@ def downgrade(data):
                 r["at_peak"] = dict(r["failure"]["state"], live_blocks=0)
 
 
+def densify(trace, lives):
+    """Timelines with a point per event (the overview then has to downsample): the live bytes of
+    each event, and the held bytes of the span point that holds it."""
+    n = trace["events"]
+    trace["live_timeline"] = [[e, lives[e]] for e in range(n)]
+    for r in trace["results"]:
+        if r.get("error") or not r.get("timeline"):
+            continue
+        old, out, i = r["timeline"], [], 0
+        stop = r["failure"]["event"] if r.get("failure") else n
+        for e in range(min(n, old[-1][0] + 1, stop)):
+            while old[i][0] < e:
+                i += 1
+            out.append([e, lives[e], old[i][2]])
+        r["timeline"] = out
+    if trace.get("time_us"):
+        trace["time_us"] = []
+
+
 def find_trace(path, trace_dir):
     if os.path.exists(path):
         return path
@@ -278,6 +299,7 @@ def main():
     ap.add_argument("--trace-dir")
     ap.add_argument("--html", nargs=2, metavar=("INDEX", "OUT"))
     ap.add_argument("--downgrade", action="store_true")
+    ap.add_argument("--dense", action="store_true", help="a timeline point per event (v2 input too)")
     args = ap.parse_args()
     with open(args.results) as f:
         data = json.load(f)
@@ -287,6 +309,9 @@ def main():
         data["report_version"] = 2
         for t in data["traces"]:
             upgrade_trace(t, read_trace(find_trace(t["path"], args.trace_dir)), data["simulated"])
+    if args.dense:
+        for t in data["traces"]:
+            densify(t, allocations_of(read_trace(find_trace(t["path"], args.trace_dir)))[1])
     text = json.dumps(data, separators=(",", ":"))
     with open(args.out, "w") as f:
         f.write(text + "\n")
