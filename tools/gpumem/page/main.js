@@ -36,7 +36,8 @@ function traceTabs(root) {
 
 function traceSummary(sec, t) {
   el("h2", {}, sec, baseName(t.path));
-  const allocs = Array.isArray(t.allocations) ? t.allocations.length : t.allocations;
+  const allocs = t.allocation_count !== undefined ? t.allocation_count
+      : Array.isArray(t.allocations) ? t.allocations.length : t.allocations;
   el("p", {class: "summary"}, sec, `${grouped(t.events)} events (${grouped(allocs)} allocations, ` +
      `${grouped(t.frees)} frees), peak live ${human(t.peak_live_bytes)} at event ` +
      `${grouped(t.peak_live_event)}, ${t.threads} thread(s), ${t.streams} stream(s).`);
