@@ -175,7 +175,11 @@ function layoutRow(ly, st, lay) {
   el("span", {class: "stats"}, label, ` ${grouped(lay.blocks.length)} live blocks · held ${human(lay.held)} in ` +
      `${grouped(lay.chunks.length)} chunk(s) · free ${human(lay.free)} in ${grouped(lay.gaps)} gap(s), largest ` +
      `${human(lay.largest)} · external fragmentation ${percent(ext)} of ${human(lay.free)}` +
-     (st.failEvent === ly.event ? " · ran out of memory at this event" : ""));
+     (st.failEvent === ly.event ? " · " : ""));
+  if (st.failEvent === ly.event) {
+    el("span", {class: "note oom"}, label, "ran out of memory here: asked for " + human(st.r.failure.bytes) +
+       ", the largest free gap is " + human(lay.largest));
+  }
   const cv = el("canvas", {width: ly.width, height: LAYOUT_ROW_H, class: "layout-canvas"}, row);
   cv.gmLayout = lay;
   drawRow(ly, cv, lay);
