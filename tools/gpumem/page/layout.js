@@ -180,7 +180,10 @@ function layoutRow(ly, st, lay) {
     el("span", {class: "note oom"}, label, "ran out of memory here: asked for " + human(st.r.failure.bytes) +
        ", the largest free gap is " + human(lay.largest));
   }
-  const cv = el("canvas", {width: ly.width, height: LAYOUT_ROW_H, class: "layout-canvas"}, row);
+  // drawn per device pixel (sharp on high-density screens), sized in CSS pixels
+  const dpr = Math.max(1, Math.min(4, window.devicePixelRatio || 1));
+  const cv = el("canvas", {width: Math.round(ly.width * dpr), height: Math.round(LAYOUT_ROW_H * dpr),
+                           class: "layout-canvas", style: `width:${ly.width}px;height:${LAYOUT_ROW_H}px`}, row);
   cv.gmLayout = lay;
   drawRow(ly, cv, lay);
   bindRowMouse(ly, cv, st, lay);
@@ -193,14 +196,14 @@ function drawRow(ly, cv, lay) {
   for (const c of lay.chunks) cover(held, c.pos, c.pos + c.bytes, a, k);
   for (const bl of lay.blocks) if (bl.pos !== null) cover(live, bl.pos, bl.pos + bl.size, a, k);
   if (lay.largestPos !== null) cover(big, lay.largestPos, lay.largestPos + lay.largest, a, k);
-  const g = cv.getContext("2d");
+  const g = cv.getContext("2d"), pad = Math.round(cv.height / 10);
   g.fillStyle = "#fff";
   g.fillRect(0, 0, w, cv.height);
   for (let x = 0; x < w; x++) {
     if (held[x] <= 0) continue;
     const h = Math.min(1, held[x]), l = Math.min(h, live[x]), gr = Math.min(h - l, big[x]);
-    g.fillStyle = mixColor(l / h, gr / h);
-    g.fillRect(x, 3, 1, (cv.height - 6) * h + (h < 1 ? 0 : 0));
+    g.fillStyle = mixColor(l, gr, h - l - gr);
+    g.fillRect(x, pad, 1, cv.height - 2 * pad);
   }
   drawBoundaries(g, lay, a, k, w, cv.height);
 }
@@ -211,10 +214,12 @@ function cover(arr, from, to, a, k) {
   for (let x = Math.floor(x0); x < x1; x++) arr[x] += Math.min(x + 1, x1) - Math.max(x, x0);
 }
 
-function mixColor(liveShare, bigShare) {
-  const freeShare = Math.max(0, 1 - liveShare - bigShare);
-  const c = [0, 1, 2].map(i => Math.round(RGB.block[i] * liveShare + RGB.largest[i] * bigShare +
-                                          RGB.free[i] * freeShare));
+/// The color of a pixel column from the shares of it that are live, largest gap, other free;
+/// the rest (not held) is white.
+function mixColor(live, big, free) {
+  const none = Math.max(0, 1 - live - big - free);
+  const c = [0, 1, 2].map(i => Math.round(RGB.block[i] * live + RGB.largest[i] * big +
+                                          RGB.free[i] * Math.max(0, free) + RGB.none[i] * none));
   return `rgb(${c.join(",")})`;
 }
 
@@ -231,15 +236,15 @@ function drawBoundaries(g, lay, a, k, w, h) {
 // ---- hover and address zoom
 
 function bindRowMouse(ly, cv, st, lay) {
-  const posAt = e => ly.range[0] + (e.clientX - cv.getBoundingClientRect().left) * (ly.range[1] - ly.range[0]) / cv.width;
+  const posAt = e => ly.range[0] + (e.clientX - cv.getBoundingClientRect().left) * (ly.range[1] - ly.range[0]) / ly.width;
   let drag = null;
   cv.addEventListener("mousemove", e => {
-    ly.tip.show(e, describeAt(ly, st, lay, posAt(e), (ly.range[1] - ly.range[0]) / cv.width));
+    ly.tip.show(e, describeAt(ly, st, lay, posAt(e), (ly.range[1] - ly.range[0]) / ly.width));
   });
   cv.addEventListener("mouseleave", () => ly.tip.hide());
   cv.addEventListener("mousedown", e => { drag = posAt(e); e.preventDefault(); });
   cv.addEventListener("mouseup", e => {
-    const p = posAt(e), px = Math.abs(p - drag) * cv.width / (ly.range[1] - ly.range[0]);
+    const p = posAt(e), px = Math.abs(p - drag) * ly.width / (ly.range[1] - ly.range[0]);
     if (drag !== null && px >= 4) setAzoom(ly, [Math.min(p, drag), Math.max(p, drag)]);
     drag = null;
   });

@@ -96,7 +96,7 @@ function layoutHover(ly) {
   const lay = cv.gmLayout;
   const b = lay.blocks.reduce((x, y) => (y.pos !== null && y.size > x.size ? y : x));
   const box = cv.getBoundingClientRect();
-  const px = (b.pos + b.size / 2 - ly.range[0]) * cv.width / (ly.range[1] - ly.range[0]);
+  const px = (b.pos + b.size / 2 - ly.range[0]) * ly.width / (ly.range[1] - ly.range[0]);
   cv.dispatchEvent(new MouseEvent("mousemove", {clientX: box.left + px, clientY: box.top + 10, bubbles: true}));
   const tip = document.getElementById("tooltip");
   const line = {kind: "layout-hover", stack: cv.parentNode.getAttribute("data-stack"), allocation: b.k,

@@ -89,14 +89,12 @@ function niceStep(raw) {
   return 10 * p;
 }
 
-/// Byte tick steps: 1, 2, 4, 8 ... x a binary unit, or 10, 20, 50 ... of it, at least `raw`.
+/// Byte tick steps: a power of two at least `raw` (1 GiB, 512 MiB, 256 KiB ...), so that tick
+/// labels in binary units come out round.
 function niceByteStep(raw) {
-  let unit = 1;
-  while (unit * 1024 <= raw) unit *= 1024;
-  for (const m of [1, 2, 4, 5, 8, 10, 16, 20, 32, 50, 64, 100, 128, 200, 256, 500, 512, 1024]) {
-    if (m * unit >= raw) return m * unit;
-  }
-  return 1024 * unit;
+  let step = 1;
+  while (step < raw) step *= 2;
+  return step;
 }
 
 /// Ticks from lo to hi, about `count` of them.
