@@ -103,6 +103,11 @@ else page_checks oom-v1 "$(old "$work/oom")" --expect-oom; fi
 mkdir -p "$work/oom-dense"
 python3 "$here/v2_fixture.py" "$o2/results.json" "$work/oom-dense/results.json" --dense --trace-dir "$traces" \
   --html "$o2/index.html" "$work/oom-dense/index.html" && page_checks oom-dense "$work/oom-dense" --expect-oom --expect-layout
+# as past 2,000,000 allocations: no addresses; the page shows the timeline and says why
+mkdir -p "$work/omitted"
+python3 "$here/v2_fixture.py" "$d2/results.json" "$work/omitted/results.json" --omit \
+  --html "$d2/index.html" "$work/omitted/index.html" && page_checks omitted "$work/omitted"
+check "omitted: the page says why there is no layout" "grep -q 'more than 2,000,000 allocations' omitted.html"
 
 # event EXPR RESULTS: a number from the first trace of RESULTS (t: the trace, fail: failure events)
 event() {

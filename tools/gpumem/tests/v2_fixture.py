@@ -8,11 +8,12 @@ chunks) stands in for it (beyond 50,000 allocations: the trace's own pointers, o
 counts of live blocks match the trace, which is what the tests need.
 
   v2_fixture.py results.json out.json [--trace-dir DIR] [--html index.html out.html] [--downgrade]
-               [--dense]
+               [--dense] [--omit]
 
 A results.json that already has report_version >= 2 is copied unchanged. --downgrade does the
 opposite: it drops the v2 fields (an old-shape report, to test that the page degrades gracefully).
---dense gives every timeline a point per event, so that the page's overview has to downsample. With --html, the JSON
+--dense gives every timeline a point per event, so that the page's overview has to downsample;
+--omit empties allocations, addresses and chunks as the tool does past 2,000,000 allocations. With --html, the JSON
 embedded in index.html is replaced by the fixture (the page and its style stay the tool's own).
 Standard library only.
 """
@@ -300,6 +301,7 @@ def main():
     ap.add_argument("--html", nargs=2, metavar=("INDEX", "OUT"))
     ap.add_argument("--downgrade", action="store_true")
     ap.add_argument("--dense", action="store_true", help="a timeline point per event (v2 input too)")
+    ap.add_argument("--omit", action="store_true", help="as past 2,000,000 allocations: no addresses")
     args = ap.parse_args()
     with open(args.results) as f:
         data = json.load(f)
@@ -312,6 +314,12 @@ def main():
     if args.dense:
         for t in data["traces"]:
             densify(t, allocations_of(read_trace(find_trace(t["path"], args.trace_dir)))[1])
+    if args.omit:
+        for t in data["traces"]:
+            t["allocations_omitted"], t["allocations"] = True, []
+            for r in t["results"]:
+                if not r.get("error"):
+                    r["addresses"], r["chunks"] = [], []
     text = json.dumps(data, separators=(",", ":"))
     with open(args.out, "w") as f:
         f.write(text + "\n")
