@@ -71,7 +71,7 @@ function renderPage() {
   page.model = model;
   traceSummary(sec, t);
   verdictPanel(sec, model, data.simulated);
-  const hooks = {tooltip: page.tooltip || tooltip, pick: e => pick(page, e),
+  const hooks = {tooltip: tooltip, pick: e => pick(page, e),
                  stacksChanged: () => page.layout && page.layout.render(), rebuild: renderPage};
   const timeBox = el("section", {class: "timeline", id: "timeline-view"}, sec);
   el("h3", {}, timeBox, "Memory held over time — every stack on one scale, dashed: live bytes of the trace");
@@ -99,5 +99,7 @@ const firstPage = renderPage();
 firstPage.timing = {parse_ms: Math.round(parsedMs), page_ms: Math.round(performance.now() - pageStart),
                     layout_ms: firstPage.layout ? Math.round(firstPage.layout.lastMs) : null};
 if (state.hover !== null && firstPage.timeline) hoverTimeline(firstPage.timeline, state.hover);
+// a hash typed or pasted into the address bar (the page's own changes use replaceState: no event)
+window.addEventListener("hashchange", () => { readHash(); renderPage(); });
 document.body.setAttribute("data-rendered", "ok");
 if (state.selftest) runSelftest(firstPage);

@@ -4,8 +4,9 @@
 // the mouse were there; read only, not written back). Also the model of each trace: its stacks
 // with colors, its live line, its time lookup.
 
-const state = {trace: 0, event: null, zoom: null, azoom: null, view: "timeline", hide: [],
-               hover: null, selftest: false};
+const STATE_DEFAULTS = {trace: 0, event: null, zoom: null, azoom: null, view: "timeline", hide: [],
+                        hover: null, selftest: false};
+const state = Object.assign({}, STATE_DEFAULTS);
 
 function parseRange(text) {
   const m = /^(-?\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)$/.exec(text || "");
@@ -15,6 +16,7 @@ function parseRange(text) {
 }
 
 function readHash() {
+  Object.assign(state, STATE_DEFAULTS, {hide: []});
   const h = location.hash.replace(/^#/, "");
   for (const part of h.split("&")) {
     const [k, v] = part.split("=");
