@@ -47,7 +47,7 @@ nav.tabs button.on { background: #fff; border-bottom-color: #fff; font-weight: b
 .hover-dots circle { stroke: #fff; stroke-width: 1; pointer-events: none; }
 .drag-select { fill: rgba(30, 120, 220, 0.15); stroke: #1e78dc; pointer-events: none; }
 .hit { fill: transparent; cursor: crosshair; }
-.peak-line { stroke: #999; stroke-dasharray: 2 3; } .pick-line { stroke: #1e78dc; stroke-width: 1.5; }
+.peak-line { stroke: #999; stroke-dasharray: 2 3; } .capacity-line { stroke: #b00020; stroke-dasharray: 8 4; opacity: 0.5; } .pick-line { stroke: #1e78dc; stroke-width: 1.5; }
 .marker-label { font-size: 11px; fill: #666; } .marker-label.pick { fill: #1e78dc; }
 .oom-line { stroke-dasharray: 6 3; stroke-width: 1.5; opacity: 0.8; }
 .oom-x { stroke: #b00020; stroke-width: 3; }

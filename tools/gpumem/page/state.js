@@ -52,7 +52,7 @@ function modelOf(trace) {
     stacks.push({r: r, index: i, color: COLORS[stacks.length % COLORS.length],
                  failEvent: r.failure ? r.failure.event : null});
   });
-  return {trace: trace, stacks: stacks, live: liveLineOf(trace, stacks),
+  return {trace: trace, stacks: stacks, live: liveLineOf(trace, stacks), capacity: data.capacity_bytes || 0,
           time: trace.time_us && trace.time_us.length ? trace.time_us : null,
           hasLayout: Array.isArray(trace.allocations) && trace.allocations.length > 0,
           events: Math.max(1, trace.events)};

@@ -39,6 +39,8 @@ function visibleMax(tl, lo, hi) {
   };
   scan(tl.model.live, 1);
   for (const s of tl.model.stacks) if (!isHidden(s)) scan(s.r.timeline, 2);
+  const cap = tl.model.capacity;
+  if (cap && cap <= 1.5 * top) top = Math.max(top, cap);  // the device's size, when it is near
   return top * 1.08;
 }
 
@@ -154,6 +156,11 @@ function drawMarkers(tl, sc, plot) {
   const m = TL_MARGIN, bottom = tl.height - m.b, tr = tl.model.trace;
   const vline = (e, cls, attrs) => svgEl("line", Object.assign({x1: sc.x(e), x2: sc.x(e), y1: m.t,
                                                                   y2: bottom, class: cls}, attrs), plot);
+  const cap = tl.model.capacity;
+  if (cap && sc.y(cap) >= m.t) {
+    svgEl("line", {x1: m.l, x2: m.l + sc.pw, y1: sc.y(cap), y2: sc.y(cap), class: "capacity-line"}, plot);
+    svgEl("text", {x: m.l + 4, y: sc.y(cap) - 4, class: "marker-label"}, plot, "device: " + human(cap));
+  }
   vline(tr.peak_live_event, "peak-line", {});
   svgEl("text", {x: sc.x(tr.peak_live_event) + 4, y: m.t + 12, class: "marker-label"}, plot, "peak live");
   if (state.event !== null) {
