@@ -44,7 +44,8 @@ function layoutControls(ly) {
     item.appendChild(document.createTextNode(name));
   }
   el("span", {class: "hint"}, key, "chunks laid end to end in address order (thin black lines: " +
-     "chunk boundaries); one byte scale for all stacks");
+     "chunk boundaries); one byte scale for all stacks; a block is as wide as it was asked for, so " +
+     "rounding and bin slack count as free here");
 }
 
 /// "jump to": the peak of live bytes, and per stack its peak of held bytes and its failure.
