@@ -245,7 +245,8 @@ def upgrade_trace(trace, rows, simulated):
         r["ns_per_op_basis"] = basis
 
 
-V2_TRACE_FIELDS = ["time_us", "live_timeline", "frames", "stacks", "allocations_omitted", "verdict"]
+V2_TRACE_FIELDS = ["time_us", "live_timeline", "frames", "stacks", "allocations_omitted", "verdict",
+                   "allocation_count"]
 V2_RESULT_FIELDS = ["layout_known", "addresses", "base", "chunks", "peak_held_event", "reservation",
                     "ns_per_op_basis", "held_at_start"]
 
