@@ -43,7 +43,7 @@ void write_profile(std::ostream& out, trace::trace_profile const& p)
 {
   out << "trace " << name_of(p.path) << ": " << p.events << " events (" << p.allocations
       << " allocations, " << p.frees << " frees), peak live " << human_bytes(p.peak_live_bytes)
-      << " in " << p.peak_live_blocks << " blocks at event " << p.peak_live_event + 1 << ", "
+      << " in " << p.peak_live_blocks << " blocks at event " << p.peak_live_event << ", "
       << p.threads.size() << " thread(s), " << p.streams.size() << " stream(s); read in "
       << fixed(p.parse_seconds, 3) << " s ("
       << fixed(static_cast<double>(p.events) / std::max(p.parse_seconds, 1e-9) / 1e6, 1)
@@ -109,7 +109,7 @@ void write_failure(std::ostream& out, resource_run const& r)
 {
   auto const& f = *r.result.failure;
   auto const& s = f.state;
-  out << "\n  " << r.spec << ": out of memory at event " << f.event + 1 << " (line " << f.line
+  out << "\n  " << r.spec << ": out of memory at event " << f.event << " (line " << f.line
       << "), allocating " << human_bytes(f.bytes) << ":\n    " << f.message << "\n    state: holds "
       << human_bytes(s.held_bytes) << ", live " << human_bytes(s.live_bytes) << " in "
       << s.live_blocks << " blocks";

@@ -78,7 +78,7 @@ std::string suggestion_why(resource_run const& r, resource_run const& s,
 std::string failure_note(resource_run const& r, trace::trace_profile const& p)
 {
   auto const& f = *r.result.failure;
-  return r.spec + " ran out of memory at event " + std::to_string(f.event + 1) + " (line " +
+  return r.spec + " ran out of memory at event " + std::to_string(f.event) + " (line " +
          std::to_string(f.line) + ")" +
          (reached_peak(r, p) ? ", after the trace's peak"
                              : ", before the trace's peak: it has no numbers at the peak");

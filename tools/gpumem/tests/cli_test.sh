@@ -57,7 +57,7 @@ else fail "unknown parameter (rc=$rc)"; fi
 
 printf 'Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,4096,0\n0,2,allocate,0x20,4096,0\n0,3,allocate,0x30,65536,0\n0,4,free,0x10,4096,0\n' > oom.csv
 if run 3 replay oom.csv -r cuda --simulate=16KiB && has "OUT OF MEMORY at line 4" out.txt &&
-   has "out of memory at event 3 (line 4)" out.txt && has "state: holds 8.00 KiB, live 8.00 KiB in 2 blocks" out.txt; then
+   has "out of memory at event 2 (line 4)" out.txt && has "state: holds 8.00 KiB, live 8.00 KiB in 2 blocks" out.txt; then
   ok "simulated capacity too small: out of memory at the event, with the state"
 else fail "out of memory (rc=$rc)"; fi
 
