@@ -27,4 +27,9 @@ using grant_fn = std::function<std::size_t(std::size_t)>;
                                    std::size_t live, std::size_t live_blocks,
                                    grant_fn const& granted = {});
 
+/// `chunks` (address-ordered) with ranges that touch merged into one: what a stack that maps
+/// virtual memory can hand out in one piece (adjacent mappings are contiguous addresses). Chunks
+/// from cudaMalloc are not joined: a pool cannot give one block across two of them.
+[[nodiscard]] std::vector<address_range> join_adjacent(std::vector<address_range> chunks);
+
 }  // namespace gpumem::trace

@@ -84,6 +84,7 @@ void metered_runtime::vmm_release(detail::vmm_handle handle) noexcept
 void metered_runtime::vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle)
 {
   inner().vmm_map(ptr, bytes, handle);
+  maps_.store(true, std::memory_order_relaxed);
   std::lock_guard lock{mutex_};
   add_chunk(reinterpret_cast<std::uintptr_t>(ptr), bytes);
 }

@@ -55,8 +55,10 @@ memory_state peak_recorder::replay_log(std::size_t n) const
         break;
     }
   }
-  return lay_out({blocks.begin(), blocks.end()}, {chunks.begin(), chunks.end()}, peak_.held_bytes,
-                 peak_.live_bytes, peak_.live_blocks, granted_ ? *granted_ : grant_fn{});
+  std::vector<address_range> held{chunks.begin(), chunks.end()};
+  if (join_) { held = join_adjacent(std::move(held)); }
+  return lay_out({blocks.begin(), blocks.end()}, held, peak_.held_bytes, peak_.live_bytes,
+                 peak_.live_blocks, granted_ ? *granted_ : grant_fn{});
 }
 
 }  // namespace gpumem::trace

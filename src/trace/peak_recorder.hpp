@@ -36,6 +36,8 @@ class peak_recorder final : public chunk_observer {
 
   /// How the layout counts each block's slack (must outlive the recorder).
   void grant(grant_fn const& granted) noexcept { granted_ = &granted; }
+  /// Lay out adjacent chunks as one range (the stack maps virtual memory; see join_adjacent).
+  void join_adjacent_chunks(bool join) noexcept { join_ = join; }
 
   /// False while no log is kept: the replayer may skip reporting block changes.
   [[nodiscard]] bool logging() const noexcept { return logging_; }
@@ -97,6 +99,7 @@ class peak_recorder final : public chunk_observer {
   [[nodiscard]] memory_state replay_log(std::size_t n) const;
 
   grant_fn const* granted_{};
+  bool join_{};
   bool logging_{};
   bool have_peak_{};
   moment peak_;

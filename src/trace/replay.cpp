@@ -267,9 +267,10 @@ replay_layout replayer::take_layout()
   if (!l.known) { return l; }
   l.omitted = addresses_omitted_ || history_.omitted();
   if (l.omitted) { return l; }
-  l.chunks    = history_.take();
-  l.addresses = std::move(addresses_);
-  auto base   = UINTPTR_MAX;
+  l.chunks      = history_.take();
+  l.chunks_join = meter_->maps_memory();
+  l.addresses   = std::move(addresses_);
+  auto base     = UINTPTR_MAX;
   for (auto const& c : l.chunks) { base = std::min(base, c.address); }
   for (auto a : l.addresses) {
     if (a != 0) { base = std::min(base, a); }
@@ -285,7 +286,10 @@ replay_result replayer::finish()
   for (auto const& [event, live, held] : timeline_.samples()) {
     result_.timeline.push_back({event, live, held});
   }
-  if (footprint_ == nullptr) { result_.at_peak = recorder_.at_peak(); }
+  if (footprint_ == nullptr) {
+    recorder_.join_adjacent_chunks(meter_->maps_memory());
+    result_.at_peak = recorder_.at_peak();
+  }
   meter_->observe(nullptr);
   result_.layout = take_layout();
   release_all();

@@ -57,6 +57,20 @@ memory_state lay_out(std::vector<address_range> blocks, std::vector<address_rang
   return s;
 }
 
+std::vector<address_range> join_adjacent(std::vector<address_range> chunks)
+{
+  std::vector<address_range> out;
+  out.reserve(chunks.size());
+  for (auto const& c : chunks) {
+    if (!out.empty() && out.back().first + out.back().second == c.first) {
+      out.back().second += c.second;
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 memory_state replayer::unlaid_state(std::size_t held) const
 {
   memory_state s;
@@ -73,7 +87,9 @@ memory_state replayer::state() const
   std::vector<address_range> blocks;
   blocks.reserve(live_blocks_);
   live_ranges(blocks);
-  return lay_out(std::move(blocks), meter_->chunks(), held_now(), live_, live_blocks_,
+  auto chunks = meter_->chunks();
+  if (meter_->maps_memory()) { chunks = join_adjacent(std::move(chunks)); }
+  return lay_out(std::move(blocks), chunks, held_now(), live_, live_blocks_,
                  options_.granted_bytes);
 }
 

@@ -95,6 +95,29 @@ TEST(PeakRecorder, NoPeakIsADefaultState)
   EXPECT_FALSE(rec.at_peak().layout_known);
 }
 
+TEST(PeakRecorder, TouchingMappingsAreOneRangeWhenJoined)
+{
+  // Two 1 MiB mappings side by side, one 256 KiB block at the start of the first: the free bytes
+  // are one run of 1.75 MiB across the boundary when the chunks are virtual-memory mappings, and
+  // two separate gaps (largest 1 MiB) when they are cudaMalloc chunks.
+  constexpr std::uintptr_t at = 1 << 24;
+  constexpr std::size_t mib   = 1 << 20;
+  for (bool join : {false, true}) {
+    peak_recorder rec;
+    rec.join_adjacent_chunks(join);
+    rec.new_peak({2 * mib, mib / 4, 1}, 8, [&](auto& blocks, auto& chunks) {
+      blocks.push_back({at, mib / 4});
+      chunks.push_back({at, mib});
+      chunks.push_back({at + mib, mib});
+    });
+    auto const s = rec.at_peak();
+    EXPECT_EQ(s.free_bytes, 2 * mib - mib / 4);
+    EXPECT_EQ(s.largest_free_bytes, join ? 2 * mib - mib / 4 : mib) << "join " << join;
+  }
+  EXPECT_EQ(join_adjacent({{0, 10}, {10, 5}, {20, 1}}),
+            (std::vector<address_range>{{0, 15}, {20, 1}}));
+}
+
 TEST(PeakRecorder, PeakAtTheLastStepIsTheCurrentLayout)
 {
   fuzz(1, 1.0, 2000);

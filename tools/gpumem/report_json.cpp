@@ -114,7 +114,7 @@ void write_layout_data(std::ostream& out, trace::replay_layout const& l, std::si
         << c.to_event << "]";
     sep = ",";
   }
-  out << "]";
+  out << "],\"chunks_join\":" << (l.chunks_join ? "true" : "false");
 }
 
 void write_reservation(std::ostream& out, std::optional<reservation> const& r)

@@ -51,6 +51,9 @@ class metered_runtime final : public detail::forwarding_runtime {
   /// Held ranges, address-ordered: (address, bytes).
   [[nodiscard]] std::vector<std::pair<std::uintptr_t, std::size_t>> chunks() const;
   [[nodiscard]] std::size_t chunk_count() const;
+  /// True once the stack mapped virtual memory (its chunks are mappings, and touching mappings
+  /// are contiguous addresses the stack may hand out as one block).
+  [[nodiscard]] bool maps_memory() const noexcept { return maps_.load(std::memory_order_relaxed); }
   /// Sets the one observer (nullptr: none); it must outlive its registration.
   void observe(chunk_observer* observer);
 
@@ -69,7 +72,9 @@ class metered_runtime final : public detail::forwarding_runtime {
 
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, std::size_t> chunks_;
-  std::atomic<std::size_t> held_{};  ///< written under mutex_, read without it
+  std::atomic<std::size_t> held_{};
+  std::atomic<bool> maps_{
+      false};  ///< vmm_map was called  ///< written under mutex_, read without it
   std::size_t peak_{};
   chunk_observer* observer_{};
   std::map<detail::vmm_handle, std::size_t> handles_;  // live physical handles -> bytes

@@ -140,6 +140,7 @@ struct replay_layout {
       addresses;  ///< by allocation ordinal (trace_profile::allocation_log);
                   ///< 0 or missing: not made (the replay stopped)
   std::vector<held_chunk> chunks;
+  bool chunks_join{};  ///< chunks are virtual-memory mappings: touching ones form one range
 };
 
 struct replay_result {

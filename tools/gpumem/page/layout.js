@@ -91,6 +91,7 @@ function stackLayout(model, st, live, event) {
       .sort((a, b) => a.off - b.off);
   let chunks = (r.chunks || []).filter(c => c[2] <= event && (c[3] === -1 || event < c[3]))
       .map(c => ({off: c[0], bytes: c[1], from: c[2], to: c[3]})).sort((a, b) => a.off - b.off);
+  if (r.chunks_join) chunks = joinTouching(chunks);
   if (!chunks.length && blocks.length) {
     const end = blocks[blocks.length - 1].off + blocks[blocks.length - 1].size;
     chunks = [{off: blocks[0].off, bytes: end - blocks[0].off, from: null, to: null}];
@@ -99,6 +100,29 @@ function stackLayout(model, st, live, event) {
   for (const c of chunks) { c.pos = pos; pos += c.bytes; }
   placeBlocks(blocks, chunks);
   return Object.assign({blocks: blocks, chunks: chunks, held: pos}, freeGaps(blocks, chunks));
+}
+
+/// "7 chunk(s)", or for joined mappings "1 range(s) of 768 mapping(s)".
+function heldPieces(r, chunks) {
+  if (!r.chunks_join) return `${grouped(chunks.length)} chunk(s)`;
+  const mappings = chunks.reduce((n, c) => n + (c.mappings || 1), 0);
+  return `${grouped(chunks.length)} range(s) of ${grouped(mappings)} mapping(s)`;
+}
+
+/// Virtual-memory mappings that touch are one range of addresses: the stack may hand out a block
+/// across them (results.json's chunks_join), so they are laid out, and their gaps measured, as one.
+function joinTouching(chunks) {
+  const out = [];
+  for (const c of chunks) {
+    const last = out[out.length - 1];
+    if (last && last.off + last.bytes === c.off) {
+      last.bytes += c.bytes;
+      last.mappings += 1;
+    } else {
+      out.push(Object.assign({mappings: 1}, c));
+    }
+  }
+  return out;
 }
 
 function placeBlocks(blocks, chunks) {
@@ -174,7 +198,7 @@ function layoutRow(ly, st, lay) {
   row.setAttribute("data-blocks", String(lay.blocks.length));
   const ext = lay.free > 0 ? 1 - lay.largest / lay.free : 0;
   el("span", {class: "stats"}, label, ` ${grouped(lay.blocks.length)} live blocks · held ${human(lay.held)} in ` +
-     `${grouped(lay.chunks.length)} chunk(s) · free ${human(lay.free)} in ${grouped(lay.gaps)} gap(s), largest ` +
+     heldPieces(st.r, lay.chunks) + ` · free ${human(lay.free)} in ${grouped(lay.gaps)} gap(s), largest ` +
      `${human(lay.largest)} · external fragmentation ${percent(ext)} of ${human(lay.free)}` +
      (st.failEvent === ly.event ? " · " : ""));
   if (st.failEvent === ly.event) {
