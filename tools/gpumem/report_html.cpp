@@ -1,5 +1,5 @@
 // The self-contained HTML report: the results as embedded JSON, drawn by an inline script
-// (report_page.js, embedded at build time as report_page_js.inc).
+// (tools/gpumem/page/*.js, joined and embedded at build time as report_page_js.inc).
 #include "report.hpp"
 
 #include "checked_output.hpp"
