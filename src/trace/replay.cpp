@@ -228,6 +228,7 @@ void replayer::note_peak()
     result_.at_peak = unlaid_state(held_);
     return;
   }
+  recorder_.join_adjacent_chunks(meter_->maps_memory());  // before a layout may be settled
   recorder_.new_peak({held_, live_, live_blocks_}, slots_.size() + meter_->chunk_count(),
                      [&](std::vector<address_range>& blocks, std::vector<address_range>& chunks) {
                        live_ranges(blocks);
