@@ -225,21 +225,62 @@ footprint_source const* resource_stack::footprint() const noexcept
   return nullptr;
 }
 
-std::size_t resource_stack::granted_bytes(std::size_t bytes) const noexcept
+namespace {
+
+/// A layer that rounds requests to its own block sizes (found once per stack).
+struct grant_layer {
+  mr::binning_memory_resource<mr::device_memory_resource> const* binning{};
+  mr::fixed_size_memory_resource<mr::device_memory_resource> const* fixed{};
+  mr::caching_memory_resource const* caching{};
+
+  /// The layer's block for `bytes`, or 0 when the request passes through it.
+  [[nodiscard]] std::size_t grant(std::size_t bytes) const
+  {
+    if (binning != nullptr) { return binning->bin_size_for(bytes).value_or(0); }
+    if (fixed != nullptr) { return std::max(fixed->get_block_size(), bytes); }  // larger fail
+    auto const choice = caching->core().layout().classify(bytes);
+    return choice.bin != detail::caching::invalid_bin ? choice.bytes : 0;
+  }
+};
+
+/// What `layer` does to request sizes (all null: it passes them on).
+grant_layer rounding_of(mr::device_memory_resource const* layer)
 {
   using binning_t = mr::binning_memory_resource<mr::device_memory_resource>;
   using fixed_t   = mr::fixed_size_memory_resource<mr::device_memory_resource>;
+  return {dynamic_cast<binning_t const*>(layer), dynamic_cast<fixed_t const*>(layer),
+          dynamic_cast<mr::caching_memory_resource const*>(layer)};
+}
+
+bool rounds(grant_layer const& g)
+{
+  return g.binning || g.fixed || g.caching;
+}
+
+}  // namespace
+
+std::size_t resource_stack::granted_bytes(std::size_t bytes) const noexcept
+{
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
-    if (auto const* b = dynamic_cast<binning_t const*>(it->get())) {
-      if (auto const bin = b->bin_size_for(bytes)) { return *bin; }
-    } else if (auto const* f = dynamic_cast<fixed_t const*>(it->get())) {
-      return std::max(f->get_block_size(), bytes);  // a larger request fails there
-    } else if (auto const* c = dynamic_cast<mr::caching_memory_resource const*>(it->get())) {
-      auto const choice = c->core().layout().classify(bytes);
-      if (choice.bin != detail::caching::invalid_bin) { return choice.bytes; }
-    }
+    auto const g = rounding_of(it->get());
+    if (!rounds(g)) { continue; }
+    if (auto const n = g.grant(bytes); n != 0) { return n; }
   }
   return align_up(bytes, CUDA_ALLOCATION_ALIGNMENT);
+}
+
+std::function<std::size_t(std::size_t)> resource_stack::grant_function() const
+{
+  std::vector<grant_layer> layers;  // outermost first
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    if (auto const g = rounding_of(it->get()); rounds(g)) { layers.push_back(g); }
+  }
+  return [layers = std::move(layers)](std::size_t bytes) {
+    for (auto const& g : layers) {
+      if (auto const n = g.grant(bytes); n != 0) { return n; }
+    }
+    return align_up(bytes, CUDA_ALLOCATION_ALIGNMENT);
+  };
 }
 
 std::vector<std::pair<std::string, double>> resource_stack::counters() const

@@ -322,7 +322,7 @@ namespace {
 replay_options with_grants(replay_options options, spec::resource_stack const& stack)
 {
   if (!options.granted_bytes) {
-    options.granted_bytes = [&stack](std::size_t n) { return stack.granted_bytes(n); };
+    options.granted_bytes = stack.grant_function();  // the layers are looked at once
   }
   return options;
 }

@@ -14,6 +14,7 @@
 #include <gpumem/spec/resource_spec.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -110,6 +111,9 @@ class resource_stack {
   /// that rounds requests to its own sizes (a binning bin, a fixed_size block, a caching bin),
   /// else `bytes` rounded up to 256 B. The difference to `bytes` is internal fragmentation.
   [[nodiscard]] std::size_t granted_bytes(std::size_t bytes) const noexcept;
+  /// granted_bytes as a function that looks at the layers once, not at each call (the replay
+  /// asks it for every block it lays out). Valid while the stack lives.
+  [[nodiscard]] std::function<std::size_t(std::size_t)> grant_function() const;
   /// Flushes every logging layer; throws std::runtime_error when a log could not be written.
   void flush_logs();
   /// Gives free memory back to the device where a layer can: per-thread caches flush (top
