@@ -1,4 +1,4 @@
-// gpumem/caching_device_allocator.hpp — a drop-in for CUB's CachingDeviceAllocator (seed 003):
+// gpumem/caching_device_allocator.hpp — a drop-in for CUB's CachingDeviceAllocator:
 // a thread-safe, stream-safe caching allocator for device memory on several devices.
 //
 //  * A block freed becomes reusable at once on the stream it was allocated on, and on other
@@ -8,21 +8,21 @@
 //  * A freed block is cached only while the device's cached bytes stay within max_cached_bytes.
 //  * Defaults: bin_growth 8, min_bin 3, max_bin 7, max_cached_bytes 6,291,455 (bins 512 B, 4 KiB,
 //    32 KiB, 256 KiB, 2 MiB).
-// Members keep the seed's names. Differences from the seed, on purpose: DeviceFree of a pointer
+// Members keep CUB's names. Differences from CUB, on purpose: DeviceFree of a pointer
 // this allocator does not know returns cudaErrorInvalidValue (and frees nothing) instead of
 // handing it to cudaFree; debug lines go to set_debug_stream() (stdout).
 //
-// The seed's public fields, for code written against CUB (every write either takes effect or does
+// CUB's public fields, for code written against CUB (every write either takes effect or does
 // not compile; none is silently ignored):
-//  * bin_growth, min_bin, max_bin, min_bin_bytes, max_bin_bytes: read like the seed's integers; the
+//  * bin_growth, min_bin, max_bin, min_bin_bytes, max_bin_bytes: read like CUB's integers; the
 //    bins are fixed at construction, so a write does not compile (static_assert says why).
-//  * skip_cleanup: `const bool`, as in the seed; read by the destructor.
+//  * skip_cleanup: `const bool`, as in CUB; read by the destructor.
 //  * max_cached_bytes: reads the current limit; `a.max_cached_bytes = n` (and += / -=) is
 //    SetMaxCachedBytes(n): it takes effect for the next DeviceFree and frees nothing.
 //  * debug: reads and writes the debug switch; a write takes effect for the next call (any thread).
 //  * cached_bytes, cached_blocks, live_blocks: read-only views. `a.cached_bytes[d].free`,
 //    `.live`, `a.cached_bytes.count(d)`, `a.cached_blocks.size()`, `a.live_blocks.empty()` read as
-//    in the seed; `a.cached_blocks()` returns a copy (a snapshot) to iterate. Nothing writes them:
+//    in CUB; `a.cached_blocks()` returns a copy (a snapshot) to iterate. Nothing writes them:
 //    the allocator's bookkeeping cannot be edited from outside (a write does not compile).
 // Memory comes from the runtime (default: CUDA), which the last constructor argument can replace.
 // Thread safety: every member function; one lock per device.
@@ -172,7 +172,7 @@ class caching_device_allocator {
 
   /// cached_bytes / cached_blocks / live_blocks: read-only views of the bookkeeping. Call it for a
   /// snapshot (a copy); size() / empty() (and, for cached_bytes, operator[] / count) read as the
-  /// seed's containers do. No write compiles.
+  /// CUB's containers do. No write compiles.
   template <class Snapshot>
   class snapshot_field {
    public:
@@ -254,7 +254,7 @@ class caching_device_allocator {
   detail::caching::caching_core core_;
 };
 
-/// The seed's spelling.
+/// CUB's spelling.
 using CachingDeviceAllocator = caching_device_allocator;
 
 }  // namespace gpumem

@@ -1,5 +1,5 @@
 // The host stand-in's model of CUDA memory pools (src/detail only): what the stream-ordered
-// allocator documents (seed 002) — pool properties and attributes, usage statistics and their high
+// allocator documents — pool properties and attributes, usage statistics and their high
 // marks, the release threshold applied at synchronizations, trimming, the three reuse policies,
 // access by location, default and current pools per device, and export/import of pools and
 // pointers within one process — so that the pool API runs in CI without a GPU.

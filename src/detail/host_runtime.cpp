@@ -398,7 +398,7 @@ void host_runtime::free(memory_kind, void* ptr) noexcept
   ++st.calls.free;
   // cudaFree and cudaFreeHost block until the device is idle; model that.
   auto it = st.live.find(ptr);
-  if (it == st.live.end()) {  // pool memory may be freed with cudaFree too (seed 002 F.3)
+  if (it == st.live.end()) {  // pool memory may be freed with cudaFree too
     if (st.pools.owns(ptr)) {
       st.synchronize_all();
       (void)st.pools.free_now(ptr);
@@ -786,7 +786,7 @@ cudaError_t host_runtime::free_async(void* ptr, cudaStream_t stream) noexcept
   if (st.pools.owns(ptr) || st.live.find(ptr) == st.live.end()) {
     return st.pools.free_async(ptr, stream);
   }
-  auto it = st.live.find(ptr);  // cudaMalloc memory freed in stream order (seed 002 F.3)
+  auto it = st.live.find(ptr);  // cudaMalloc memory freed in stream order
   st.give_memory(ptr, it->second);
   st.live.erase(it);
   return cudaSuccess;

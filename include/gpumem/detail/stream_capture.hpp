@@ -5,8 +5,8 @@
 // the captured work — cudaMalloc, event and stream queries and synchronizations — from every
 // thread, and invalidates the capture. gpumem's suballocators make such calls when they grow, wait
 // for freed memory or recover from running out; the driver's pool (cuda_async_memory_resource)
-// does not: its allocations are captured as graph nodes (seed 002 F.10 and the graph
-// memory-node rules).
+// does not: its allocations are captured as graph memory
+// nodes.
 #pragma once
 
 #include <cuda_runtime_api.h>

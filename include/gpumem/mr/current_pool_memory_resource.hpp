@@ -1,5 +1,5 @@
 // gpumem/mr/current_pool_memory_resource.hpp — device memory from the pool that is current when
-// each allocation is made (seed 002 F.3/F.5: cudaMallocAsync without a pool).
+// each allocation is made (what cudaMallocAsync without a pool does).
 //
 // Each allocate uses the current pool of the device the stream belongs to, as it is at that moment
 // (cudaDeviceSetMemPool / set_current_pool / scoped_current_pool change it; the default is the

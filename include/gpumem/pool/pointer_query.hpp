@@ -1,9 +1,9 @@
 // gpumem/pool/pointer_query.hpp — what CUDA knows about a pointer: which device holds it and which
-// stream-ordered pool it came from (seed 002 F.13.4, the driver's pointer attributes).
+// stream-ordered pool it came from (the driver's pointer attributes).
 //
 // Use it to pick the device for a peer copy, to check which pool an allocation belongs to before
 // sharing it with another process, and when debugging. Querying a pointer after it was freed
-// (cudaFreeAsync, cudaFree) is undefined behaviour in CUDA (seed 002 F.13.2): query live memory.
+// (cudaFreeAsync, cudaFree) is undefined behaviour in CUDA: query live memory.
 #pragma once
 
 #include <gpumem/detail/runtime.hpp>
