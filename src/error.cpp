@@ -1,5 +1,6 @@
 // Message builders for the GPUMEM_ macros (error.hpp) and the detail/format.hpp helpers.
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/stream_capture.hpp>
 #include <gpumem/error.hpp>
 
 #include <cstdio>
@@ -32,6 +33,7 @@ std::string cuda_message(char const* file, int line, char const* call, cudaError
 
 void throw_cuda_error(char const* file, int line, char const* call, cudaError_t status)
 {
+  if (is_stream_capture_error(status)) { throw_stream_capture_error(status, call); }
   auto msg = cuda_message(file, line, call, status);
   if (status == cudaErrorMemoryAllocation) { throw out_of_memory{msg}; }
   throw cuda_error{status, msg};

@@ -5,7 +5,6 @@
 
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/runtime.hpp>
-#include <gpumem/detail/stream_capture.hpp>
 #include <gpumem/error.hpp>
 
 namespace gpumem::detail {
@@ -20,19 +19,6 @@ cudaMemLocation to_cuda(mem_location where)
   return loc;
 }
 
-/// GPUMEM_CUDA_TRY for calls that stream capture may forbid: those errors say what to do instead.
-#define GPUMEM_CUDA_TRY_UNCAPTURED(call)                                             \
-  do {                                                                               \
-    cudaError_t const gpumem_status_ = (call);                                       \
-    if (gpumem_status_ != cudaSuccess) [[unlikely]] {                                \
-      (void)cudaGetLastError();                                                      \
-      if (is_stream_capture_error(gpumem_status_)) {                                 \
-        throw_stream_capture_error(gpumem_status_, #call);                           \
-      }                                                                              \
-      ::gpumem::detail::throw_cuda_error(__FILE__, __LINE__, #call, gpumem_status_); \
-    }                                                                                \
-  } while (0)
-
 class cuda_runtime_impl final : public runtime {
  public:
   [[nodiscard]] char const* name() const noexcept override { return "cuda"; }
@@ -42,13 +28,13 @@ class cuda_runtime_impl final : public runtime {
     void* ptr{};
     switch (kind) {
       case memory_kind::device:
-        GPUMEM_CUDA_TRY_UNCAPTURED(cudaMalloc(&ptr, bytes));
+        GPUMEM_CUDA_TRY(cudaMalloc(&ptr, bytes));
         break;
       case memory_kind::managed:
-        GPUMEM_CUDA_TRY_UNCAPTURED(cudaMallocManaged(&ptr, bytes, cudaMemAttachGlobal));
+        GPUMEM_CUDA_TRY(cudaMallocManaged(&ptr, bytes, cudaMemAttachGlobal));
         break;
       case memory_kind::pinned_host:
-        GPUMEM_CUDA_TRY_UNCAPTURED(cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault));
+        GPUMEM_CUDA_TRY(cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault));
         break;
     }
     return ptr;
@@ -121,7 +107,7 @@ class cuda_runtime_impl final : public runtime {
 
   void event_record(cudaEvent_t event, cudaStream_t stream) override
   {
-    GPUMEM_CUDA_TRY_UNCAPTURED(cudaEventRecord(event, stream));
+    GPUMEM_CUDA_TRY(cudaEventRecord(event, stream));
   }
 
   [[nodiscard]] bool event_query(cudaEvent_t event) override
@@ -131,26 +117,26 @@ class cuda_runtime_impl final : public runtime {
       (void)cudaGetLastError();
       return false;
     }
-    GPUMEM_CUDA_TRY_UNCAPTURED(status);
+    GPUMEM_CUDA_TRY(status);
     return true;
   }
 
   void event_synchronize(cudaEvent_t event) override
   {
-    GPUMEM_CUDA_TRY_UNCAPTURED(cudaEventSynchronize(event));
+    GPUMEM_CUDA_TRY(cudaEventSynchronize(event));
   }
 
   void stream_wait_event(cudaStream_t stream, cudaEvent_t event) override
   {
-    GPUMEM_CUDA_TRY_UNCAPTURED(cudaStreamWaitEvent(stream, event, 0));
+    GPUMEM_CUDA_TRY(cudaStreamWaitEvent(stream, event, 0));
   }
 
   void stream_synchronize(cudaStream_t stream) override
   {
-    GPUMEM_CUDA_TRY_UNCAPTURED(cudaStreamSynchronize(stream));
+    GPUMEM_CUDA_TRY(cudaStreamSynchronize(stream));
   }
 
-  void device_synchronize() override { GPUMEM_CUDA_TRY_UNCAPTURED(cudaDeviceSynchronize()); }
+  void device_synchronize() override { GPUMEM_CUDA_TRY(cudaDeviceSynchronize()); }
 
   [[nodiscard]] std::size_t vmm_granularity(int device) override
   {

@@ -74,6 +74,38 @@ struct host_pool_model::pool_rec {
   std::map<std::uintptr_t, segment> segments;  ///< by address
   std::multiset<std::uintptr_t> imported;      ///< imported pools: mappings (one per import)
 
+  /// The reuse policy `a` names, or null.
+  bool* reuse_flag(cudaMemPoolAttr a) noexcept
+  {
+    switch (a) {
+      case cudaMemPoolReuseFollowEventDependencies:
+        return &follow_events;
+      case cudaMemPoolReuseAllowOpportunistic:
+        return &opportunistic;
+      case cudaMemPoolReuseAllowInternalDependencies:
+        return &internal_dependencies;
+      default:
+        return nullptr;
+    }
+  }
+  /// The byte count `a` names (threshold, statistics), or null.
+  std::uint64_t* counter(cudaMemPoolAttr a) noexcept
+  {
+    switch (a) {
+      case cudaMemPoolAttrReleaseThreshold:
+        return &release_threshold;
+      case cudaMemPoolAttrReservedMemCurrent:
+        return &reserved;
+      case cudaMemPoolAttrReservedMemHigh:
+        return &reserved_high;
+      case cudaMemPoolAttrUsedMemCurrent:
+        return &used;
+      case cudaMemPoolAttrUsedMemHigh:
+        return &used_high;
+      default:
+        return nullptr;
+    }
+  }
   [[nodiscard]] bool home_is_device(int d) const noexcept
   {
     return props.location.type == cudaMemLocationTypeDevice && props.location.id == d;
@@ -218,32 +250,18 @@ cudaError_t host_pool_model::set_attribute(cudaMemPool_t pool, cudaMemPoolAttr a
 {
   auto* p = find(pool);
   if (p == nullptr || value == nullptr || p->origin != nullptr) { return cudaErrorInvalidValue; }
-  auto const flag = [&] { return *static_cast<int const*>(value) != 0; };
-  auto const u64  = [&] { return *static_cast<std::uint64_t const*>(value); };
-  switch (attr) {
-    case cudaMemPoolReuseFollowEventDependencies:
-      p->follow_events = flag();
-      return cudaSuccess;
-    case cudaMemPoolReuseAllowOpportunistic:
-      p->opportunistic = flag();
-      return cudaSuccess;
-    case cudaMemPoolReuseAllowInternalDependencies:
-      p->internal_dependencies = flag();
-      return cudaSuccess;
-    case cudaMemPoolAttrReleaseThreshold:
-      p->release_threshold = u64();
-      return cudaSuccess;
-    case cudaMemPoolAttrReservedMemHigh:
-      if (u64() != 0) { return cudaErrorInvalidValue; }
-      p->reserved_high = p->reserved;
-      return cudaSuccess;
-    case cudaMemPoolAttrUsedMemHigh:
-      if (u64() != 0) { return cudaErrorInvalidValue; }
-      p->used_high = p->used;
-      return cudaSuccess;
-    default:
-      return cudaErrorInvalidValue;  // the current values are read-only
+  auto const u64 = [value] { return *static_cast<std::uint64_t const*>(value); };
+  if (auto* flag = p->reuse_flag(attr)) {
+    *flag = *static_cast<int const*>(value) != 0;
+  } else if (attr == cudaMemPoolAttrReleaseThreshold) {
+    p->release_threshold = u64();
+  } else if (attr == cudaMemPoolAttrReservedMemHigh || attr == cudaMemPoolAttrUsedMemHigh) {
+    if (u64() != 0) { return cudaErrorInvalidValue; }  // a high mark can only be reset
+    *p->counter(attr) = attr == cudaMemPoolAttrReservedMemHigh ? p->reserved : p->used;
+  } else {
+    return cudaErrorInvalidValue;  // the current values are read-only
   }
+  return cudaSuccess;
 }
 
 cudaError_t host_pool_model::get_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value)
@@ -251,35 +269,12 @@ cudaError_t host_pool_model::get_attribute(cudaMemPool_t pool, cudaMemPoolAttr a
   auto* p = find(pool);
   // Driver 580 refuses every attribute of an imported pool; the model does the same.
   if (p == nullptr || value == nullptr || p->origin != nullptr) { return cudaErrorInvalidValue; }
-  auto const put_flag = [&](bool v) { *static_cast<int*>(value) = v ? 1 : 0; };
-  auto const put_u64  = [&](std::uint64_t v) { *static_cast<std::uint64_t*>(value) = v; };
-  switch (attr) {
-    case cudaMemPoolReuseFollowEventDependencies:
-      put_flag(p->follow_events);
-      break;
-    case cudaMemPoolReuseAllowOpportunistic:
-      put_flag(p->opportunistic);
-      break;
-    case cudaMemPoolReuseAllowInternalDependencies:
-      put_flag(p->internal_dependencies);
-      break;
-    case cudaMemPoolAttrReleaseThreshold:
-      put_u64(p->release_threshold);
-      break;
-    case cudaMemPoolAttrReservedMemCurrent:
-      put_u64(p->reserved);
-      break;
-    case cudaMemPoolAttrReservedMemHigh:
-      put_u64(p->reserved_high);
-      break;
-    case cudaMemPoolAttrUsedMemCurrent:
-      put_u64(p->used);
-      break;
-    case cudaMemPoolAttrUsedMemHigh:
-      put_u64(p->used_high);
-      break;
-    default:
-      return cudaErrorInvalidValue;
+  if (auto const* flag = p->reuse_flag(attr)) {
+    *static_cast<int*>(value) = *flag ? 1 : 0;
+  } else if (auto const* n = p->counter(attr)) {
+    *static_cast<std::uint64_t*>(value) = *n;
+  } else {
+    return cudaErrorInvalidValue;
   }
   return cudaSuccess;
 }
@@ -404,12 +399,20 @@ cudaError_t host_pool_model::allocate(void** ptr, std::size_t bytes, cudaMemPool
 
 cudaError_t host_pool_model::free_async(void* ptr, cudaStream_t stream)
 {
-  stream_rec* s{};
   try {
-    s = &hooks_.resolve(stream);
+    return free_block(ptr, &hooks_.resolve(stream));
   } catch (...) {
     return cudaErrorInvalidResourceHandle;
   }
+}
+
+cudaError_t host_pool_model::free_now(void* ptr)
+{
+  return free_block(ptr, nullptr);
+}
+
+cudaError_t host_pool_model::free_block(void* ptr, stream_rec* freed_on)
+{
   auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
   for (auto& [handle, p] : pools_) {  // an importer's mapping is freed first
     if (p->origin == nullptr) { continue; }
@@ -422,29 +425,10 @@ cudaError_t host_pool_model::free_async(void* ptr, cudaStream_t stream)
   auto* seg = p != nullptr ? p->live_at(addr) : nullptr;
   if (seg == nullptr) { return cudaErrorInvalidValue; }
   seg->live     = false;
-  seg->freed_on = s;
-  seg->freed_at = s->enqueued;
+  seg->freed_on = freed_on;
+  seg->freed_at = freed_on != nullptr ? freed_on->enqueued : 0;
   p->used -= seg->size;
   if (p->destroyed && p->used == 0) { drop(*p); }  // the last allocation of a destroyed pool
-  return cudaSuccess;
-}
-
-cudaError_t host_pool_model::free_now(void* ptr)
-{
-  auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
-  for (auto& [handle, p] : pools_) {
-    if (p->origin == nullptr) { continue; }
-    if (auto it = p->imported.find(addr); it != p->imported.end()) {
-      p->imported.erase(it);
-      return cudaSuccess;
-    }
-  }
-  auto* p   = owner_of(ptr);
-  auto* seg = p != nullptr ? p->live_at(addr) : nullptr;
-  if (seg == nullptr) { return cudaErrorInvalidValue; }
-  seg->live     = false;
-  seg->freed_on = nullptr;
-  p->used -= seg->size;
   return cudaSuccess;
 }
 

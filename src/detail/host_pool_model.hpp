@@ -78,6 +78,8 @@ class host_pool_model {
   void release(pool_rec& p, std::size_t keep);
   void drop(pool_rec& p);  ///< forgets the pool, giving back all its memory
   cudaError_t new_segment(pool_rec& p, std::size_t size, void** ptr);
+  /// Frees a live block (or an importer's mapping of it); `freed_on` null: complete at once.
+  cudaError_t free_block(void* ptr, stream_rec* freed_on);
 
   hooks hooks_;
   std::map<cudaMemPool_t, std::unique_ptr<pool_rec>> pools_;

@@ -783,10 +783,9 @@ cudaError_t host_runtime::free_async(void* ptr, cudaStream_t stream) noexcept
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
-  if (st.pools.owns(ptr) || st.live.find(ptr) == st.live.end()) {
-    return st.pools.free_async(ptr, stream);
-  }
-  auto it = st.live.find(ptr);  // cudaMalloc memory freed in stream order
+  auto it  = st.live.find(ptr);
+  if (it == st.live.end()) { return st.pools.free_async(ptr, stream); }  // pool memory (or bad)
+  // cudaMalloc memory freed in stream order
   st.give_memory(ptr, it->second);
   st.live.erase(it);
   return cudaSuccess;

@@ -28,8 +28,6 @@ void check(cudaError_t status, char const* what)
   if (status != cudaSuccess) [[unlikely]] { throw_cuda(status, what); }
 }
 
-cudaMemPool_t import_pool_handle(detail::runtime& rt, shareable_pool_handle const& handle);
-
 /// Imports of one pool in this process. The driver gives the same handle each time a process
 /// imports a pool again (seen on the H100, driver 580), so the handle is destroyed only with the
 /// last imported_memory_pool that holds it.
@@ -45,11 +43,9 @@ class import_counts {
   {
     std::lock_guard lock{mutex_};
     auto it = counts_.find(pool);
-    if (it == counts_.end() || --it->second == 0) {
-      if (it != counts_.end()) { counts_.erase(it); }
-      return true;
-    }
-    return false;
+    if (it != counts_.end() && --it->second > 0) { return false; }
+    if (it != counts_.end()) { counts_.erase(it); }
+    return true;
   }
 
  private:
@@ -61,13 +57,6 @@ import_counts& imports()
 {
   static import_counts instance;
   return instance;
-}
-
-cudaMemPool_t import_pool(detail::runtime& rt, shareable_pool_handle const& handle)
-{
-  auto const pool = import_pool_handle(rt, handle);
-  imports().add(pool);
-  return pool;
 }
 
 cudaMemPool_t import_pool_handle(detail::runtime& rt, shareable_pool_handle const& handle)
@@ -99,6 +88,13 @@ cudaMemPool_t import_pool_handle(detail::runtime& rt, shareable_pool_handle cons
     throw_cuda(st, "cannot import a memory pool from a fabric handle" +
                        (why.empty() ? std::string{} : " (" + why + ")"));
   }
+  return pool;
+}
+
+cudaMemPool_t import_pool(detail::runtime& rt, shareable_pool_handle const& handle)
+{
+  auto const pool = import_pool_handle(rt, handle);
+  imports().add(pool);
   return pool;
 }
 

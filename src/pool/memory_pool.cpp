@@ -271,12 +271,6 @@ access_request make_request(runtime& rt, pool_location owner, access_descriptor 
   GPUMEM_FAIL(logic_error, "pool access refused: " + why);
 }
 
-std::string describe(pool_location loc)
-{
-  return loc.kind == location_kind::host ? std::string{"host"}
-                                         : format(to_string(loc.kind), " ", loc.id);
-}
-
 }  // namespace
 
 void set_pool_access(runtime& rt, cudaMemPool_t pool, pool_location owner,
@@ -303,7 +297,7 @@ void set_pool_access(runtime& rt, cudaMemPool_t pool, pool_location owner,
   if (st != cudaSuccess) {
     std::string who;
     for (auto const& d : descriptors) {
-      who += (who.empty() ? "" : ", ") + describe(d.accessor) + ": " + to_string(d.flags);
+      who += (who.empty() ? "" : ", ") + to_string(d.accessor) + ": " + to_string(d.flags);
     }
     bool const read_only = std::any_of(descriptors.begin(), descriptors.end(), [](auto const& d) {
       return d.flags == access_flags::read && d.accessor.kind == location_kind::device;
@@ -330,7 +324,7 @@ access_flags get_pool_access(runtime& rt, cudaMemPool_t pool, pool_location acce
   cudaMemLocation loc = to_cuda(accessor);
   auto const st       = rt.mem_pool_get_access(&flags, pool, &loc);
   if (st != cudaSuccess) {
-    throw_cuda(st, format("cudaMemPoolGetAccess(", describe(accessor), ")"));
+    throw_cuda(st, format("cudaMemPoolGetAccess(", to_string(accessor), ")"));
   }
   return static_cast<access_flags>(flags);
 }
@@ -407,22 +401,6 @@ void memory_pool_ref::trim_to(std::size_t min_bytes_to_keep) const
 
 namespace {
 
-/// "device 1", "host", "host NUMA node 0": where a pool's memory is, for messages.
-std::string where(pool_location loc)
-{
-  switch (loc.kind) {
-    case location_kind::device:
-      return detail::format("device ", loc.id);
-    case location_kind::host_numa:
-      return detail::format("host NUMA node ", loc.id);
-    case location_kind::host:
-      return "host";
-    case location_kind::none:
-      break;
-  }
-  return "no preferred location";
-}
-
 /// Free and total memory of the device `loc` names (0, 0 for other locations or on failure).
 std::pair<std::size_t, std::size_t> device_memory(detail::runtime& rt, pool_location loc)
 {
@@ -445,18 +423,18 @@ void* memory_pool_ref::allocate(std::size_t bytes, cuda_stream_view stream) cons
   auto const st = runtime_->malloc_from_pool_async(&ptr, bytes, pool_, stream.value());
   if (st == cudaSuccess) [[likely]] { return ptr; }
   auto const msg =
-      detail::format("memory pool ", static_cast<void*>(pool_), " on ", where(location_),
+      detail::format("memory pool ", static_cast<void*>(pool_), " on ", to_string(location_),
                      ": cannot allocate ", detail::bytes_str(bytes), " on stream ",
                      static_cast<void*>(stream.value()), ": ", cudaGetErrorName(st));
   auto const [free, total] = device_memory(*runtime_, location_);
   // CUDA may answer an impossible size with cudaErrorInvalidValue; it is still out of memory.
   bool const exhausted = st == cudaErrorMemoryAllocation || (total != 0 && bytes > total);
   if (!exhausted) { throw_cuda(st, msg); }
-  auto const s      = detail::pool_statistics(*runtime_, pool_);
-  auto const device = total == 0
-                          ? std::string{}
-                          : detail::format("; ", where(location_), " has ", detail::bytes_str(free),
-                                           " free of ", detail::bytes_str(total));
+  auto const s = detail::pool_statistics(*runtime_, pool_);
+  auto const device =
+      total == 0 ? std::string{}
+                 : detail::format("; ", to_string(location_), " has ", detail::bytes_str(free),
+                                  " free of ", detail::bytes_str(total));
   GPUMEM_FAIL(out_of_memory,
               detail::format(msg, "; pool reserves ", detail::bytes_str(s.reserved_bytes),
                              " of which ", detail::bytes_str(s.used_bytes), " in use", device));

@@ -163,12 +163,16 @@ void validate(pool_properties const& props)
                  "invalid pool_properties (" + to_string(props) + "): " + rule);
 }
 
+std::string to_string(pool_location loc)
+{
+  bool const numbered = loc.kind == location_kind::device || loc.kind == location_kind::host_numa;
+  return numbered ? detail::format(to_string(loc.kind), " ", loc.id)
+                  : std::string{to_string(loc.kind)};
+}
+
 std::string to_string(pool_properties const& p)
 {
-  auto const loc =
-      p.location.kind == location_kind::device || p.location.kind == location_kind::host_numa
-          ? detail::format(to_string(p.location.kind), " ", p.location.id)
-          : std::string{to_string(p.location.kind)};
+  auto const loc = to_string(p.location);
   auto const max =
       p.max_size_bytes == 0 ? std::string{"system default"} : detail::bytes_str(p.max_size_bytes);
   return detail::format("location ", loc, ", ", to_string(p.allocation_type), ", handle types ",

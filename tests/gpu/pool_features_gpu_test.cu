@@ -5,6 +5,8 @@
 // Skips without a GPU; the two-GPU tests skip with a reason on one GPU.
 #include <support/backend.hpp>
 
+#include <gpumem/cuda_device_id.hpp>
+
 #include <gpumem/detail/stream_capture.hpp>
 #include <gpumem/mr/cuda_async_memory_resource.hpp>
 #include <gpumem/mr/cuda_async_view_memory_resource.hpp>
@@ -57,13 +59,6 @@ memory_pool device_pool(int device = 0, handle_type_set handles = {}, std::size_
 {
   return memory_pool{
       {.location = pool_location::device(device), .handle_types = handles, .max_size_bytes = max}};
-}
-
-int device_count()
-{
-  int n{};
-  if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); }
-  return n;
 }
 
 // -- which pool and device own a pointer ------------------------------------------------------
@@ -179,7 +174,9 @@ TEST(gpu_current_pool, each_allocation_uses_the_pool_current_then)
 TEST(gpu_current_pool, the_stream_device_decides_not_the_current_device)
 {
   GPUMEM_SKIP_WITHOUT_GPU();
-  if (device_count() < 2) { GTEST_SKIP() << "needs 2 GPUs; this machine has " << device_count(); }
+  if (get_num_cuda_devices() < 2) {
+    GTEST_SKIP() << "needs 2 GPUs; this machine has " << get_num_cuda_devices();
+  }
   stream on1{1};
   mr::current_pool_memory_resource mr;
   CUDA_OK(cudaSetDevice(0));
@@ -196,7 +193,7 @@ TEST(gpu_pool_view, a_raw_handle_is_recorded_on_its_pools_device)
   auto pool = device_pool();
   mr::cuda_async_view_memory_resource view{pool.handle()};
   EXPECT_EQ(view.pool().location(), pool_location::device(0));
-  if (device_count() < 2) { GTEST_SKIP() << "needs 2 GPUs for the other-device case"; }
+  if (get_num_cuda_devices() < 2) { GTEST_SKIP() << "needs 2 GPUs for the other-device case"; }
   auto on1 = device_pool(1);
   CUDA_OK(cudaSetDevice(0));
   mr::cuda_async_view_memory_resource view1{on1.handle()};
@@ -247,7 +244,7 @@ TEST(gpu_pool_access, a_list_of_locations_in_one_call)
     std::cout << "host access to a device pool: refused: " << e.what() << "\n";
     EXPECT_NE(std::string{e.what()}.find("host: read_write"), std::string::npos) << e.what();
   }
-  if (device_count() >= 2) {
+  if (get_num_cuda_devices() >= 2) {
     int can{};
     CUDA_OK(cudaDeviceCanAccessPeer(&can, 1, 0));
     if (can != 0) {

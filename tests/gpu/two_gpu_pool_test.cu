@@ -3,6 +3,8 @@
 // threads on both devices at once. Skips without a GPU, and with a reason on one GPU.
 #include <support/backend.hpp>
 
+#include <gpumem/cuda_device_id.hpp>
+
 #include <gpumem/caching_device_allocator.hpp>
 #include <gpumem/mr/cuda_memory_resource.hpp>
 #include <gpumem/mr/per_device_resource.hpp>
@@ -31,18 +33,11 @@ __global__ void add_one(std::uint32_t* p, std::size_t n)
   }
 }
 
-int device_count()
-{
-  int n{};
-  if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); }
-  return n;
-}
-
 #define SKIP_UNLESS_TWO_PEER_GPUS()                                                     \
   do {                                                                                  \
     GPUMEM_SKIP_WITHOUT_GPU();                                                          \
-    if (device_count() < 2) {                                                           \
-      GTEST_SKIP() << "needs 2 GPUs; this machine has " << device_count();              \
+    if (get_num_cuda_devices() < 2) {                                                   \
+      GTEST_SKIP() << "needs 2 GPUs; this machine has " << get_num_cuda_devices();      \
     }                                                                                   \
     int can_{};                                                                         \
     ASSERT_EQ(cudaDeviceCanAccessPeer(&can_, 1, 0), cudaSuccess);                       \

@@ -3,6 +3,8 @@
 // refuses the copy. Skips without a GPU, and with a reason on one GPU.
 #include <support/backend.hpp>
 
+#include <gpumem/cuda_device_id.hpp>
+
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
 #include <gtest/gtest.h>
@@ -17,13 +19,6 @@ namespace gpumem {
 namespace {
 
 constexpr std::size_t bytes = std::size_t{8} << 20;
-
-int device_count()
-{
-  int n{};
-  if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); }
-  return n;
-}
 
 /// Copies `bytes` from a buffer on device 1 into `dst` and back, on a stream of device 1.
 /// Returns the first CUDA error, or cudaSuccess with `out` holding what came back.
@@ -58,7 +53,9 @@ cudaError_t round_trip_from_device_1(void* dst, std::vector<std::uint32_t>& out)
 TEST(gpu_vmm_pool_peers, device_1_copies_into_pool_memory_of_device_0)
 {
   GPUMEM_SKIP_WITHOUT_GPU();
-  if (device_count() < 2) { GTEST_SKIP() << "needs 2 GPUs; this machine has " << device_count(); }
+  if (get_num_cuda_devices() < 2) {
+    GTEST_SKIP() << "needs 2 GPUs; this machine has " << get_num_cuda_devices();
+  }
   int can{};
   ASSERT_EQ(cudaDeviceCanAccessPeer(&can, 1, 0), cudaSuccess);
   if (can == 0) { GTEST_SKIP() << "device 1 has no peer capability with device 0"; }

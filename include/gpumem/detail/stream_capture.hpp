@@ -17,7 +17,7 @@ namespace gpumem::detail {
 [[nodiscard]] bool is_stream_capture_error(cudaError_t status) noexcept;
 
 /// Throws cuda_error(status) saying that `call` cannot run while a stream is being captured and
-/// what to use instead.
+/// what to use instead. GPUMEM_CUDA_TRY throws this for every capture error (src/error.cpp).
 [[noreturn]] void throw_stream_capture_error(cudaError_t status, char const* call);
 
 }  // namespace gpumem::detail

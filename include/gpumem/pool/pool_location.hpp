@@ -1,6 +1,8 @@
 // gpumem/pool/pool_location.hpp — where a pool's memory lives (or, for managed pools, prefers to).
 #pragma once
 
+#include <string>
+
 namespace gpumem {
 
 enum class location_kind {
@@ -11,6 +13,9 @@ enum class location_kind {
 };
 
 [[nodiscard]] char const* to_string(location_kind kind) noexcept;
+struct pool_location;
+/// "device 1", "host_numa 0", "host", "none": a location for messages.
+[[nodiscard]] std::string to_string(pool_location loc);
 
 /// A location: a kind and an id (device ordinal or NUMA node). Build with the named factories.
 struct pool_location {
