@@ -6,7 +6,10 @@
 //   host_runtime     a host stand-in (detail/host_runtime.hpp) modelling device memory, streams and
 //                    events so that tests and the replay tool drive the same resource code without
 //                    a GPU, deterministically.
-// Slow paths only: allocate hit paths never call through this interface.
+// Our suballocators call it on slow paths only: their allocate hit paths never do. The driver's
+// pool resources (memory_pool_ref, cuda_async_*, current_pool) call it once per allocation and
+// free, where they would call CUDA anyway. (The pool calls return CUDA's status, not throw; the
+// driver's pointer attributes are in src/detail/cuda_pointer_attributes.cpp.)
 //
 // Thread safety: every member may be called from any thread.
 // Errors: allocate throws out_of_memory (memory exhausted) or cuda_error; free and
