@@ -10,6 +10,7 @@
 #include <gpumem/pool/memory_pool.hpp>
 #include <gpumem/pool/pool_capabilities.hpp>
 #include <gpumem/pool/pool_properties.hpp>
+#include <gpumem/pool/vmm_ipc.hpp>
 
 #include <pybind11/stl.h>
 
@@ -244,8 +245,42 @@ Stream-ordered allocation from an existing pool it does not own (a MemoryPoolRef
 
 }  // namespace
 
+/// An imported single-handle allocation that Python can unmap early (close, or a with block).
+struct imported_vmm {
+  std::optional<imported_vmm_memory> memory;
+  [[nodiscard]] imported_vmm_memory const& get() const
+  {
+    GPUMEM_EXPECTS(memory.has_value(), logic_error, "the imported memory was closed");
+    return *memory;
+  }
+};
+
+void bind_imported_vmm(py::module_& m)
+{
+  py::class_<imported_vmm>(m, "ImportedVmmMemory", R"doc(
+Another process's single-handle allocation (VmmPoolMemoryResource.export_single_handle), mapped
+here with read-write access for ``device`` (None: the current device). ``fd`` stays yours to
+close. ``close()`` (or the end of a ``with`` block) unmaps it; the memory itself is freed when
+every process has unmapped it.
+)doc")
+      .def(py::init([](int fd, std::size_t nbytes, std::optional<int> device, py::handle runtime) {
+             return imported_vmm{
+                 imported_vmm_memory{fd, nbytes, device.value_or(-1), to_runtime(runtime)}};
+           }),
+           py::arg("fd"), py::arg("nbytes"), py::arg("device") = py::none(),
+           py::arg("runtime") = py::none(), py::keep_alive<1, 5>())
+      .def_property_readonly("ptr", [](imported_vmm const& i) { return to_int(i.get().get()); })
+      .def_property_readonly("nbytes", [](imported_vmm const& i) { return i.get().size(); })
+      .def_property_readonly("device", [](imported_vmm const& i) { return i.get().device(); })
+      .def(
+          "close", [](imported_vmm& i) { i.memory.reset(); }, "Unmaps it (again: nothing).")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](imported_vmm& i, py::args) { i.memory.reset(); });
+}
+
 void bind_pools(py::module_& m)
 {
+  bind_imported_vmm(m);
   bind_enums(m);
   bind_properties(m);
   bind_pool_ref(m);

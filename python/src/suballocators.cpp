@@ -128,14 +128,38 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
           [](R const& r) {
             auto const s = r.stats();
             py::dict d;
-            d["mapped_bytes"]       = s.mapped_bytes;
-            d["reserved_bytes"]     = s.reserved_bytes;
-            d["free_bytes"]         = s.free_bytes;
-            d["largest_free_bytes"] = s.largest_free_bytes;
-            d["handles"]            = s.handles;
+            d["mapped_bytes"]              = s.mapped_bytes;
+            d["reserved_bytes"]            = s.reserved_bytes;
+            d["free_bytes"]                = s.free_bytes;
+            d["largest_free_bytes"]        = s.largest_free_bytes;
+            d["handles"]                   = s.handles;
+            d["single_handle_allocations"] = s.single_handle_allocations;
+            d["single_handle_bytes"]       = s.single_handle_bytes;
             return d;
           },
-          "{'mapped_bytes', 'reserved_bytes', 'free_bytes', 'largest_free_bytes', 'handles'}.")
+          "{'mapped_bytes', 'reserved_bytes', 'free_bytes', 'largest_free_bytes', 'handles', "
+          "'single_handle_allocations', 'single_handle_bytes'}.")
+      .def(
+          "allocate_single_handle",
+          [](R& r, std::size_t nbytes, py::handle stream) {
+            auto const s = to_stream(stream);
+            py::gil_scoped_release nogil;
+            return to_int(r.allocate_single_handle(nbytes, s));
+          },
+          py::arg("nbytes"), py::arg("stream") = py::none(),
+          "Allocates `nbytes` (rounded up to the granularity) backed by one physical allocation "
+          "of its own, exportable to another process with export_single_handle (also what RDMA "
+          "or NCCL registration needs). Free it with deallocate(ptr, nbytes, stream).")
+      .def(
+          "export_single_handle",
+          [](R const& r, std::uintptr_t ptr) {
+            auto e = r.export_single_handle(to_ptr(ptr));
+            return py::make_tuple(e.fd.release(), e.bytes, e.device);
+          },
+          py::arg("ptr"),
+          "(fd, nbytes, device) for a pointer from allocate_single_handle: a new POSIX file "
+          "descriptor (yours to close) that ImportedVmmMemory(fd, nbytes) maps in another "
+          "process.")
       .def("trim_to", &R::trim_to, py::arg("bytes"),
            "Releases free granules until at most `bytes` are mapped; returns the bytes released.")
       .def_property("release_threshold", &R::release_threshold, &R::set_release_threshold,

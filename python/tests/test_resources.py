@@ -1,5 +1,6 @@
 """Resources over the host stand-in: real bookkeeping, real (host) memory, no GPU."""
 
+import os
 import threading
 
 import pytest
@@ -202,6 +203,34 @@ def test_vmm_pool_maps_on_demand_and_trims(host):
     with pytest.raises(gpumem.OutOfMemoryError) as e:
         pool.allocate(128 << 20)
     assert "reserved address space" in str(e.value)
+
+
+def test_vmm_pool_single_handle_allocations_export_and_import(host):
+    pool = gpumem.VmmPoolMemoryResource(reserve_bytes=64 << 20, runtime=host)
+    p = pool.allocate_single_handle(3 << 20)
+    s = pool.stats()
+    assert s["single_handle_allocations"] == 1 and s["single_handle_bytes"] == 4 << 20
+    assert s["mapped_bytes"] == 0  # not the pool's memory
+    fd, nbytes, device = pool.export_single_handle(p)
+    try:
+        assert (nbytes, device) == (4 << 20, 0)
+        with gpumem.ImportedVmmMemory(fd, nbytes, runtime=host) as m:
+            assert m.ptr not in (0, p) and m.nbytes == nbytes and m.device == 0
+        with pytest.raises(gpumem.LogicError) as e:
+            m.ptr
+        assert "closed" in str(e.value)
+        with pytest.raises(gpumem.LogicError) as e:
+            gpumem.ImportedVmmMemory(fd, 3 << 20, runtime=host)
+        assert "multiple of the granularity" in str(e.value)
+    finally:
+        os.close(fd)
+    with pytest.raises(gpumem.LogicError) as e:
+        pool.export_single_handle(p + 256)
+    assert "allocate_single_handle" in str(e.value)
+    pool.deallocate(p, 3 << 20)
+    assert pool.trim_to(0) == 4 << 20
+    assert pool.stats()["single_handle_allocations"] == 0
+    pool.check_invariants()
 
 
 def test_vmm_pool_peer_devices_are_checked(host):

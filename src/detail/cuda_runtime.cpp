@@ -168,6 +168,7 @@ class cuda_runtime_impl final : public runtime {
   {
     return cuda_vmm::export_fd(handle);
   }
+  [[nodiscard]] vmm_handle vmm_import_fd(int fd) override { return cuda_vmm::import_fd(fd); }
 
   // -- memory pools: CUDA's own calls; a failure's sticky "last error" is cleared here ---------
   [[nodiscard]] int driver_version() noexcept override

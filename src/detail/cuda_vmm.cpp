@@ -30,6 +30,7 @@ struct driver_api {
   CUresult (*set_access)(CUdeviceptr, std::size_t, CUmemAccessDesc const*, std::size_t){};
   CUresult (*export_handle)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
                             unsigned long long){};
+  CUresult (*import_handle)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType){};
   CUresult (*error_name)(CUresult, char const**){};
   CUresult (*device_get)(CUdevice*, int){};
   CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice){};
@@ -54,6 +55,7 @@ driver_api const& api()
     load(a.unmap, "cuMemUnmap");
     load(a.set_access, "cuMemSetAccess");
     load(a.export_handle, "cuMemExportToShareableHandle");
+    load(a.import_handle, "cuMemImportFromShareableHandle");
     load(a.error_name, "cuGetErrorName");
     load(a.device_get, "cuDeviceGet");
     load(a.device_attribute, "cuDeviceGetAttribute");
@@ -177,6 +179,16 @@ int export_fd(vmm_handle handle)
   check(api().export_handle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
         "cuMemExportToShareableHandle", "a POSIX file descriptor");
   return fd;
+}
+
+vmm_handle import_fd(int fd)
+{
+  CUmemGenericAllocationHandle handle{};
+  // The driver takes a POSIX descriptor as the integer itself, passed in the pointer argument.
+  void* os_handle = reinterpret_cast<void*>(static_cast<std::intptr_t>(fd));
+  check(api().import_handle(&handle, os_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+        "cuMemImportFromShareableHandle", format("file descriptor ", fd));
+  return handle;
 }
 
 }  // namespace gpumem::detail::cuda_vmm

@@ -18,5 +18,6 @@ void map(void* ptr, std::size_t bytes, vmm_handle handle);
 void unmap(void* ptr, std::size_t bytes) noexcept;
 void set_access(void* ptr, std::size_t bytes, int device);
 [[nodiscard]] int export_fd(vmm_handle handle);
+[[nodiscard]] vmm_handle import_fd(int fd);
 
 }  // namespace gpumem::detail::cuda_vmm

@@ -10,6 +10,7 @@
 #include <gpumem/error.hpp>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -686,7 +687,21 @@ int host_runtime::vmm_export_fd(vmm_handle handle)
                format("handle ", handle, " was not created shareable as a POSIX file descriptor"));
   int const fd = ::memfd_create("gpumem-vmm-handle", MFD_CLOEXEC);
   expect_valid(fd >= 0, "memfd_create failed");
+  // The descriptor names the handle, so that vmm_import_fd (in this process) finds its memory.
+  if (::pwrite(fd, &handle, sizeof handle, 0) != static_cast<ssize_t>(sizeof handle)) {
+    ::close(fd);
+    expect_valid(false, "cannot write the exported handle's descriptor");
+  }
   return fd;
+}
+
+vmm_handle host_runtime::vmm_import_fd(int fd)
+{
+  vmm_handle exported{};
+  expect_valid(::pread(fd, &exported, sizeof exported, 0) == static_cast<ssize_t>(sizeof exported),
+               format("file descriptor ", fd, " is not an exported physical allocation"));
+  std::lock_guard lock{state_->mutex};
+  return state_->vmm.import(exported);
 }
 
 }  // namespace gpumem::detail

@@ -104,9 +104,34 @@ vmm_handle host_vmm_model::create(std::size_t bytes, bool shareable)
                    " bytes: not a non-zero multiple of the granularity (", granularity_, ")"));
   }
   auto const handle = next_handle_++;
-  handles_.emplace(handle, handle_rec{bytes, shareable, false, 0});
+  handles_.emplace(handle, handle_rec{bytes, shareable, false, 0, handle});
+  memory_refs_.emplace(handle, 1);
   physical_ += bytes;
   return handle;
+}
+
+vmm_handle host_vmm_model::import(vmm_handle of)
+{
+  auto const it = handles_.find(of);
+  if (it == handles_.end() || !it->second.shareable) {
+    invalid(format("cannot import handle ", of, ": unknown, or not created shareable"));
+  }
+  auto const handle = next_handle_++;
+  handles_.emplace(handle, handle_rec{it->second.bytes, true, false, 0, it->second.memory});
+  ++memory_refs_.at(it->second.memory);
+  return handle;
+}
+
+std::size_t host_vmm_model::forget(std::map<vmm_handle, handle_rec>::iterator it) noexcept
+{
+  auto const memory = it->second.memory;
+  auto const bytes  = it->second.bytes;
+  handles_.erase(it);
+  auto refs = memory_refs_.find(memory);
+  if (--refs->second > 0) { return 0; }
+  memory_refs_.erase(refs);
+  physical_ -= bytes;
+  return bytes;
 }
 
 std::size_t host_vmm_model::release(vmm_handle handle) noexcept
@@ -120,10 +145,7 @@ std::size_t host_vmm_model::release(vmm_handle handle) noexcept
     it->second.released = true;  // freed with its last mapping
     return 0;
   }
-  auto const bytes = it->second.bytes;
-  physical_ -= bytes;
-  handles_.erase(it);
-  return bytes;
+  return forget(it);
 }
 
 void host_vmm_model::map(void* ptr, std::size_t bytes, vmm_handle handle)
@@ -158,10 +180,7 @@ std::size_t host_vmm_model::unmap(void* ptr, std::size_t bytes) noexcept
   auto h = handles_.find(it->second.handle);
   mappings_.erase(it);
   if (--h->second.mappings > 0 || !h->second.released) { return 0; }
-  auto const freed = h->second.bytes;
-  physical_ -= freed;
-  handles_.erase(h);
-  return freed;
+  return forget(h);
 }
 
 template <class F>
@@ -270,14 +289,18 @@ void host_vmm_model::check_invariants() const
     ++counts[m.handle];
   }
   std::size_t live{};
+  std::map<vmm_handle, std::size_t> refs;
   for (auto const& [h, rec] : handles_) {
     GPUMEM_EXPECTS(counts[h] == rec.mappings && (!rec.released || rec.mappings > 0), logic_error,
                    format("host_runtime: handle ", h, " mapping count ", rec.mappings,
                           " != mappings ", counts[h], " (or released and unmapped)"));
-    live += rec.bytes;
+    if (refs[rec.memory]++ == 0) { live += rec.bytes; }  // imports share their memory
   }
-  GPUMEM_EXPECTS(live == physical_, logic_error,
-                 format("host_runtime: physical bytes ", physical_, " != sum of handles ", live));
+  GPUMEM_EXPECTS(refs == memory_refs_, logic_error,
+                 "host_runtime: the handles to each physical allocation are miscounted");
+  GPUMEM_EXPECTS(
+      live == physical_, logic_error,
+      format("host_runtime: physical bytes ", physical_, " != sum of physical allocations ", live));
 }
 
 }  // namespace gpumem::detail

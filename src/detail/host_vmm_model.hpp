@@ -40,7 +40,11 @@ class host_vmm_model {
   void unreserve(void* base, std::size_t bytes) noexcept;
   /// Validates and records a handle; the caller has charged the capacity.
   [[nodiscard]] vmm_handle create(std::size_t bytes, bool shareable);
-  /// Returns the bytes that became free now (0 while the handle is still mapped).
+  /// A second handle to the physical memory of shareable handle `of` (an import of its export):
+  /// the memory is freed when every handle to it is released and unmapped.
+  [[nodiscard]] vmm_handle import(vmm_handle of);
+  /// Returns the bytes that became free now (0 while the memory is still mapped or has another
+  /// handle).
   [[nodiscard]] std::size_t release(vmm_handle handle) noexcept;
   void map(void* ptr, std::size_t bytes, vmm_handle handle);
   /// Returns the bytes that became free now (a released handle's last mapping went).
@@ -69,6 +73,7 @@ class host_vmm_model {
     bool shareable{};
     bool released{};
     std::size_t mappings{};
+    vmm_handle memory{};  // the physical memory: the handle that created it
   };
   struct mapping_rec {
     std::size_t bytes{};
@@ -84,6 +89,8 @@ class host_vmm_model {
   [[nodiscard]] bool inside_one_reservation(std::uintptr_t addr, std::size_t bytes) const;
   [[nodiscard]] bool overlaps_mapping(std::uintptr_t addr, std::size_t bytes) const;
   void misuse(std::string what) noexcept;
+  /// Forgets a released, unmapped handle; returns the bytes freed (its memory's last handle).
+  [[nodiscard]] std::size_t forget(std::map<vmm_handle, handle_rec>::iterator it) noexcept;
   void protect(std::uintptr_t addr, std::size_t bytes, bool accessible) const noexcept;
 
   bool backed_;
@@ -92,6 +99,7 @@ class host_vmm_model {
   // backed: reservation base -> (mmap start, mmap length)
   std::map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>> host_maps_;
   std::map<vmm_handle, handle_rec> handles_;
+  std::map<vmm_handle, std::size_t> memory_refs_;   // physical memory -> handles to it (>= 1)
   std::map<std::uintptr_t, mapping_rec> mappings_;  // address -> mapping
   vmm_handle next_handle_{1};
   std::size_t physical_{};  // == sum of live handles' bytes

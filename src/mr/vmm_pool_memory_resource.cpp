@@ -17,6 +17,7 @@ vmm_pool_memory_resource::vmm_pool_memory_resource(vmm_pool_options const& optio
     : base{runtime, detail::coalescing_free_list{}},
       options_{options},
       backing_{runtime, backing_options(options)},
+      singles_{runtime, backing_.device(), backing_.peers(), backing_.granularity()},
       threshold_{options.release_threshold_bytes}
 {
   register_range(backing_.range());
@@ -44,6 +45,7 @@ detail::free_block vmm_pool_memory_resource::grow_in_place(detail::coalescing_fr
     backing_.extend(idle, size);
   } catch (out_of_memory const&) {  // give back every free granule, then try once more
     backing_.release_idle(idle, 0);
+    singles_.release_passed(false);
     try {
       backing_.extend(idle, size);
     } catch (out_of_memory const& e) {
@@ -78,8 +80,43 @@ void vmm_pool_memory_resource::fail(detail::coalescing_free_list const& idle, st
 
 std::size_t vmm_pool_memory_resource::trim_to(std::size_t bytes)
 {
-  return with_idle(
+  auto const released = with_idle(
       [&](detail::coalescing_free_list& idle) { return backing_.release_idle(idle, bytes); });
+  return released + singles_.release_passed(false);  // the device synchronized: all passed
+}
+
+void* vmm_pool_memory_resource::allocate_single_handle(std::size_t bytes, cuda_stream_view)
+{
+  singles_.release_passed(false);
+  try {
+    return singles_.allocate(bytes);
+  } catch (out_of_memory const&) {  // the pool's free memory may be what is missing
+    singles_.release_passed(false);
+    trim_to(0);
+    return singles_.allocate(bytes);
+  }
+}
+
+vmm_export vmm_pool_memory_resource::export_single_handle(void const* ptr) const
+{
+  auto [fd, bytes] = singles_.export_fd(ptr);
+  return vmm_export{owned_fd{fd}, bytes, backing_.device()};
+}
+
+// A pointer outside the pool's range is a single-handle allocation or a bad free (the core
+// reports it); inside, the core's path. The extra cost on the hot path: one relaxed load.
+void vmm_pool_memory_resource::do_deallocate(void* ptr, std::size_t bytes,
+                                             cuda_stream_view stream) noexcept
+{
+  if (singles_.count() != 0 && !in_range(ptr) &&
+      singles_.deallocate(ptr, bytes, stream.value(), [&](std::size_t requested) {
+        report_bad(ptr, bytes,
+                   detail::format("size differs from the single-handle allocation (", requested,
+                                  " bytes); it is freed"));
+      })) {
+    return;
+  }
+  base::do_deallocate(ptr, bytes, stream);
 }
 
 vmm_pool_stats vmm_pool_memory_resource::stats() const
@@ -94,6 +131,8 @@ vmm_pool_stats vmm_pool_memory_resource::stats() const
     s.reserved_bytes = backing_.range().size;
     s.handles        = backing_.handle_count();
   });
+  s.single_handle_allocations = singles_.count();
+  s.single_handle_bytes       = singles_.mapped_bytes();
   return s;
 }
 

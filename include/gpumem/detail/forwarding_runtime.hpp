@@ -74,6 +74,7 @@ class forwarding_runtime : public runtime {
     inner_->vmm_set_access(ptr, bytes, device);
   }
   int vmm_export_fd(vmm_handle handle) override { return inner_->vmm_export_fd(handle); }
+  vmm_handle vmm_import_fd(int fd) override { return inner_->vmm_import_fd(fd); }
   int driver_version() noexcept override { return inner_->driver_version(); }
   cudaError_t mem_pool_create(cudaMemPool_t* pool, cudaMemPoolProps const* props) noexcept override
   {

@@ -155,6 +155,7 @@ class host_runtime final : public runtime {
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override;
   [[nodiscard]] int vmm_export_fd(vmm_handle handle) override;
+  [[nodiscard]] vmm_handle vmm_import_fd(int fd) override;
 
   // Memory pools: a model of the stream-ordered allocator (src/detail/host_pool_model.hpp).
   [[nodiscard]] int driver_version() noexcept override;

@@ -110,6 +110,9 @@ class runtime {
   virtual void vmm_set_access(void* ptr, std::size_t bytes, int device) = 0;
   /// A new POSIX file descriptor for a shareable handle (the caller closes it).
   [[nodiscard]] virtual int vmm_export_fd(vmm_handle handle) = 0;
+  /// A new handle to the physical memory another handle exported as the POSIX file descriptor
+  /// `fd` (possibly in another process); `fd` stays the caller's. Release it like any handle.
+  [[nodiscard]] virtual vmm_handle vmm_import_fd(int fd) = 0;
 
   // -- memory pools (the stream-ordered allocator) ---------------------------------------------
   // Each mirrors the CUDA runtime call it names, arguments and result included, and returns

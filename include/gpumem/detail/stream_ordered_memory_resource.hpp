@@ -157,6 +157,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
     return block.ptr;
   }
 
+  // Protected: a Derived with memory of its own outside the lists (the virtual-memory pool's
+  // single-handle allocations) takes its pointers first and passes the rest here.
+ protected:
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
     auto const block = table_.erase(ptr);
@@ -174,14 +177,16 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
     mine.list.insert(*block);
     mine.maybe_free.store(true, std::memory_order_relaxed);
   }
+  /// Reports a bad deallocation and counts it in bad_deallocations().
+  void report_bad(void const* ptr, std::size_t bytes, std::string const& why) noexcept;
 
+ private:
   static free_block take_from(stream_state& s, std::size_t size)
   {
     std::lock_guard lock{s.mutex};
     return s.list.take(size);
   }
   void record(stream_state& mine, free_block const& block);
-  void report_bad(void const* ptr, std::size_t bytes, std::string const& why) noexcept;
   free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
   free_block take_unowned(std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);

@@ -25,11 +25,19 @@
 // request, the physical memory mapped, the free memory and its largest block, and the address
 // space left. A failed growth unwinds (the resource stays usable). deallocate never throws; bad
 // frees are reported and counted (bad_deallocations()). Thread safety: as pool_memory_resource.
+//
+// Single-handle allocations (allocate_single_handle): for memory exported to another process
+// (export_single_handle, gpumem/pool/vmm_ipc.hpp) or registered for RDMA / NCCL, one physical
+// handle of its own, mapped once in an address range of its own, exportable as a POSIX file
+// descriptor. Not carved from the pool: every one costs driver calls; deallocate() frees it
+// stream-ordered (its memory is released once the stream has passed the free).
 #pragma once
 
 #include <gpumem/detail/coalescing_free_list.hpp>
 #include <gpumem/detail/stream_ordered_memory_resource.hpp>
 #include <gpumem/detail/vmm_backing.hpp>
+#include <gpumem/detail/vmm_single_handles.hpp>
+#include <gpumem/pool/vmm_ipc.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -56,7 +64,9 @@ struct vmm_pool_stats {
   std::size_t reserved_bytes{};  ///< address space reserved
   std::size_t free_bytes{};      ///< mapped and not handed out
   std::size_t largest_free_bytes{};
-  std::size_t handles{};  ///< physical allocations mapped
+  std::size_t handles{};                    ///< physical allocations mapped
+  std::size_t single_handle_allocations{};  ///< live or waiting for their stream
+  std::size_t single_handle_bytes{};        ///< their physical memory (not in mapped_bytes)
 };
 
 class vmm_pool_memory_resource final
@@ -84,6 +94,17 @@ class vmm_pool_memory_resource final
   [[nodiscard]] std::size_t release_threshold() const noexcept { return threshold_.load(); }
   void set_release_threshold(std::size_t bytes) noexcept { threshold_.store(bytes); }
 
+  /// `bytes` (rounded up to the granularity) backed by one physical handle of its own, mapped
+  /// once, exportable as a POSIX file descriptor, with access for the pool's device and peers.
+  /// Usable on any stream at once; free it with deallocate(p, bytes, stream) (stream-ordered).
+  /// On out of memory, the pool's free memory is released and the allocation retried once.
+  /// Throws logic_error for 0 bytes, out_of_memory, cuda_error when the driver refuses.
+  [[nodiscard]] void* allocate_single_handle(std::size_t bytes, cuda_stream_view stream = {});
+  /// A new descriptor for the handle of the live single-handle allocation `ptr` (exactly the
+  /// pointer allocate_single_handle returned), its size and device. logic_error for any other
+  /// pointer; cuda_error when the driver refuses to export.
+  [[nodiscard]] vmm_export export_single_handle(void const* ptr) const;
+
  private:
   // -- hooks of the stream-ordered core ---------------------------------------------------------
   [[nodiscard]] std::size_t allocation_size(std::size_t bytes) const;
@@ -100,12 +121,20 @@ class vmm_pool_memory_resource final
   }
   static void deallocate_chunk(detail::free_block) noexcept {}  // the backing releases all
 
+  void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;
+  [[nodiscard]] bool in_range(void const* ptr) const noexcept
+  {
+    auto const r  = backing_.range();
+    auto const* p = static_cast<char const*>(ptr);
+    return p >= r.ptr && p < r.ptr + r.size;
+  }
   void apply_threshold(detail::coalescing_free_list& idle) noexcept;
   [[noreturn]] void fail(detail::coalescing_free_list const& idle, std::size_t size,
                          char const* why) const;
 
   vmm_pool_options options_;
-  detail::vmm_backing backing_;  // guarded by the core's grow lock
+  detail::vmm_backing backing_;         // guarded by the core's grow lock
+  detail::vmm_single_handles singles_;  // outside the range: not the core's memory
   std::atomic<std::size_t> threshold_;
 };
 

@@ -1,0 +1,72 @@
+// Importing a single-handle allocation of the virtual-memory pool. See gpumem/pool/vmm_ipc.hpp.
+#include <gpumem/detail/format.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/pool/vmm_ipc.hpp>
+
+#include <utility>
+
+namespace gpumem {
+
+imported_vmm_memory::imported_vmm_memory(int fd, std::size_t bytes, int device,
+                                         detail::runtime& runtime)
+    : runtime_{&runtime}, bytes_{bytes}, device_{device < 0 ? runtime.current_device() : device}
+{
+  auto const granularity = runtime.vmm_granularity(device_);
+  GPUMEM_EXPECTS(bytes > 0 && bytes % granularity == 0, logic_error,
+                 detail::format("cannot import ", bytes,
+                                " bytes: an exported single-handle "
+                                "allocation is a non-zero multiple of the granularity (",
+                                granularity, " bytes on device ", device_,
+                                "); pass the size export_single_handle gave"));
+  handle_     = runtime.vmm_import_fd(fd);
+  bool mapped = false;
+  try {
+    ptr_ = runtime.vmm_reserve(bytes, granularity);
+    runtime.vmm_map(ptr_, bytes, handle_);
+    mapped = true;
+    runtime.vmm_set_access(ptr_, bytes, device_);
+  } catch (...) {
+    if (mapped) { runtime.vmm_unmap(ptr_, bytes); }
+    if (ptr_ != nullptr) { runtime.vmm_unreserve(ptr_, bytes); }
+    runtime.vmm_release(handle_);
+    throw;
+  }
+}
+
+imported_vmm_memory::imported_vmm_memory(imported_vmm_memory&& other) noexcept
+    : runtime_{other.runtime_},
+      ptr_{std::exchange(other.ptr_, nullptr)},
+      bytes_{std::exchange(other.bytes_, 0)},
+      handle_{std::exchange(other.handle_, detail::vmm_handle{})},
+      device_{other.device_}
+{
+}
+
+imported_vmm_memory& imported_vmm_memory::operator=(imported_vmm_memory&& other) noexcept
+{
+  if (this != &other) {
+    reset();
+    runtime_ = other.runtime_;
+    ptr_     = std::exchange(other.ptr_, nullptr);
+    bytes_   = std::exchange(other.bytes_, 0);
+    handle_  = std::exchange(other.handle_, detail::vmm_handle{});
+    device_  = other.device_;
+  }
+  return *this;
+}
+
+imported_vmm_memory::~imported_vmm_memory()
+{
+  reset();
+}
+
+void imported_vmm_memory::reset() noexcept
+{
+  if (ptr_ == nullptr) { return; }
+  runtime_->vmm_unmap(ptr_, bytes_);
+  runtime_->vmm_release(handle_);
+  runtime_->vmm_unreserve(ptr_, bytes_);
+  ptr_ = nullptr;
+}
+
+}  // namespace gpumem
