@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <vector>
 
 namespace gpumem::bench {
@@ -91,6 +92,42 @@ void map_many_one_access(benchmark::State& state)
   state.SetLabel(rt().name());
 }
 
+/// One step of a map -> set access -> unmap cycle timed alone (the others run untimed), at a fresh
+/// address each time (`fresh`: as when memory grows) or at the same address (as when the pool
+/// moves a handle back and forth). Arg 0: which step (0 map, 1 set access, 2 unmap).
+void one_step(benchmark::State& state, bool fresh)
+{
+  auto const step            = state.range(0);
+  constexpr std::size_t each = 16 * MiB;
+  constexpr std::size_t n    = 64;  // addresses cycled through
+  range r{n * each};
+  auto const h = rt().vmm_create(each, 0, false);
+  std::size_t i{};
+  for (auto _ : state) {
+    auto* at   = static_cast<char*>(r.base) + (fresh ? (i++ % n) * each : 0);
+    auto timed = [&](int which, auto&& f) {
+      if (which != step) { return f(); }
+      auto const t0 = std::chrono::steady_clock::now();
+      f();
+      state.SetIterationTime(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+    timed(0, [&] { rt().vmm_map(at, each, h); });
+    timed(1, [&] { rt().vmm_set_access(at, each, 0); });
+    timed(2, [&] { rt().vmm_unmap(at, each); });
+  }
+  rt().vmm_release(h);
+  state.SetLabel(rt().name());
+}
+void step_at_fresh_addresses(benchmark::State& state)
+{
+  one_step(state, true);
+}
+void step_at_one_address(benchmark::State& state)
+{
+  one_step(state, false);
+}
+
 void idle_device_synchronize(benchmark::State& state)
 {
   for (auto _ : state) { rt().device_synchronize(); }
@@ -101,6 +138,11 @@ BENCHMARK(create_release)->Arg(2)->Arg(16)->Arg(64)->Unit(benchmark::kMicrosecon
 BENCHMARK(map_unmap)->Arg(2)->Arg(16)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(map_access_unmap)->Arg(2)->Arg(16)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(map_many_one_access)->Arg(4)->Arg(16)->Unit(benchmark::kMicrosecond);
+BENCHMARK(step_at_fresh_addresses)
+    ->DenseRange(0, 2)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(step_at_one_address)->DenseRange(0, 2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(idle_device_synchronize)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -144,7 +144,7 @@ TEST(gpu_vmm_single_handle, another_process_reads_and_writes_it)
   EXPECT_EQ(a.status, 0) << a.error;
   EXPECT_EQ(a.mismatches, 0U) << "the importer read the exporter's pattern";
   EXPECT_EQ(mismatches(p, bytes, importers), 0U) << "the exporter reads the importer's pattern";
-  pool.deallocate(p, bytes, {});
+  pool.deallocate(p, bytes);
   EXPECT_EQ(pool.bad_deallocations(), 0U);
 }
 
