@@ -1,5 +1,5 @@
 // cuda_async_memory_resource and cuda_async_view_memory_resource: device_memory_resources over
-// CUDA memory pools (seed 000), built on memory_pool / memory_pool_ref.
+// CUDA memory pools, built on memory_pool / memory_pool_ref.
 #include <gpumem/detail/format.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/cuda_async_memory_resource.hpp>

@@ -1,4 +1,4 @@
-// IPC: interprocess events, imported pools, imported and exported allocations (seed 002 F.11).
+// IPC: interprocess events, imported pools, imported and exported allocations.
 #include <gpumem/detail/format.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/pool/ipc.hpp>

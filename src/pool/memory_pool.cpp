@@ -1,5 +1,5 @@
 // memory_pool, memory_pool_ref, typed attributes, access, capabilities and device pools: the CUDA
-// side of the pool API (seed 002, seed 004). The rules that need no CUDA are in pool_rules.cpp.
+// side of the pool API. The rules that need no CUDA are in pool_rules.cpp.
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/scoped_current_device.hpp>
 #include <gpumem/error.hpp>

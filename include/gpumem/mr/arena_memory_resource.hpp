@@ -1,5 +1,5 @@
 // gpumem/mr/arena_memory_resource.hpp — a suballocator that emphasizes fragmentation avoidance
-// and scalable concurrency (seed 001).
+// and scalable concurrency.
 //
 // Memory is divided into a global arena (taken from upstream once, at construction: `arena_size`
 // bytes, default half of the current device's free memory), per-thread arenas for the default

@@ -1,5 +1,5 @@
 // gpumem/mr/binning_memory_resource.hpp — sends each request to the smallest bin whose size holds
-// it, or to the upstream resource when it is larger than every bin (seed 000).
+// it, or to the upstream resource when it is larger than every bin.
 //
 // Bins are added with add_bin(size[, resource]); without a resource the bin is an owned
 // fixed_size_memory_resource of that block size over the upstream. The exponent constructor adds

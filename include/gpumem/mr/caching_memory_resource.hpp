@@ -1,4 +1,4 @@
-// gpumem/mr/caching_memory_resource.hpp — the caching allocator of seed 003 as a memory resource,
+// gpumem/mr/caching_memory_resource.hpp — the CUB-style caching allocator as a memory resource,
 // over any upstream (same core as gpumem::caching_device_allocator).
 //
 // Requests are binned geometrically (options.bin_growth^min_bin .. ^max_bin): smaller ones are

@@ -1,5 +1,5 @@
 // gpumem/mr/cuda_async_memory_resource.hpp — device memory from CUDA's stream-ordered allocator
-// (cudaMallocFromPoolAsync / cudaFreeAsync) over a memory_pool this resource owns (seed 000).
+// (cudaMallocFromPoolAsync / cudaFreeAsync) over a memory_pool this resource owns.
 //
 // Construction (on the current device):
 //   initial_pool_size   bytes the pool reserves up front (allocated and freed once);

@@ -1,5 +1,5 @@
 // gpumem/mr/cuda_async_view_memory_resource.hpp — a device memory resource over an existing CUDA
-// memory pool it does not own (seed 000): cudaMallocFromPoolAsync / cudaFreeAsync.
+// memory pool it does not own: cudaMallocFromPoolAsync / cudaFreeAsync.
 //
 // The pool must outlive the resource. Copyable. Throws logic_error for a null pool handle.
 // Thread-safe. Equal to any cuda_async(_view) resource over the same pool.

@@ -1,6 +1,6 @@
 // gpumem/mr/device_memory_resource.hpp — the base of every device memory resource.
 //
-// Contract (seed 000): the public non-virtual members call the private virtuals.
+// Contract: the public non-virtual members call the private virtuals.
 //  * allocate(bytes, stream) returns memory usable on `stream`, at least 256-byte aligned; using it
 //    on another stream needs synchronization first. Failure throws bad_alloc (out_of_memory when
 //    memory is exhausted); a failed call leaves the resource usable.
@@ -141,9 +141,10 @@ class device_memory_resource {
     return !do_is_equal(other);
   }
 
-  /// Whether the resource uses non-default streams (seed 001's query). Default: false.
+  /// Whether the resource uses non-default streams (a query of the resource interface). Default:
+  /// false.
   [[nodiscard]] virtual bool supports_streams() const noexcept { return false; }
-  /// Whether get_mem_info reports memory (seed 001's query). Default: false.
+  /// Whether get_mem_info reports memory (a query of the resource interface). Default: false.
   [[nodiscard]] virtual bool supports_get_mem_info() const noexcept { return false; }
   /// (free, total) bytes of the resource as seen from `stream`; {0, 0} where unsupported.
   [[nodiscard]] std::pair<std::size_t, std::size_t> get_mem_info(cuda_stream_view stream) const

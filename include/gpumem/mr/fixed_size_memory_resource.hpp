@@ -1,5 +1,5 @@
 // gpumem/mr/fixed_size_memory_resource.hpp — hands out blocks of one fixed size from a pool of
-// blocks taken from an upstream resource (seed 000).
+// blocks taken from an upstream resource.
 //
 // Only requests of at most get_block_size() bytes are served; a larger request throws
 // out_of_memory ("larger than the block size"), as the seed's maximum-allocation-size check does.

@@ -1,4 +1,4 @@
-// gpumem/mr/host_memory_resource.hpp — the base of host memory resources (seed 000).
+// gpumem/mr/host_memory_resource.hpp — the base of host memory resources.
 // allocate(bytes, alignment) / deallocate(ptr, bytes, alignment) call the private virtuals.
 // 0 bytes returns nullptr; deallocating nullptr is a no-op; deallocate never throws. An alignment
 // that is not a power of two falls back to alignof(std::max_align_t), as the seed documents, so

@@ -1,4 +1,4 @@
-// gpumem/mr/per_device_resource.hpp — the per-device resource registry (seed 000).
+// gpumem/mr/per_device_resource.hpp — the per-device resource registry.
 //
 // For each device, the resource used by default. The initial resource of every device is a
 // cuda_memory_resource. The registry is the only mutable global of gpumem (defined in

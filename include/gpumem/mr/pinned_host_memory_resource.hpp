@@ -1,5 +1,5 @@
 // gpumem/mr/pinned_host_memory_resource.hpp — pinned (page-locked) host memory from cudaHostAlloc,
-// accessible from host and device. All members are static (seed 000); the stream is ignored.
+// accessible from host and device. All members are static; the stream is ignored.
 // Throws out_of_memory when CUDA reports exhaustion, bad_alloc for any other failure.
 // Stateless and thread-safe; all instances are equal.
 #pragma once

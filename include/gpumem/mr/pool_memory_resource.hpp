@@ -1,5 +1,5 @@
 // gpumem/mr/pool_memory_resource.hpp — a coalescing best-fit suballocator over a pool of memory
-// taken from an upstream resource (seed 000).
+// taken from an upstream resource.
 //
 // Stream-ordered (detail/stream_ordered_memory_resource.hpp): a block freed on a stream is reused
 // at once on that stream and reaches another stream only after that stream is ordered after the

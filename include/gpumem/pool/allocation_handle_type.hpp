@@ -2,7 +2,7 @@
 // exported as, and a set of them (a pool may support several at once).
 //
 // The values equal cudaMemAllocationHandleType's, so they convert by value; defining our own enum
-// keeps the public headers stable across toolkits (seed 000).
+// keeps the public headers stable across toolkits.
 #pragma once
 
 #include <initializer_list>

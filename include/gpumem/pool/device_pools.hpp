@@ -1,4 +1,4 @@
-// gpumem/pool/device_pools.hpp — the default and the current pool of a device (seed 002 F.4-F.5).
+// gpumem/pool/device_pools.hpp — the default and the current pool of a device.
 //
 // The default pool exists for every device that supports pools; the current pool is what
 // cudaMallocAsync without a pool uses (the default pool until set_current_pool). The default pool

@@ -1,4 +1,4 @@
-// gpumem/pool/ipc.hpp — sharing pools and single allocations between processes (seed 002 F.11).
+// gpumem/pool/ipc.hpp — sharing pools and single allocations between processes.
 //
 // Two phases. (1) The exporter creates an IPC-capable memory_pool, export_handle()s it and sends
 // the handle (a descriptor: send_with_fd); the importer builds an imported_memory_pool from it. (2)

@@ -1,4 +1,4 @@
-// gpumem/pool/memory_pool.hpp — an owning, move-only CUDA memory pool (seed 002 F.6, seed 004).
+// gpumem/pool/memory_pool.hpp — an owning, move-only CUDA memory pool.
 //
 // Created from pool_properties: the properties are validated first (pool_properties.hpp rules
 // R1-R9, logic_error naming the rule, no CUDA call), then the device's capabilities are checked

@@ -1,4 +1,4 @@
-// gpumem/pool/pool_access.hpp — which devices may access a pool's memory (seed 002 F.10).
+// gpumem/pool/pool_access.hpp — which devices may access a pool's memory.
 //
 // Access applies to every allocation of the pool, past and future. The pool's own device always has
 // read-write access, which cannot be revoked. Another device can be given access only when it has

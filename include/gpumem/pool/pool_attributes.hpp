@@ -1,5 +1,5 @@
-// gpumem/pool/pool_attributes.hpp — the typed attributes of a memory pool (seed 002 F.7-F.9,
-// seed 004 get/set_attribute).
+// gpumem/pool/pool_attributes.hpp — the typed attributes of a memory pool (CUDA's cudaMemPoolAttr
+// values, read and written with get/set_attribute).
 //
 // Each attribute is a tag type carrying its value type and what may be done with it:
 //   writable    set<A>(value) compiles (release threshold, the three reuse policies);
@@ -79,7 +79,7 @@ concept high_water_attribute = pool_attribute<A> && A::resettable;
 template <class A>
 concept pool_statistic = pool_attribute<A> && !A::writable;
 
-/// The four usage statistics read together (seed 002 F.8).
+/// The four usage statistics read together.
 struct pool_usage_statistics {
   std::uint64_t reserved_bytes{};
   std::uint64_t reserved_high_bytes{};

@@ -1,5 +1,5 @@
-// gpumem/pool/pool_capabilities.hpp — what a device and driver support of the pool API
-// (seed 002 F.2), and the diagnosis of "why can't this pool be created here".
+// gpumem/pool/pool_capabilities.hpp — what a device and driver support of the pool API, and the
+// diagnosis of "why can't this pool be created here".
 #pragma once
 
 #include <gpumem/detail/runtime.hpp>
@@ -32,8 +32,8 @@ struct pool_capabilities {
   std::string device_unusable_reason;     ///< empty when `device` exists and CUDA works
 };
 
-/// Queries CUDA (driver version checked before each attribute, as seed 002 F.2 advises). Never
-/// throws for a missing GPU: device_unusable_reason says why.
+/// Queries CUDA (driver version checked before each attribute, since older drivers lack some).
+/// Never throws for a missing GPU: device_unusable_reason says why.
 [[nodiscard]] pool_capabilities query_pool_capabilities(
     cuda_device_id device, detail::runtime& rt = detail::cuda_runtime());
 

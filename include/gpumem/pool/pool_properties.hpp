@@ -2,7 +2,7 @@
 // properties must follow. The rules are checked here, without calling CUDA, so that a bad
 // combination is refused with the rule it breaks instead of CUDA's bare cudaErrorInvalidValue.
 //
-// Rules (seed 002/004; each message names one):
+// Rules (CUDA's; each message names one):
 //  R1 a device location needs a device ordinal >= 0;
 //  R2 a host NUMA location needs a NUMA node id >= 0;
 //  R3 host pools (location host) cannot be IPC-capable: handle_types must be {none};

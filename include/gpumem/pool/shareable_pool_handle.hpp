@@ -1,4 +1,4 @@
-// gpumem/pool/shareable_pool_handle.hpp — the OS handle a pool is exported as (seed 002 F.11.1):
+// gpumem/pool/shareable_pool_handle.hpp — the OS handle a pool is exported as:
 // an owned file descriptor (posix_file_descriptor) or fabric handle bytes (fabric).
 //
 // Move-only: the descriptor is closed when the handle dies. Send it to another process with

@@ -1,4 +1,4 @@
-// The caching allocator of seed 003: bins, per-device caches, ready events. See caching_core.hpp.
+// The CUB-style caching allocator: bins, per-device caches, ready events. See caching_core.hpp.
 #include <gpumem/cuda_stream_view.hpp>
 #include <gpumem/detail/caching/caching_core.hpp>
 #include <gpumem/detail/format.hpp>

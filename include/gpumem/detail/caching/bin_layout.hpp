@@ -1,4 +1,4 @@
-// gpumem/detail/caching/bin_layout.hpp — the geometric bins of the caching allocator (seed 003).
+// gpumem/detail/caching/bin_layout.hpp — the geometric bins of the caching allocator.
 // Not API.
 //
 // Bin b holds blocks of exactly bin_growth^b bytes, for min_bin <= b <= last_bin(). A request is

@@ -1,4 +1,4 @@
-// gpumem/detail/caching/caching_core.hpp — the caching allocator of seed 003 (not API); shared by
+// gpumem/detail/caching/caching_core.hpp — the CUB-style caching allocator (not API); shared by
 // the drop-in caching_device_allocator and mr::caching_memory_resource.
 //
 // Per device: cached (free) blocks by bin, live blocks by pointer, and the totals.
