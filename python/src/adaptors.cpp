@@ -171,6 +171,7 @@ misses, flushes, remote frees and bytes cached.
             if (auto* pool = dynamic_cast<mr::pool_memory_resource<device_memory_resource>*>(&up)) {
               o.upstream_pool_bytes = [pool] { return pool->pool_size(); };
             }
+            o.upstream_growth = dynamic_cast<detail::growth_hook_target*>(&up);
             return linked(upstream,
                           std::make_shared<R>(device_async_resource_ref{up}, std::move(o)));
           }),

@@ -5,6 +5,7 @@
 
 #include <gpumem/mr/pool_memory_resource.hpp>
 #include <gpumem/mr/thread_cache_resource_adaptor.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
 #include <algorithm>
 #include <future>
@@ -213,6 +214,58 @@ TEST_F(thread_cache_test, TrimReturnsTheCallersBlocksAndOthersAtTheirNextCall)
   cache.check_invariants();
   done.set_value();
   other.join();
+}
+
+}  // namespace
+}  // namespace gpumem::test
+
+namespace gpumem::test {
+namespace {
+
+// Before a lean pool takes new physical memory, the growing thread's cached blocks go back to it:
+// two cached 1 MiB blocks make the 2 MiB a larger request needs, and nothing new is mapped.
+TEST(thread_cache_growth, TheGrowingThreadsCacheIsFlushedBeforeTheLeanPoolMapsMore)
+{
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
+  auto const a = rt.create_stream();
+  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
+  mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{&pool};
+  void* p = cache.allocate(MiB, a);
+  void* q = cache.allocate(MiB, a);
+  EXPECT_EQ(pool.stats().mapped_bytes, 2 * MiB);
+  cache.deallocate(p, MiB, a);
+  cache.deallocate(q, MiB, a);
+  EXPECT_EQ(cache.stats().bytes_cached, 2 * MiB);
+  void* r = cache.allocate(2 * MiB, a);  // passes through; the pool would grow
+  EXPECT_EQ(pool.stats().mapped_bytes, 2 * MiB) << "served from the flushed blocks";
+  EXPECT_EQ(cache.stats().bytes_cached, 0U);
+  EXPECT_EQ(cache.stats().growth_flushes, 1U);
+  cache.deallocate(r, 2 * MiB, a);
+  void* s = cache.allocate(4 * MiB, a);  // nothing cached: the pool grows as usual
+  EXPECT_EQ(cache.stats().growth_flushes, 1U);
+  cache.deallocate(s, 4 * MiB, a);
+  cache.check_invariants();
+  pool.check_invariants();
+}
+
+// Another thread's growth does not touch this thread's cache (its bins are its own), and the
+// hook goes away with the adaptor.
+TEST(thread_cache_growth, OnlyTheGrowingThreadsCacheIsFlushedAndTheHookLeavesWithTheAdaptor)
+{
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
+  auto const a = rt.create_stream();
+  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
+  {
+    mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{&pool};
+    cache.deallocate(cache.allocate(MiB, a), MiB, a);
+    std::thread([&] { cache.deallocate(cache.allocate(8 * MiB, a), 8 * MiB, a); }).join();
+    EXPECT_EQ(cache.stats().bytes_cached, MiB);
+    EXPECT_EQ(cache.stats().growth_flushes, 0U);
+    cache.check_invariants();
+  }
+  void* p = pool.allocate(32 * MiB, a);  // grows with no adaptor left: no hook to call
+  pool.deallocate(p, 32 * MiB, a);
+  pool.check_invariants();
 }
 
 }  // namespace

@@ -20,7 +20,9 @@
 //   4. under grow_mutex_: reclaim — detach every stream's list, synchronize the device (all work
 //      enqueued before the frees is done), merge everything into unowned_ (coalescing across
 //      streams), retry;
-//   5. grow: a new upstream chunk (Derived's growth policy), taken from directly.
+//   5. the growth hook (growth_hook.hpp), when one is set and gives memory back: S's list, then
+//      reclaim again, retry;
+//   6. grow: a new upstream chunk (Derived's growth policy), taken from directly.
 // deallocate(p, n, S): look p up in table_ (unknown: reported, ignored), insert into S's list
 // (coalescing). No runtime call.
 //
@@ -52,6 +54,7 @@
 #include <gpumem/detail/allocation_table.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/free_block.hpp>
+#include <gpumem/detail/growth_hook.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
 #include <gpumem/detail/stream_registry.hpp>
@@ -82,7 +85,8 @@ void check_blocks(char const* resource, std::vector<free_block> blocks,
                   std::vector<free_block> const& chunks);
 
 template <class Derived, class FreeList>
-class stream_ordered_memory_resource : public mr::device_memory_resource {
+class stream_ordered_memory_resource : public mr::device_memory_resource,
+                                       public growth_hook_target {
  public:
   stream_ordered_memory_resource(stream_ordered_memory_resource const&)            = delete;
   stream_ordered_memory_resource& operator=(stream_ordered_memory_resource const&) = delete;
@@ -96,6 +100,17 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
   /// Free memory over all lists (takes every list's lock in turn).
   [[nodiscard]] free_stats get_free_stats() const;
   void check_invariants() const;
+  void set_before_growth(hook fn, void* context) override
+  {
+    std::lock_guard lock{grow_mutex_};
+    growth_hook_    = fn;
+    growth_context_ = context;
+  }
+  void clear_before_growth(void* context) override
+  {
+    std::lock_guard lock{grow_mutex_};
+    if (growth_context_ == context) { growth_hook_ = nullptr; }
+  }
 
  protected:
   stream_ordered_memory_resource(runtime& rt, FreeList prototype)
@@ -193,6 +208,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
   void adopt_stolen(stream_state& mine, stream_state& donor, FreeList& extra) noexcept;
   void order_after(stream_state& other, cuda_stream_view stream);
   bool reclaim();
+  free_block after_growth_hook(stream_state& mine, std::size_t size);
   free_block grow(std::size_t size, cuda_stream_view stream);
   free_block grow_chunk(std::size_t size, cuda_stream_view stream);
   free_block grow_in_place(std::size_t size);
@@ -218,6 +234,8 @@ class stream_ordered_memory_resource : public mr::device_memory_resource {
   mutable stream_registry<stream_state> streams_;
   mutable allocation_table table_;
   mutable std::mutex grow_mutex_;          // serializes reclaim and growth; guards chunks_
+  growth_hook_target::hook growth_hook_{};  // guarded by grow_mutex_
+  void* growth_context_{};                  // guarded by grow_mutex_
   std::vector<free_block> chunks_;         // chunks_[i].chunk == i
   std::atomic<std::size_t> pool_bytes_{};  // == sum of chunks_[i].size
   std::atomic<std::uint64_t> bad_frees_{};

@@ -42,7 +42,20 @@ free_block stream_ordered_memory_resource<D, L>::allocate_slow(stream_state& min
   if (reclaim()) {
     if (auto b = take_unowned(size); b.valid()) { return b; }
   }
+  if (auto b = after_growth_hook(mine, size); b.valid()) { return b; }
   return grow(size, stream);
+}
+
+// Under the grow lock: the hook's frees land in their streams' lists (this thread's cache frees
+// on the streams it cached for), so S's list first, then everything behind a reclaim.
+template <class D, class L>
+free_block stream_ordered_memory_resource<D, L>::after_growth_hook(stream_state& mine,
+                                                                    std::size_t size)
+{
+  if (growth_hook_ == nullptr || !growth_hook_(growth_context_)) { return {}; }
+  if (auto b = take_from(mine, size); b.valid()) { return b; }
+  if (reclaim()) { return take_unowned(size); }
+  return {};
 }
 
 template <class D, class L>

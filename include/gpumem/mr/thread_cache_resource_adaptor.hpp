@@ -15,7 +15,8 @@
 // (`thread_cap_bytes`) and in all (`total_cap_bytes`, and `pool_fraction` of the upstream's pool
 // size when the upstream reports one through pool_size(), never below 4 of the largest cached
 // blocks). A cache that runs into a bound flushes its colder half. Caches flush to upstream when
-// the upstream runs out of memory (then the allocation is tried once more), on trim(), when their
+// the upstream runs out of memory (then the allocation is tried once more), before one of our
+// pools below has to grow (the growing thread's cache; the pool then retries), on trim(), when their
 // thread exits and in the destructor. Other threads' caches flush at their owners' next call (trim,
 // out of memory: waits up to 2 ms).
 //
@@ -49,7 +50,8 @@ class thread_cache_resource_adaptor
   {
   }
 
-  /// Also caps the caches at options.pool_fraction of upstream->pool_size() when Upstream has one.
+  /// Also caps the caches at options.pool_fraction of upstream->pool_size() when Upstream has one,
+  /// and flushes the growing thread's cache before the upstream grows when it is one of our pools.
   /// Throws logic_error when `upstream` is null.
   explicit thread_cache_resource_adaptor(Upstream* upstream, thread_cache_options options = {})
       : thread_cache_resource_adaptor{to_device_async_resource_ref_checked(upstream),
@@ -99,6 +101,9 @@ class thread_cache_resource_adaptor
       if (upstream != nullptr && !o.upstream_pool_bytes) {
         o.upstream_pool_bytes = [upstream] { return upstream->pool_size(); };
       }
+    }
+    if (o.upstream_growth == nullptr) {
+      o.upstream_growth = dynamic_cast<gpumem::detail::growth_hook_target*>(upstream);
     }
     return o;
   }

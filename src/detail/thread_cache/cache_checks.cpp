@@ -29,6 +29,7 @@ stats cache_core::get_stats() const
   }
   s.remote_frees   = remote_frees_.load(std::memory_order_relaxed);
   s.passed_through = passed_through_.load(std::memory_order_relaxed);
+  s.growth_flushes = growth_flushes_.load(std::memory_order_relaxed);
   s.cap_bytes      = total_cap();
   return s;
 }

@@ -63,6 +63,21 @@ cache_core::cache_core(device_async_resource_ref upstream, options opts)
       classes_{class_of(units_of(max_cached_bytes_)) + 1},
       id_{next_registry_id()}
 {
+  if (opts_.upstream_growth != nullptr) {
+    opts_.upstream_growth->set_before_growth(&cache_core::flush_before_growth, this);
+  }
+}
+
+// Runs inside the calling thread's own miss (upstream allocate -> pool grows -> here): the miss
+// has only reserved room in blocks_, which erasing entries keeps, so flushing is safe.
+bool cache_core::flush_before_growth(void* self) noexcept
+{
+  auto* core = static_cast<cache_core*>(self);
+  auto* c    = hot_caches.exiting ? nullptr : find_local(core->id_);
+  if (c == nullptr || c->bytes_cached_.get() == 0) { return false; }
+  core->flush(*c, false);
+  core->growth_flushes_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 cache_core::~cache_core()
@@ -312,7 +327,8 @@ void cache_core::retire(local_cache* c) noexcept
 void cache_core::shutdown() noexcept
 {
   std::lock_guard lock{mutex_};
-  if (!alive_.exchange(false)) { return; }
+  if (!alive_.exchange(false)) { return; }  // the upstream may be gone after the first call
+  if (opts_.upstream_growth != nullptr) { opts_.upstream_growth->clear_before_growth(this); }
   for (auto& c : caches_) {
     drain(*c);
     flush(*c, false);

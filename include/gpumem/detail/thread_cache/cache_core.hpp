@@ -115,6 +115,8 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   /// The pool-fraction cap never goes below this many blocks of the largest cached size.
   static constexpr std::size_t min_fraction_cap_blocks = 4;
 
+  /// The upstream's growth hook: flushes the calling thread's cache (see options).
+  static bool flush_before_growth(void* self) noexcept;
   void* allocate_large(std::size_t bytes, cudaStream_t stream);
   void* allocate_slow(std::size_t bytes, cudaStream_t stream);
   void deallocate_slow(char* p, std::size_t bytes, cudaStream_t stream) noexcept;
@@ -162,6 +164,7 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   std::atomic<std::uint64_t> bad_frees_{};
   std::atomic<std::uint64_t> remote_frees_{};
   std::atomic<std::uint64_t> passed_through_{};
+  std::atomic<std::uint64_t> growth_flushes_{};
 };
 
 }  // namespace gpumem::detail::thread_cache

@@ -3,8 +3,11 @@
 // mr::thread_cache_stats).
 #pragma once
 
+#include <gpumem/detail/growth_hook.hpp>
+
 #include <cstddef>
 #include <cstdint>
+
 #include <functional>
 #include <vector>
 
@@ -21,6 +24,9 @@ struct options {
   double pool_fraction = 0.125;
   /// The upstream's current pool size (e.g. pool_memory_resource::pool_size); empty: no such cap.
   std::function<std::size_t()> upstream_pool_bytes{};
+  /// The upstream, when it can call back before it grows (our pools): the growing thread's cache
+  /// is flushed into it first, so that cached blocks never make a lean pool take new memory.
+  growth_hook_target* upstream_growth{};
 };
 
 /// One thread's cache. Counters only grow; bytes_cached is the current holding.
@@ -39,6 +45,7 @@ struct stats {
   std::uint64_t flushed{};
   std::uint64_t remote_frees{};          ///< frees of a block cached by another thread
   std::uint64_t passed_through{};        ///< requests above max_cached_size_bytes
+  std::uint64_t growth_flushes{};        ///< caches flushed because the pool below had to grow
   std::size_t bytes_cached{};            ///< == Σ per_thread[i].bytes_cached
   std::size_t cap_bytes{};               ///< the effective cap on bytes_cached now
   std::vector<thread_stats> per_thread;  ///< live threads only

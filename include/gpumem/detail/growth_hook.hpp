@@ -1,0 +1,26 @@
+// gpumem/detail/growth_hook.hpp — a resource that lets one observer give memory back before the
+// resource grows (not API). The per-thread cache registers with the pool under it, so that the
+// blocks the growing thread holds go back to the pool, which then tries its free lists again,
+// before it takes memory it does not hold (physical memory, for the virtual-memory pool).
+#pragma once
+
+namespace gpumem::detail {
+
+class growth_hook_target {
+ public:
+  /// Called under the resource's grow lock by the thread that needs more memory. Returns true
+  /// when it gave memory back (deallocated into the resource). Must not allocate from it.
+  using hook = bool (*)(void* context) noexcept;
+  /// Sets the hook (nullptr: none); one at a time, the last one set wins. Thread-safe.
+  virtual void set_before_growth(hook fn, void* context) = 0;
+  /// Removes the hook if `context` is the one set (an observer going away). Thread-safe.
+  virtual void clear_before_growth(void* context) = 0;
+
+ protected:
+  growth_hook_target()                                     = default;
+  growth_hook_target(growth_hook_target const&)            = default;
+  growth_hook_target& operator=(growth_hook_target const&) = default;
+  ~growth_hook_target()                                    = default;
+};
+
+}  // namespace gpumem::detail
