@@ -11,7 +11,8 @@
 //   chunks_    upstream allocations; pool_bytes_ their total.
 //
 // allocate(size, S), in this order (docs/design.md, "Suballocators"):
-//   1. hit path: best fit in S's own list — S's mutex only, no runtime call;
+//   1. hit path: best fit in S's own list — S's mutex only, no runtime call (a Derived with
+//      idle_first looks in unowned_ first: the virtual-memory pool, see serves_idle_first());
 //   2. unowned_ (its mutex);
 //   3. steal from another stream A's list: record A's event now (after the free, so it covers it),
 //      make S wait on it, take the block (from a same-size list, half of A's blocks with it).
@@ -166,7 +167,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   {
     auto const size = derived().allocation_size(bytes);
     auto& mine      = streams_.get(stream.value());
-    auto block      = take_from(mine, size);  // built in place: no copy of the block
+    auto block      = take_first(mine, size);
     if (!block.valid()) { block = allocate_slow(mine, size, stream); }
     record(mine, block);
     return block.ptr;
@@ -196,6 +197,15 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   void report_bad(void const* ptr, std::size_t bytes, std::string const& why) noexcept;
 
  private:
+  /// The hit path's first fit: the stream's own list, or for a Derived that asks for it
+  /// (idle_first), the idle list first (see serves_idle_first()).
+  free_block take_first(stream_state& mine, std::size_t size)
+  {
+    if constexpr (serves_idle_first()) {
+      if (auto b = take_unowned(size); b.valid()) { return b; }
+    }
+    return take_from(mine, size);  // built in place: no copy of the block
+  }
   static free_block take_from(stream_state& s, std::size_t size)
   {
     std::lock_guard lock{s.mutex};
@@ -212,6 +222,20 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   free_block grow(std::size_t size, cuda_stream_view stream);
   free_block grow_chunk(std::size_t size, cuda_stream_view stream);
   free_block grow_in_place(std::size_t size);
+  /// True for a Derived with `static constexpr bool idle_first = true`: its allocations are served
+  /// from the idle list (free memory of no stream) before the stream's own list. The virtual-memory
+  /// pool asks for it: a hole left in the idle list pins physical memory, and a stream list that
+  /// always wins splits the latest frees instead, so every pass of a repeated workload lays its
+  /// blocks out differently and the holes pile up (docs/design.md, "vmm_pool", "Placement").
+  /// Costs the idle list's lock on every allocation.
+  static constexpr bool serves_idle_first()
+  {
+    if constexpr (requires { Derived::idle_first; }) {
+      return Derived::idle_first;
+    } else {
+      return false;
+    }
+  }
   /// True for a Derived that backs one registered range on demand (see the top of this file).
   static constexpr bool backs_in_place()
   {
