@@ -15,6 +15,7 @@
 #include <gpumem/mr/pool_memory_resource.hpp>
 #include <gpumem/mr/statistics_resource_adaptor.hpp>
 #include <gpumem/mr/thread_cache_resource_adaptor.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/mr/thread_safe_resource_adaptor.hpp>
 #include <gpumem/mr/tracking_resource_adaptor.hpp>
 
@@ -170,6 +171,8 @@ misses, flushes, remote frees and bytes cached.
                                        .pool_fraction         = fraction};
             if (auto* pool = dynamic_cast<mr::pool_memory_resource<device_memory_resource>*>(&up)) {
               o.upstream_pool_bytes = [pool] { return pool->pool_size(); };
+            } else if (auto* vmm = dynamic_cast<mr::vmm_pool_memory_resource*>(&up)) {
+              o.upstream_pool_bytes = [vmm] { return vmm->pool_size(); };
             }
             o.upstream_growth = dynamic_cast<detail::growth_hook_target*>(&up);
             return linked(upstream,
@@ -192,6 +195,7 @@ misses, flushes, remote frees and bytes cached.
         d["flushed"]        = s.flushed;
         d["remote_frees"]   = s.remote_frees;
         d["passed_through"] = s.passed_through;
+        d["growth_flushes"] = s.growth_flushes;
         d["bytes_cached"]   = s.bytes_cached;
         d["cap_bytes"]      = s.cap_bytes;
         py::list threads;

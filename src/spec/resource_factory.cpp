@@ -294,6 +294,7 @@ std::vector<std::pair<std::string, double>> resource_stack::counters() const
                              {"cache_misses", static_cast<double>(s.misses)},
                              {"cache_flushed", static_cast<double>(s.flushed)},
                              {"cache_remote_frees", static_cast<double>(s.remote_frees)},
+                             {"cache_growth_flushes", static_cast<double>(s.growth_flushes)},
                              {"cache_bytes", static_cast<double>(s.bytes_cached)}});
     }
   }
