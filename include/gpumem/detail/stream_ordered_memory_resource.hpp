@@ -167,7 +167,10 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   {
     auto const size = derived().allocation_size(bytes);
     auto& mine      = streams_.get(stream.value());
-    auto block      = take_first(mine, size);
+    if constexpr (serves_idle_first()) {
+      if (!solo_over_.load(std::memory_order_acquire)) { check_solo(mine); }
+    }
+    auto block = take_first(mine, size);
     if (!block.valid()) { block = allocate_slow(mine, size, stream); }
     record(mine, block);
     return block.ptr;
@@ -189,6 +192,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
                         " bytes); the block is freed"));
     }
     auto& mine = streams_.get(stream.value());
+    if constexpr (serves_idle_first()) {
+      if (free_solo(mine, *block)) { return; }
+    }
     std::lock_guard lock{mine.mutex};
     mine.list.insert(*block);
     mine.maybe_free.store(true, std::memory_order_relaxed);
@@ -212,6 +218,28 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
     return s.list.take(size);
   }
   void record(stream_state& mine, free_block const& block);
+  // -- one stream alone (idle_first resources; docs/design.md, "vmm_pool", "One stream") --------
+  /// The first stream to allocate becomes the solo stream; another stream's first allocation ends
+  /// solo mode (end_solo: a device synchronization, so the idle list is idle again).
+  void check_solo(stream_state& mine);
+  void end_solo();
+  /// A free on the solo stream goes straight into the idle list (coalescing with all free memory)
+  /// and marks it as holding memory the device may still use (solo_pending_). False: not solo.
+  bool free_solo(stream_state& mine, free_block const& block) noexcept
+  {
+    if (solo_over_.load(std::memory_order_acquire) ||
+        solo_.load(std::memory_order_relaxed) != &mine) {
+      return false;
+    }
+    std::lock_guard lock{unowned_.mutex};
+    if (solo_over_.load(std::memory_order_relaxed)) { return false; }  // ended meanwhile
+    unowned_.list.insert(block);
+    solo_pending_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  /// Under unowned_.mutex: makes every block of the idle list idle for the device (synchronizes
+  /// when solo frees are pending). Throws what the synchronization throws (flag kept).
+  void settle_solo_frees();
   free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
   free_block take_unowned(std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
@@ -257,9 +285,16 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   mutable stream_state unowned_;  // free memory of no stream
   mutable stream_registry<stream_state> streams_;
   mutable allocation_table table_;
-  mutable std::mutex grow_mutex_;          // serializes reclaim and growth; guards chunks_
+  mutable std::mutex grow_mutex_;           // serializes reclaim and growth; guards chunks_
   growth_hook_target::hook growth_hook_{};  // guarded by grow_mutex_
-  void* growth_context_{};                  // guarded by grow_mutex_
+  // Solo mode (idle_first only): while one stream alone has allocated, its frees go to unowned_,
+  // and solo_pending_ says unowned_ may hold memory that stream's work still uses. Invariant:
+  // !solo_pending_ => every block in unowned_ is idle for the device. solo_over_ only goes
+  // false -> true (under grow_mutex_ and unowned_.mutex, after the synchronization).
+  std::atomic<stream_state*> solo_{};
+  std::atomic<bool> solo_over_{false};
+  std::atomic<bool> solo_pending_{false};  // written under unowned_.mutex
+  void* growth_context_{};                 // guarded by grow_mutex_
   std::vector<free_block> chunks_;         // chunks_[i].chunk == i
   std::atomic<std::size_t> pool_bytes_{};  // == sum of chunks_[i].size
   std::atomic<std::uint64_t> bad_frees_{};

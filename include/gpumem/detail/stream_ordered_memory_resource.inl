@@ -47,15 +47,43 @@ free_block stream_ordered_memory_resource<D, L>::allocate_slow(stream_state& min
 }
 
 // Under the grow lock: the hook's frees land in their streams' lists (this thread's cache frees
-// on the streams it cached for), so S's list first, then everything behind a reclaim.
+// on the streams it cached for), or in the idle list in solo mode: S's list and the idle list
+// first, then everything behind a reclaim.
 template <class D, class L>
 free_block stream_ordered_memory_resource<D, L>::after_growth_hook(stream_state& mine,
-                                                                    std::size_t size)
+                                                                   std::size_t size)
 {
   if (growth_hook_ == nullptr || !growth_hook_(growth_context_)) { return {}; }
   if (auto b = take_from(mine, size); b.valid()) { return b; }
+  if (auto b = take_unowned(size); b.valid()) { return b; }
   if (reclaim()) { return take_unowned(size); }
   return {};
+}
+
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::check_solo(stream_state& mine)
+{
+  stream_state* expected = nullptr;
+  if (solo_.compare_exchange_strong(expected, &mine) || expected == &mine) { return; }
+  end_solo();
+}
+
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::end_solo()
+{
+  std::lock_guard lock{grow_mutex_};
+  std::lock_guard ulock{unowned_.mutex};
+  if (solo_over_.load(std::memory_order_relaxed)) { return; }
+  settle_solo_frees();  // throws (e.g. during a graph capture): solo mode goes on
+  solo_over_.store(true, std::memory_order_release);
+}
+
+template <class D, class L>
+void stream_ordered_memory_resource<D, L>::settle_solo_frees()
+{
+  if (!solo_pending_.load(std::memory_order_relaxed)) { return; }
+  runtime_->device_synchronize();
+  solo_pending_.store(false, std::memory_order_relaxed);
 }
 
 template <class D, class L>
@@ -195,6 +223,7 @@ template <class D, class L>
 free_block stream_ordered_memory_resource<D, L>::grow_in_place(std::size_t size)
 {
   std::lock_guard lock{unowned_.mutex};
+  settle_solo_frees();  // the growth may unmap free memory: the device must be done with it
   struct update_size {  // pool_size() follows the backing whether the growth returns or throws
     stream_ordered_memory_resource* self;
     ~update_size() { self->pool_bytes_ = self->derived().backed_bytes(); }
@@ -249,6 +278,7 @@ decltype(auto) stream_ordered_memory_resource<D, L>::with_idle(F&& f)
   std::lock_guard lock{grow_mutex_};
   reclaim();
   std::lock_guard ulock{unowned_.mutex};
+  settle_solo_frees();
   struct update_size {  // pool_size() follows the backing whatever f does (returns or throws)
     stream_ordered_memory_resource* self;
     ~update_size() { self->pool_bytes_ = self->derived().backed_bytes(); }
@@ -295,6 +325,8 @@ template <class D, class L>
 void stream_ordered_memory_resource<D, L>::check_invariants() const
 {
   std::lock_guard lock{grow_mutex_};
+  GPUMEM_INVARIANT(!(solo_over_.load() && solo_pending_.load()), D::resource_name,
+                   "solo frees pending after solo mode ended");
   std::vector<free_block> blocks;
   std::size_t free_bytes{};
   auto visit = [&](stream_state& s) {

@@ -1,0 +1,105 @@
+// vmm_pool while one stream alone uses it (solo mode): its frees join the idle list at once, so
+// they coalesce with all free memory and need no device synchronization; another stream's first
+// allocation ends solo mode with one synchronization; a growth never unmaps memory the device
+// may still use. Over the host stand-in, streams driven by hand.
+#include "suballocator_test_helpers.hpp"
+
+#include <gpumem/detail/stream_capture.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
+
+namespace gpumem::test {
+namespace {
+
+using vmm_pool = mr::vmm_pool_memory_resource;
+
+struct vmm_pool_solo : ::testing::Test {
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
+  cudaStream_t a = rt.create_stream();
+  cudaStream_t b = rt.create_stream();
+  vmm_pool pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
+
+  void check()
+  {
+    pool.check_invariants();
+    rt.check_invariants();
+    EXPECT_EQ(rt.vmm_state().misuse_count, 0U);
+  }
+};
+
+// p's free joins the idle tail of its granules: a request for all of them is a hit. With the
+// free kept in the stream's own list instead, neither list could serve it without a reclaim,
+// which synchronizes the device.
+TEST_F(vmm_pool_solo, FreesOfTheOnlyStreamCoalesceWithTheIdleListWithoutASynchronization)
+{
+  void* p = pool.allocate(3 * MiB, a);  // 4 MiB mapped; 1 MiB of it is idle
+  rt.enqueue(a);                        // work on `a` still uses p
+  pool.deallocate(p, 3 * MiB, a);
+  auto const syncs = rt.calls().synchronize;
+  void* s          = pool.allocate(4 * MiB, a);
+  EXPECT_EQ(rt.calls().synchronize, syncs);
+  EXPECT_EQ(pool.stats().mapped_bytes, 4 * MiB) << "no growth";
+  EXPECT_LT(rt.completed(a), rt.enqueued(a));
+  pool.deallocate(s, 4 * MiB, a);
+  check();
+}
+
+TEST_F(vmm_pool_solo, AnotherStreamsFirstAllocationWaitsForTheSoloStreamsFrees)
+{
+  void* p = pool.allocate(4 * MiB, a);
+  rt.enqueue(a);
+  pool.deallocate(p, 4 * MiB, a);
+  void* q = pool.allocate(4 * MiB, b);  // ends solo mode: the device is synchronized first
+  EXPECT_EQ(rt.completed(a), rt.enqueued(a)) << "b may get p only once a is past its free";
+  rt.enqueue(a);
+  pool.deallocate(q, 4 * MiB, a);  // solo mode is over: a's list, as for any stream
+  auto const waits = rt.calls().stream_wait_event;
+  void* r          = pool.allocate(4 * MiB, b);  // q only behind an event: b waits for a on the GPU
+  EXPECT_EQ(r, q);
+  EXPECT_EQ(rt.calls().stream_wait_event, waits + 1);
+  EXPECT_LT(rt.completed(a), rt.enqueued(a)) << "no host synchronization";
+  rt.complete_all();
+  pool.deallocate(r, 4 * MiB, b);
+  check();
+}
+
+TEST_F(vmm_pool_solo, AGrowthThatMovesFreeMemorySynchronizesFirst)
+{
+  void* p = pool.allocate(8 * MiB, a);
+  void* q = pool.allocate(2 * MiB, a);
+  rt.enqueue(a);
+  pool.deallocate(p, 8 * MiB, a);  // a hole the growth may move elsewhere
+  auto const unmaps = rt.calls().vmm_unmap;
+  void* r = pool.allocate(12 * MiB, a);  // needs 12 MiB contiguous: moves the hole's handles
+  EXPECT_GT(rt.calls().vmm_unmap, unmaps) << "the test needs a move";
+  EXPECT_EQ(rt.completed(a), rt.enqueued(a)) << "unmapped while the device used it";
+  pool.deallocate(q, 2 * MiB, a);
+  pool.deallocate(r, 12 * MiB, a);
+  check();
+}
+
+TEST_F(vmm_pool_solo, TrimWaitsForTheSoloStreamsFrees)
+{
+  void* p = pool.allocate(8 * MiB, a);
+  rt.enqueue(a);
+  pool.deallocate(p, 8 * MiB, a);
+  EXPECT_EQ(pool.trim_to(0), 8 * MiB);
+  EXPECT_EQ(rt.completed(a), rt.enqueued(a));
+  check();
+}
+
+TEST_F(vmm_pool_solo, DuringACaptureAnotherStreamIsRefusedAndSoloModeGoesOn)
+{
+  void* p = pool.allocate(4 * MiB, a);
+  rt.enqueue(a);
+  pool.deallocate(p, 4 * MiB, a);
+  rt.begin_global_capture(a);
+  EXPECT_THROW((void)pool.allocate(4 * MiB, b), cuda_error);  // cannot synchronize now
+  EXPECT_FALSE(rt.end_capture(a)) << "the refused synchronization invalidated it, as in CUDA";
+  void* q = pool.allocate(4 * MiB, b);  // works once the capture is over
+  EXPECT_EQ(rt.completed(a), rt.enqueued(a));
+  pool.deallocate(q, 4 * MiB, b);
+  check();
+}
+
+}  // namespace
+}  // namespace gpumem::test
