@@ -204,11 +204,16 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
 
  private:
   /// The hit path's first fit: the stream's own list, or for a Derived that asks for it
-  /// (idle_first), the idle list first (see serves_idle_first()).
+  /// (idle_first) while one stream alone uses it, the idle list first (see serves_idle_first()).
+  /// With several streams, each stream's own list comes first again: the idle list's lock is
+  /// shared by every thread, and taking it on every allocation stopped scaling with threads
+  /// (vmm_pool, 16 threads on the H100: 9.3 -> 2.1 M ops/s).
   free_block take_first(stream_state& mine, std::size_t size)
   {
     if constexpr (serves_idle_first()) {
-      if (auto b = take_unowned(size); b.valid()) { return b; }
+      if (!solo_over_.load(std::memory_order_relaxed)) {
+        if (auto b = take_unowned(size); b.valid()) { return b; }
+      }
     }
     return take_from(mine, size);  // built in place: no copy of the block
   }
