@@ -47,15 +47,19 @@ bool intact(block const& b)
          static_cast<unsigned char>(b.ptr[b.bytes - 1]) == b.tag;
 }
 
+/// `one_stream`: every thread uses the legacy stream (one stream shared by all), except thread 0,
+/// which moves to a stream of its own halfway (the virtual-memory pool's one-stream mode then ends
+/// while the other threads allocate and free).
 template <class Resource>
-void hammer(detail::host_runtime& rt, Resource& res, std::size_t max_bytes)
+void hammer(detail::host_runtime& rt, Resource& res, std::size_t max_bytes, bool one_stream = false)
 {
   block_mailbox box;
   std::atomic<int> corrupt{0};
   std::vector<cudaStream_t> own;
   for (int t = 0; t < thread_count; ++t) { own.push_back(rt.create_stream()); }
   auto body = [&](int t) {
-    cudaStream_t const s = t % 3 == 0 ? own[t] : t % 3 == 1 ? cudaStreamPerThread : cudaStream_t{};
+    cudaStream_t s = t % 3 == 0 ? own[t] : t % 3 == 1 ? cudaStreamPerThread : cudaStream_t{};
+    if (one_stream) { s = cudaStream_t{}; }
     std::mt19937_64 rng(t);
     std::vector<block> mine;
     auto release = [&](block const& b) {
@@ -63,6 +67,11 @@ void hammer(detail::host_runtime& rt, Resource& res, std::size_t max_bytes)
       res.deallocate(b.ptr, b.bytes, s);
     };
     for (int i = 0; i < ops_per_thread; ++i) {
+      if (one_stream && t == 0 && i == ops_per_thread / 2) {
+        for (auto const& b : mine) { release(b); }
+        mine.clear();
+        s = own[0];
+      }
       if (mine.size() < 32 && rng() % 2 == 0) {
         auto const bytes = 256 + rng() % (max_bytes - 256);
         block b{nullptr, bytes, static_cast<unsigned char>(rng())};
@@ -124,6 +133,13 @@ TEST_F(suballocator_stress, VmmPool)
   mr::vmm_pool_memory_resource pool{{.reserve_bytes = std::size_t{1} << 30}, rt};
   hammer(rt, pool, 64 << 10);
   EXPECT_EQ(pool.get_free_stats().free_bytes, pool.pool_size());
+  EXPECT_EQ(pool.bad_deallocations(), 0U);
+}
+
+TEST_F(suballocator_stress, VmmPoolThreadsSharingOneStreamThenASecondStream)
+{
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes = std::size_t{1} << 30}, rt};
+  hammer(rt, pool, 256 << 10, true);
   EXPECT_EQ(pool.bad_deallocations(), 0U);
 }
 
