@@ -16,9 +16,9 @@
 // size when the upstream reports one through pool_size(), never below 4 of the largest cached
 // blocks). A cache that runs into a bound flushes its colder half. Caches flush to upstream when
 // the upstream runs out of memory (then the allocation is tried once more), before one of our
-// pools below has to grow (the growing thread's cache; the pool then retries), on trim(), when their
-// thread exits and in the destructor. Other threads' caches flush at their owners' next call (trim,
-// out of memory: waits up to 2 ms).
+// pools below has to grow (the growing thread's cache; the pool then retries), on trim(), when
+// their thread exits and in the destructor. Other threads' caches flush at their owners' next call
+// (trim, out of memory: waits up to 2 ms).
 //
 // Bad input: a double free, a wrong size or a pointer this adaptor did not hand out is reported
 // on stderr (the first 8) and counted in bad_deallocations(); a wrong size frees the true block;

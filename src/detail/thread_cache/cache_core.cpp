@@ -291,8 +291,8 @@ void cache_core::free_elsewhere(local_cache* c, char* p, std::size_t bytes,
                       " bytes); the block is freed"));
   }
   if (leave) {
-    gpumem::detail::async_deallocate(upstream_, p, std::size_t{e.block_units} * granule_bytes, granule_bytes,
-                               stream);
+    gpumem::detail::async_deallocate(upstream_, p, std::size_t{e.block_units} * granule_bytes,
+                                     granule_bytes, stream);
   }
 }
 
@@ -363,8 +363,9 @@ void cache_core::drain_orphaned(local_cache& c) noexcept
       bool const ours = s.map.erase(n->ptr);
       lock.unlock();
       if (ours && e != nullptr) {
-        gpumem::detail::async_deallocate(upstream_, n->ptr, std::size_t{e->block_units} * granule_bytes,
-                                   granule_bytes, n->stream);
+        gpumem::detail::async_deallocate(upstream_, n->ptr,
+                                         std::size_t{e->block_units} * granule_bytes, granule_bytes,
+                                         n->stream);
       }
     }
     delete n;
