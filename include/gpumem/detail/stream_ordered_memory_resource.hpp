@@ -12,7 +12,8 @@
 //
 // allocate(size, S), in this order (docs/design.md, "Suballocators"):
 //   1. hit path: best fit in S's own list — S's mutex only, no runtime call (a Derived with
-//      idle_first looks in unowned_ first: the virtual-memory pool, see serves_idle_first());
+//      idle_first looks in unowned_ first while S is the only stream that allocated: the
+//      virtual-memory pool's one-stream mode, see serves_idle_first() and free_solo());
 //   2. unowned_ (its mutex);
 //   3. steal from another stream A's list: record A's event now (after the free, so it covers it),
 //      make S wait on it, take the block (from a same-size list, half of A's blocks with it).
@@ -21,11 +22,11 @@
 //   4. under grow_mutex_: reclaim — detach every stream's list, synchronize the device (all work
 //      enqueued before the frees is done), merge everything into unowned_ (coalescing across
 //      streams), retry;
-//   5. the growth hook (growth_hook.hpp), when one is set and gives memory back: S's list, then
-//      reclaim again, retry;
+//   5. the growth hook (growth_hook.hpp), when one is set and gives memory back: S's list and
+//      unowned_, then reclaim again, retry;
 //   6. grow: a new upstream chunk (Derived's growth policy), taken from directly.
 // deallocate(p, n, S): look p up in table_ (unknown: reported, ignored), insert into S's list
-// (coalescing). No runtime call.
+// (coalescing; in one-stream mode into unowned_). No runtime call.
 //
 // Invariants (check_invariants(), throws logic_error naming the broken equality):
 //   pool_bytes_ == sum of chunk sizes
@@ -167,10 +168,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   {
     auto const size = derived().allocation_size(bytes);
     auto& mine      = streams_.get(stream.value());
-    if constexpr (serves_idle_first()) {
-      if (!solo_over_.load(std::memory_order_acquire)) { check_solo(mine); }
-    }
-    auto block = take_first(mine, size);
+    auto block      = take_first(mine, size);
     if (!block.valid()) { block = allocate_slow(mine, size, stream); }
     record(mine, block);
     return block.ptr;
@@ -211,7 +209,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   free_block take_first(stream_state& mine, std::size_t size)
   {
     if constexpr (serves_idle_first()) {
-      if (!solo_over_.load(std::memory_order_relaxed)) {
+      if (!solo_over_.load(std::memory_order_acquire) && still_solo(mine)) {
         if (auto b = take_unowned(size); b.valid()) { return b; }
       }
     }
@@ -225,8 +223,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   void record(stream_state& mine, free_block const& block);
   // -- one stream alone (idle_first resources; docs/design.md, "vmm_pool", "One stream") --------
   /// The first stream to allocate becomes the solo stream; another stream's first allocation ends
-  /// solo mode (end_solo: a device synchronization, so the idle list is idle again).
-  void check_solo(stream_state& mine);
+  /// solo mode (end_solo: a device synchronization, so the idle list is idle again). Returns
+  /// whether `mine` is the solo stream of a solo mode still going on.
+  bool still_solo(stream_state& mine);
   void end_solo();
   /// A free on the solo stream goes straight into the idle list (coalescing with all free memory)
   /// and marks it as holding memory the device may still use (solo_pending_). False: not solo.
@@ -260,7 +259,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   /// pool asks for it: a hole left in the idle list pins physical memory, and a stream list that
   /// always wins splits the latest frees instead, so every pass of a repeated workload lays its
   /// blocks out differently and the holes pile up (docs/design.md, "vmm_pool", "Placement").
-  /// Costs the idle list's lock on every allocation.
+  /// Only while one stream alone allocates (take_first).
   static constexpr bool serves_idle_first()
   {
     if constexpr (requires { Derived::idle_first; }) {
@@ -292,6 +291,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   mutable allocation_table table_;
   mutable std::mutex grow_mutex_;           // serializes reclaim and growth; guards chunks_
   growth_hook_target::hook growth_hook_{};  // guarded by grow_mutex_
+  void* growth_context_{};                  // guarded by grow_mutex_
   // Solo mode (idle_first only): while one stream alone has allocated, its frees go to unowned_,
   // and solo_pending_ says unowned_ may hold memory that stream's work still uses. Invariant:
   // !solo_pending_ => every block in unowned_ is idle for the device. solo_over_ only goes
@@ -299,7 +299,6 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   std::atomic<stream_state*> solo_{};
   std::atomic<bool> solo_over_{false};
   std::atomic<bool> solo_pending_{false};  // written under unowned_.mutex
-  void* growth_context_{};                 // guarded by grow_mutex_
   std::vector<free_block> chunks_;         // chunks_[i].chunk == i
   std::atomic<std::size_t> pool_bytes_{};  // == sum of chunks_[i].size
   std::atomic<std::uint64_t> bad_frees_{};

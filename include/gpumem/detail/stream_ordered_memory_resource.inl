@@ -61,11 +61,12 @@ free_block stream_ordered_memory_resource<D, L>::after_growth_hook(stream_state&
 }
 
 template <class D, class L>
-void stream_ordered_memory_resource<D, L>::check_solo(stream_state& mine)
+bool stream_ordered_memory_resource<D, L>::still_solo(stream_state& mine)
 {
   stream_state* expected = nullptr;
-  if (solo_.compare_exchange_strong(expected, &mine) || expected == &mine) { return; }
+  if (solo_.compare_exchange_strong(expected, &mine) || expected == &mine) { return true; }
   end_solo();
+  return false;
 }
 
 template <class D, class L>
