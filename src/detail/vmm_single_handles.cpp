@@ -1,4 +1,5 @@
 // Single-handle allocations of the virtual-memory pool. See detail/vmm_single_handles.hpp.
+#include <gpumem/align.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/vmm_single_handles.hpp>
 #include <gpumem/error.hpp>
@@ -10,8 +11,9 @@ namespace gpumem::detail {
 
 vmm_single_handles::vmm_single_handles(runtime& rt, int device, std::vector<int> peers,
                                        std::size_t granularity)
-    : runtime_{&rt}, device_{device}, peers_{std::move(peers)}, granularity_{granularity}
+    : runtime_{&rt}, devices_{std::move(peers)}, granularity_{granularity}
 {
+  devices_.insert(devices_.begin(), device);
 }
 
 vmm_single_handles::~vmm_single_handles()
@@ -26,48 +28,41 @@ void* vmm_single_handles::allocate(std::size_t bytes)
   GPUMEM_EXPECTS(bytes > 0, logic_error, "cannot allocate a single handle of 0 bytes");
   GPUMEM_EXPECTS(can_align_up(bytes, granularity_), out_of_memory,
                  format("cannot allocate ", bytes_str(bytes), " as a single handle: too large"));
-  auto const size = align_up(bytes, granularity_);
-  auto* at        = static_cast<char*>(runtime_->vmm_reserve(size, granularity_));
-  vmm_handle handle{};
-  int mapped = 0;  // steps done, undone in reverse on a failure
+  auto const size   = align_up(bytes, granularity_);
+  auto const handle = runtime_->vmm_create(size, devices_.front(), true);
+  char* at{};
   try {
-    handle = runtime_->vmm_create(size, device_, true);
-    runtime_->vmm_map(at, size, handle);
-    mapped = 1;
-    runtime_->vmm_set_access(at, size, device_);
-    for (int peer : peers_) { runtime_->vmm_set_access(at, size, peer); }
+    at = static_cast<char*>(map_whole(*runtime_, handle, size, granularity_, devices_));
     std::lock_guard lock{mutex_};
     live_.emplace(at, allocation{size, bytes, handle});
     count_.store(live_.size() + waiting_.size(), std::memory_order_relaxed);
   } catch (...) {
-    if (mapped != 0) { runtime_->vmm_unmap(at, size); }
-    if (handle != vmm_handle{}) { runtime_->vmm_release(handle); }
-    runtime_->vmm_unreserve(at, size);
+    if (at != nullptr) { unmap_whole(*runtime_, at, size); }
+    runtime_->vmm_release(handle);
     throw;
   }
   return at;
 }
 
-bool vmm_single_handles::free_located(void* ptr, std::size_t, cudaStream_t stream,
-                                      std::size_t& requested) noexcept
+std::optional<std::size_t> vmm_single_handles::deallocate(void* ptr, cudaStream_t stream) noexcept
 {
   std::lock_guard lock{mutex_};
   auto const it = live_.find(static_cast<char*>(ptr));
-  if (it == live_.end()) { return false; }
+  if (it == live_.end()) { return std::nullopt; }
   waiting w{it->first, it->second, nullptr};
-  requested = w.a.requested;
+  auto const requested = w.a.requested;
   try {
     waiting_.reserve(waiting_.size() + 1);  // the push below cannot fail
   } catch (std::bad_alloc const&) {         // no room to wait: free once the stream is done
     try {
       runtime_->stream_synchronize(stream);
     } catch (...) {  // the device failed: the memory stays mapped until the destructor
-      return true;
+      return requested;
     }
     destroy(w.ptr, w.a);
     live_.erase(it);
     count_.store(live_.size() + waiting_.size(), std::memory_order_relaxed);
-    return true;
+    return requested;
   }
   try {
     w.event = runtime_->event_create();
@@ -78,7 +73,7 @@ bool vmm_single_handles::free_located(void* ptr, std::size_t, cudaStream_t strea
   }
   waiting_.push_back(w);
   live_.erase(it);
-  return true;
+  return requested;
 }
 
 bool vmm_single_handles::passed(waiting const& w, bool wait) noexcept
@@ -115,9 +110,31 @@ std::size_t vmm_single_handles::release_passed(bool wait) noexcept
 
 void vmm_single_handles::destroy(char* ptr, allocation const& a) noexcept
 {
-  runtime_->vmm_unmap(ptr, a.bytes);
+  unmap_whole(*runtime_, ptr, a.bytes);
   runtime_->vmm_release(a.handle);
-  runtime_->vmm_unreserve(ptr, a.bytes);
+}
+
+void* map_whole(runtime& rt, vmm_handle handle, std::size_t bytes, std::size_t alignment,
+                std::span<int const> devices)
+{
+  void* at    = rt.vmm_reserve(bytes, alignment);
+  bool mapped = false;
+  try {
+    rt.vmm_map(at, bytes, handle);
+    mapped = true;
+    for (int d : devices) { rt.vmm_set_access(at, bytes, d); }
+  } catch (...) {
+    if (mapped) { rt.vmm_unmap(at, bytes); }
+    rt.vmm_unreserve(at, bytes);
+    throw;
+  }
+  return at;
+}
+
+void unmap_whole(runtime& rt, void* ptr, std::size_t bytes) noexcept
+{
+  rt.vmm_unmap(ptr, bytes);
+  rt.vmm_unreserve(ptr, bytes);
 }
 
 std::pair<int, std::size_t> vmm_single_handles::export_fd(void const* ptr) const

@@ -91,8 +91,7 @@ void* vmm_pool_memory_resource::allocate_single_handle(std::size_t bytes, cuda_s
   try {
     return singles_.allocate(bytes);
   } catch (out_of_memory const&) {  // the pool's free memory may be what is missing
-    singles_.release_passed(false);
-    trim_to(0);
+    trim_to(0);                     // (also releases the single handles freed meanwhile)
     return singles_.allocate(bytes);
   }
 }
@@ -108,13 +107,15 @@ vmm_export vmm_pool_memory_resource::export_single_handle(void const* ptr) const
 void vmm_pool_memory_resource::do_deallocate(void* ptr, std::size_t bytes,
                                              cuda_stream_view stream) noexcept
 {
-  if (singles_.count() != 0 && !in_range(ptr) &&
-      singles_.deallocate(ptr, bytes, stream.value(), [&](std::size_t requested) {
+  if (singles_.count() != 0 && !in_range(ptr)) {
+    if (auto const requested = singles_.deallocate(ptr, stream.value())) {
+      if (!size_matches(bytes, align_up(*requested, allocation_alignment))) {
         report_bad(ptr, bytes,
-                   detail::format("size differs from the single-handle allocation (", requested,
+                   detail::format("size differs from the single-handle allocation (", *requested,
                                   " bytes); it is freed"));
-      })) {
-    return;
+      }
+      return;
+    }
   }
   base::do_deallocate(ptr, bytes, stream);
 }

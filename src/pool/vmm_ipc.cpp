@@ -1,5 +1,6 @@
 // Importing a single-handle allocation of the virtual-memory pool. See gpumem/pool/vmm_ipc.hpp.
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/vmm_single_handles.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/pool/vmm_ipc.hpp>
 
@@ -18,16 +19,10 @@ imported_vmm_memory::imported_vmm_memory(int fd, std::size_t bytes, int device,
                                 "allocation is a non-zero multiple of the granularity (",
                                 granularity, " bytes on device ", device_,
                                 "); pass the size export_single_handle gave"));
-  handle_     = runtime.vmm_import_fd(fd);
-  bool mapped = false;
+  handle_ = runtime.vmm_import_fd(fd);
   try {
-    ptr_ = runtime.vmm_reserve(bytes, granularity);
-    runtime.vmm_map(ptr_, bytes, handle_);
-    mapped = true;
-    runtime.vmm_set_access(ptr_, bytes, device_);
+    ptr_ = detail::map_whole(runtime, handle_, bytes, granularity, std::span{&device_, 1});
   } catch (...) {
-    if (mapped) { runtime.vmm_unmap(ptr_, bytes); }
-    if (ptr_ != nullptr) { runtime.vmm_unreserve(ptr_, bytes); }
     runtime.vmm_release(handle_);
     throw;
   }
@@ -63,9 +58,8 @@ imported_vmm_memory::~imported_vmm_memory()
 void imported_vmm_memory::reset() noexcept
 {
   if (ptr_ == nullptr) { return; }
-  runtime_->vmm_unmap(ptr_, bytes_);
+  detail::unmap_whole(*runtime_, ptr_, bytes_);
   runtime_->vmm_release(handle_);
-  runtime_->vmm_unreserve(ptr_, bytes_);
   ptr_ = nullptr;
 }
 

@@ -4,12 +4,13 @@
 // registered for RDMA / NCCL, where a buffer must be one physical allocation that holds nothing
 // else.
 //
-// allocate(bytes)     reserves, creates (shareable), maps and grants access; a failure at any step
-//                     undoes the steps before it.
-// deallocate(p, n, S) is stream-ordered: the allocation waits, behind an event recorded on S, until
-//                     S has passed the free; release_passed() then unmaps and releases it. When no
-//                     event can be recorded, S is synchronized instead (and failing that, the
-//                     allocation waits for release_passed(true), which synchronizes the device).
+// allocate(bytes)   creates (shareable), reserves, maps and grants access (map_whole); a failure at
+//                   any step undoes the steps before it.
+// deallocate(p, S)  is stream-ordered: the allocation waits, behind an event recorded on S, until
+//                   S has passed the free; release_passed() then unmaps and releases it. When no
+//                   event can be recorded, it waits for release_passed(true), which synchronizes
+//                   the device; when there is no host memory to wait in, S is synchronized and it
+//                   is released at once.
 //
 // Invariants (check()): every live or waiting allocation is one whole mapping of its own handle
 // in its own reservation, `bytes` a multiple of the granularity; count() == live + waiting;
@@ -18,13 +19,14 @@
 // under it: these are slow paths by nature). count() is a relaxed atomic read.
 #pragma once
 
-#include <gpumem/align.hpp>
 #include <gpumem/detail/runtime.hpp>
 
 #include <atomic>
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <vector>
 
 namespace gpumem::detail {
@@ -41,10 +43,9 @@ class vmm_single_handles {
   /// See the top of this file. Throws logic_error for 0 bytes, out_of_memory when the device has
   /// too little, cuda_error for other driver refusals; nothing is left behind.
   [[nodiscard]] void* allocate(std::size_t bytes);
-  /// False when `ptr` is not a live allocation of this object (nothing happens). A size that
-  /// differs from the allocation's is passed to `bad_size` (the allocation is freed all the same).
-  template <class OnBadSize>
-  bool deallocate(void* ptr, std::size_t bytes, cudaStream_t stream, OnBadSize&& bad_size) noexcept;
+  /// Frees the live allocation at `ptr` (see the top of this file) and returns the size it was
+  /// asked for, for the caller's size check; empty when `ptr` is not one (nothing happens).
+  [[nodiscard]] std::optional<std::size_t> deallocate(void* ptr, cudaStream_t stream) noexcept;
   /// A new POSIX file descriptor for the handle of the live allocation at `ptr` (the caller owns
   /// it), and the allocation's mapped size. logic_error when `ptr` is not one.
   [[nodiscard]] std::pair<int, std::size_t> export_fd(void const* ptr) const;
@@ -72,14 +73,11 @@ class vmm_single_handles {
     cudaEvent_t event{};  // null: no event could be recorded; wait for a device synchronization
   };
 
-  [[nodiscard]] bool free_located(void* ptr, std::size_t bytes, cudaStream_t stream,
-                                  std::size_t& requested) noexcept;
   void destroy(char* ptr, allocation const& a) noexcept;
   [[nodiscard]] bool passed(waiting const& w, bool wait) noexcept;
 
   runtime* runtime_;
-  int device_;
-  std::vector<int> peers_;
+  std::vector<int> devices_;  // given access; the first owns the memory
   std::size_t granularity_;
   mutable std::mutex mutex_;
   std::map<char*, allocation> live_;  // guarded by mutex_
@@ -87,16 +85,11 @@ class vmm_single_handles {
   std::atomic<std::size_t> count_{};  // == live_.size() + waiting_.size()
 };
 
-template <class OnBadSize>
-bool vmm_single_handles::deallocate(void* ptr, std::size_t bytes, cudaStream_t stream,
-                                    OnBadSize&& bad_size) noexcept
-{
-  std::size_t requested{};
-  if (!free_located(ptr, bytes, stream, requested)) { return false; }
-  if (!can_align_up(bytes, 256) || align_up(bytes, 256) != align_up(requested, 256)) {
-    bad_size(requested);
-  }
-  return true;
-}
+/// A handle mapped whole in a reservation of its own (aligned to `alignment`), with read-write
+/// access for each of `devices`; a failure undoes the reservation and the mapping (the handle
+/// stays the caller's). unmap_whole undoes it.
+[[nodiscard]] void* map_whole(runtime& rt, vmm_handle handle, std::size_t bytes,
+                              std::size_t alignment, std::span<int const> devices);
+void unmap_whole(runtime& rt, void* ptr, std::size_t bytes) noexcept;
 
 }  // namespace gpumem::detail
