@@ -157,18 +157,20 @@ Keeps the blocks each thread frees, by stream and size class, and hands them bac
 thread's next request of that class on the same stream without touching ``upstream`` (put it over
 a PoolMemoryResource or ArenaMemoryResource). Requests above ``max_cached_size_bytes`` pass
 through. Bytes cached are capped per thread (``thread_cap_bytes``), in total (``total_cap_bytes``)
-and, over a PoolMemoryResource, at ``pool_fraction`` of its pool size. ``trim()`` returns the
+and, over a PoolMemoryResource or VmmPoolMemoryResource, at ``pool_fraction`` of its pool size
+(never below ``thread_floor_bytes`` per thread with a cache). ``trim()`` returns the
 calling thread's cached blocks now and other threads' at their next call; ``stats`` gives hits,
 misses, flushes, remote frees and bytes cached.
 )doc")
       .def(
           py::init([](py::handle upstream, std::size_t max_cached, std::size_t thread_cap,
-                      std::size_t total_cap, double fraction) {
+                      std::size_t total_cap, double fraction, std::size_t floor) {
             auto& up = to_resource(upstream);
             mr::thread_cache_options o{.max_cached_size_bytes = max_cached,
                                        .thread_cap_bytes      = thread_cap,
                                        .total_cap_bytes       = total_cap,
-                                       .pool_fraction         = fraction};
+                                       .pool_fraction         = fraction,
+                                       .thread_floor_bytes    = floor};
             if (auto* pool = dynamic_cast<mr::pool_memory_resource<device_memory_resource>*>(&up)) {
               o.upstream_pool_bytes = [pool] { return pool->pool_size(); };
             } else if (auto* vmm = dynamic_cast<mr::vmm_pool_memory_resource*>(&up)) {
@@ -181,7 +183,7 @@ misses, flushes, remote frees and bytes cached.
           py::arg("upstream"), py::arg("max_cached_size_bytes") = std::size_t{1} << 20,
           py::arg("thread_cap_bytes") = std::size_t{32} << 20,
           py::arg("total_cap_bytes") = std::size_t{1} << 30, py::arg("pool_fraction") = 0.125,
-          py::keep_alive<1, 2>())
+          py::arg("thread_floor_bytes") = std::size_t{4} << 20, py::keep_alive<1, 2>())
       .def("trim", &R::trim, "Returns cached blocks to the upstream (other threads' later).")
       .def_property_readonly("bad_deallocations", &R::bad_deallocations,
                              "Double frees, wrong sizes and unknown pointers seen.")

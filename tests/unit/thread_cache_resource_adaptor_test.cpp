@@ -174,8 +174,11 @@ TEST_F(thread_cache_test, PerThreadCapFlushesTheColderHalf)
 
 TEST_F(thread_cache_test, TotalCapIsAFractionOfThePool)
 {
-  // 1 MiB of the 64 MiB pool (the floor, 4 of the largest cached blocks, is lower here)
-  cache_mr cache{&pool, {.max_cached_size_bytes = 64 * KiB, .pool_fraction = 1.0 / 64}};
+  // 1 MiB of the 64 MiB pool (the floors, 4 of the largest cached blocks and no per-thread floor,
+  // are lower here)
+  cache_mr cache{
+      &pool,
+      {.max_cached_size_bytes = 64 * KiB, .pool_fraction = 1.0 / 64, .thread_floor_bytes = 0}};
   EXPECT_EQ(cache.stats().cap_bytes, MiB);
   std::vector<void*> blocks;
   for (int i = 0; i < 32; ++i) { blocks.push_back(cache.allocate(64 * KiB, a)); }
@@ -222,14 +225,16 @@ TEST_F(thread_cache_test, TrimReturnsTheCallersBlocksAndOthersAtTheirNextCall)
 namespace gpumem::test {
 namespace {
 
-// Before a lean pool takes new physical memory, the growing thread's cached blocks go back to it:
-// two cached 1 MiB blocks make the 2 MiB a larger request needs, and nothing new is mapped.
+// Before a lean pool takes new physical memory, the growing thread's cached blocks go back to it
+// when they are more than the thread's floor: two cached 1 MiB blocks make the 2 MiB a larger
+// request needs, and nothing new is mapped.
 TEST(thread_cache_growth, TheGrowingThreadsCacheIsFlushedBeforeTheLeanPoolMapsMore)
 {
   detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
   auto const a = rt.create_stream();
   mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
-  mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{&pool};
+  mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{
+      &pool, {.thread_floor_bytes = MiB}};
   void* p = cache.allocate(MiB, a);
   void* q = cache.allocate(MiB, a);
   EXPECT_EQ(pool.stats().mapped_bytes, 2 * MiB);
@@ -246,6 +251,61 @@ TEST(thread_cache_growth, TheGrowingThreadsCacheIsFlushedBeforeTheLeanPoolMapsMo
   cache.deallocate(s, 4 * MiB, a);
   cache.check_invariants();
   pool.check_invariants();
+}
+
+// A cache holding no more than its floor stays when the pool grows: a lean pool is always full,
+// and emptying the cache at each of its growths would make nearly every request a miss.
+TEST(thread_cache_growth, ACacheWithinItsFloorIsKeptWhenThePoolGrows)
+{
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
+  auto const a = rt.create_stream();
+  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
+  mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{
+      &pool, {.thread_floor_bytes = 2 * MiB}};
+  void* p = cache.allocate(MiB, a);
+  void* q = cache.allocate(MiB, a);
+  cache.deallocate(p, MiB, a);
+  cache.deallocate(q, MiB, a);
+  void* r = cache.allocate(2 * MiB, a);
+  EXPECT_EQ(cache.stats().bytes_cached, 2 * MiB) << "the cache kept its blocks";
+  EXPECT_EQ(cache.stats().growth_flushes, 0U);
+  EXPECT_EQ(pool.stats().mapped_bytes, 4 * MiB) << "the pool grew instead";
+  EXPECT_EQ(cache.allocate(MiB, a), q) << "and the cache still serves its own";
+  cache.deallocate(q, MiB, a);
+  cache.deallocate(r, 2 * MiB, a);
+  cache.check_invariants();
+  pool.check_invariants();
+}
+
+// Over a small lean pool, the cap on all caches is never below the floor of each thread that has
+// a cache: every thread keeps room for its blocks however many threads share the pool.
+TEST(thread_cache_growth, TheCapOverASmallPoolGrowsWithTheThreadsThatCache)
+{
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 256 * MiB}};
+  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 512 * MiB}, rt};
+  mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{
+      &pool, {.max_cached_size_bytes = 64 * KiB, .thread_floor_bytes = 3 * MiB}};
+  auto const a = rt.create_stream();
+  EXPECT_EQ(cache.stats().cap_bytes, 256 * KiB) << "4 of the largest blocks, no thread yet";
+  cache.deallocate(cache.allocate(KiB, a), KiB, a);
+  EXPECT_EQ(cache.stats().cap_bytes, 3 * MiB);
+  std::vector<std::thread> threads;
+  std::atomic<int> ready{0};
+  std::atomic<bool> done{false};
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&] {
+      auto const s = rt.create_stream();
+      cache.deallocate(cache.allocate(KiB, s), KiB, s);
+      ready.fetch_add(1);
+      while (!done.load()) { std::this_thread::yield(); }
+    });
+  }
+  while (ready.load() < 3) { std::this_thread::yield(); }
+  EXPECT_EQ(cache.stats().cap_bytes, 12 * MiB) << "four threads with a cache";
+  done.store(true);
+  for (auto& t : threads) { t.join(); }
+  EXPECT_EQ(cache.stats().cap_bytes, 3 * MiB) << "the exited threads' floors are gone";
+  cache.check_invariants();
 }
 
 // Another thread's growth does not touch this thread's cache (its bins are its own), and the

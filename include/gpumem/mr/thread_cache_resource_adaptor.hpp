@@ -14,9 +14,10 @@
 // on a thread-relative stream (cudaStreamPerThread). Bytes held in caches are bounded per thread
 // (`thread_cap_bytes`) and in all (`total_cap_bytes`, and `pool_fraction` of the upstream's pool
 // size when the upstream reports one through pool_size(), never below 4 of the largest cached
-// blocks). A cache that runs into a bound flushes its colder half. Caches flush to upstream when
-// the upstream runs out of memory (then the allocation is tried once more), before one of our
-// pools below has to grow (the growing thread's cache; the pool then retries), on trim(), when
+// blocks nor `thread_floor_bytes` per thread with a cache). A cache that runs into a bound
+// flushes its colder half. Caches flush to upstream when the upstream runs out of memory (then
+// the allocation is tried once more), before one of our pools below has to grow (the growing
+// thread's cache, when it holds more than its floor; the pool then retries), on trim(), when
 // their thread exits and in the destructor. Other threads' caches flush at their owners' next call
 // (trim, out of memory: waits up to 2 ms).
 //

@@ -74,7 +74,7 @@ bool cache_core::flush_before_growth(void* self) noexcept
 {
   auto* core = static_cast<cache_core*>(self);
   auto* c    = hot_caches.exiting ? nullptr : find_local(core->id_);
-  if (c == nullptr || c->bytes_cached_.get() == 0) { return false; }
+  if (c == nullptr || c->bytes_cached_.get() <= core->thread_floor()) { return false; }
   core->flush(*c, false);
   core->growth_flushes_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -155,6 +155,7 @@ local_cache* cache_core::attach()
     hook.caches.reserve(hook.caches.size() + 1);
     std::lock_guard lock{mutex_};
     caches_.push_back(std::move(fresh));
+    attached_.store(caches_.size(), std::memory_order_relaxed);
     c = caches_.back().get();
     hook.caches.emplace_back(shared_from_this(), c);
   }
@@ -322,6 +323,7 @@ void cache_core::retire(local_cache* c) noexcept
   drain_orphaned(*c);
   fold_counters(*c);
   caches_.erase(it);
+  attached_.store(caches_.size(), std::memory_order_relaxed);
 }
 
 void cache_core::shutdown() noexcept
@@ -336,6 +338,7 @@ void cache_core::shutdown() noexcept
     fold_counters(*c);
   }
   caches_.clear();
+  attached_.store(0, std::memory_order_relaxed);
   for (auto& s : shards_) { s.map.clear(); }
 }
 

@@ -25,10 +25,12 @@ constexpr auto flush_wait = std::chrono::milliseconds{2};
 std::size_t cache_core::total_cap() const
 {
   auto cap = opts_.total_cap_bytes;
-  if (opts_.upstream_pool_bytes) {  // never below room for a few of the largest cached blocks
+  if (opts_.upstream_pool_bytes) {  // never below a few of the largest blocks, nor the floors
     auto const pool     = static_cast<double>(opts_.upstream_pool_bytes());
     auto const fraction = static_cast<std::size_t>(opts_.pool_fraction * pool);
-    cap = std::min(cap, std::max(fraction, min_fraction_cap_blocks * max_cached_bytes_));
+    auto const floor    = std::max(min_fraction_cap_blocks * max_cached_bytes_,
+                                   attached_.load(std::memory_order_relaxed) * thread_floor());
+    cap                 = std::min(cap, std::max(fraction, floor));
   }
   return cap;
 }

@@ -21,6 +21,7 @@
 #include <gpumem/detail/thread_cache/local_cache.hpp>
 #include <gpumem/resource_ref.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <memory>
@@ -91,8 +92,14 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   [[nodiscard]] std::uint64_t bad_deallocations() const noexcept { return bad_frees_.load(); }
   [[nodiscard]] device_async_resource_ref upstream() const noexcept { return upstream_; }
   [[nodiscard]] options const& opts() const noexcept { return opts_; }
-  /// The cap on all caches' bytes now: min(total cap, pool fraction x upstream pool size).
+  /// The cap on all caches' bytes now: min(total cap, pool fraction x upstream pool size), the
+  /// latter never below 4 of the largest cached blocks nor the thread floor x caches.
   [[nodiscard]] std::size_t total_cap() const;
+  /// What each thread's cache may always hold: min(thread floor, per-thread cap).
+  [[nodiscard]] std::size_t thread_floor() const noexcept
+  {
+    return std::min(opts_.thread_floor_bytes, opts_.thread_cap_bytes);
+  }
   /// Every cached block (pointer, size), for tests at quiescent points.
   [[nodiscard]] std::vector<std::pair<void*, std::size_t>> cached_blocks() const;
   /// Throws logic_error naming the first broken invariant (quiescent points only).
@@ -161,6 +168,7 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
 
   mutable std::array<owner_shard, shard_count> shards_;  // mutable: checks lock them
   std::atomic<std::size_t> credit_used_{};               // == Σ caches' credit
+  std::atomic<std::size_t> attached_{};                  // == caches_.size()
   std::atomic<std::uint64_t> bad_frees_{};
   std::atomic<std::uint64_t> remote_frees_{};
   std::atomic<std::uint64_t> passed_through_{};

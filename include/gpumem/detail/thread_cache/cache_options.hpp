@@ -22,6 +22,10 @@ struct options {
   std::size_t total_cap_bytes = std::size_t{1} << 30;
   /// When `upstream_pool_bytes` is set: the caches together hold at most this fraction of it.
   double pool_fraction = 0.125;
+  /// The pool-fraction cap never goes below this many bytes for each thread that has a cache (at
+  /// most `thread_cap_bytes`), so that a lean pool's small size does not starve its threads'
+  /// caches; a cache holding no more than this is not flushed before the pool grows either.
+  std::size_t thread_floor_bytes = std::size_t{4} << 20;
   /// The upstream's current pool size (e.g. pool_memory_resource::pool_size); empty: no such cap.
   std::function<std::size_t()> upstream_pool_bytes{};
   /// The upstream, when it can call back before it grows (our pools): the growing thread's cache
