@@ -20,6 +20,7 @@ struct bench_options {
   bool smoke{};  ///< a few iterations of everything (CI)
   bool json{};
   bool progress{true};
+  std::string profile;  ///< where to write a sampling profile of the timed loops; empty: none
 };
 int run_bench(bench_options const& options);
 

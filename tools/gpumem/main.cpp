@@ -92,10 +92,14 @@ Options:
       --smoke            a few iterations of everything (for CI; numbers are meaningless)
       --json             JSON instead of tables
       --no-progress      no progress bar on stderr
+      --profile FILE     also sample where the host threads spend the timed loops' time and
+                         write a flat profile by function, for each row and stack, to FILE
+                         (function names of gpumem itself need addr2line, from binutils)
 
 Examples:
   gpumem bench
   gpumem bench -r pool -r arena -w threads
+  gpumem bench -r 'binning>pool' -w threads --profile threads-profile.txt
   gpumem bench --smoke --json
 )";
 
@@ -269,6 +273,8 @@ int cmd_bench(args& a)
       o.json = true;
     } else if (arg == "--no-progress") {
       o.progress = false;
+    } else if (is(arg, "--profile")) {
+      o.profile = a.value("--profile", arg);
     } else {
       a.unknown(arg);
     }
