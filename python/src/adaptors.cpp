@@ -183,7 +183,7 @@ misses, flushes, remote frees and bytes cached.
           py::arg("upstream"), py::arg("max_cached_size_bytes") = std::size_t{1} << 20,
           py::arg("thread_cap_bytes") = std::size_t{32} << 20,
           py::arg("total_cap_bytes") = std::size_t{1} << 30, py::arg("pool_fraction") = 0.125,
-          py::arg("thread_floor_bytes") = std::size_t{4} << 20, py::keep_alive<1, 2>())
+          py::arg("thread_floor_bytes") = std::size_t{8} << 20, py::keep_alive<1, 2>())
       .def("trim", &R::trim, "Returns cached blocks to the upstream (other threads' later).")
       .def_property_readonly("bad_deallocations", &R::bad_deallocations,
                              "Double frees, wrong sizes and unknown pointers seen.")

@@ -25,7 +25,7 @@ struct options {
   /// The pool-fraction cap never goes below this many bytes for each thread that has a cache (at
   /// most `thread_cap_bytes`), so that a lean pool's small size does not starve its threads'
   /// caches; a cache holding no more than this is not flushed before the pool grows either.
-  std::size_t thread_floor_bytes = std::size_t{4} << 20;
+  std::size_t thread_floor_bytes = std::size_t{8} << 20;
   /// The upstream's current pool size (e.g. pool_memory_resource::pool_size); empty: no such cap.
   std::function<std::size_t()> upstream_pool_bytes{};
   /// The upstream, when it can call back before it grows (our pools): the growing thread's cache
