@@ -205,13 +205,13 @@ void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
   }
 }
 
-void vmm_backing::extend(coalescing_free_list& idle, std::size_t n)
+void vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool may_move)
 {
   auto t           = plan(idle, n);
   auto const extra = align_up(mapped_bytes_ / 100 * growth_percent_, granularity_);
   std::vector<piece> pieces;
   try {
-    pieces = fill(t, idle_handles(idle, &t), extra);
+    pieces = fill(t, may_move ? idle_handles(idle, &t) : std::vector<piece>{}, extra);
   } catch (out_of_memory const& e) {
     GPUMEM_FAIL(out_of_memory, format(e.what(), "; ", describe()));
   }

@@ -39,8 +39,12 @@ std::size_t vmm_pool_memory_resource::allocation_size(std::size_t bytes) const
 }
 
 detail::free_block vmm_pool_memory_resource::grow_in_place(detail::coalescing_free_list& idle,
-                                                           std::size_t size)
+                                                           std::size_t size, bool may_move)
 {
+  if (!may_move) {  // new memory only; out_of_memory lets the caller settle and move
+    backing_.extend(idle, size, false);
+    return idle.take(size);
+  }
   try {
     backing_.extend(idle, size);
   } catch (out_of_memory const&) {  // give back every free granule, then try once more

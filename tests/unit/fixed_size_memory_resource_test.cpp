@@ -73,6 +73,53 @@ TEST(fixed_size, AStealTakesHalfOfTheOtherStreamsBlocksBehindOneEvent)
   up.rt.complete_all();
 }
 
+// A stream holding only a few free blocks keeps them: a dry stream grows the pool (one upstream
+// allocation) rather than take them behind an event (driver calls that many threads contend for,
+// leaving the donor as short as the thief).
+TEST(fixed_size, AStreamWithFewBlocksKeepsThemAndADryStreamGrows)
+{
+  host_upstream up;
+  fixed_mr fixed{&up.cuda, 4 * KiB, 4, up.rt};
+  auto const a = up.rt.create_stream();
+  auto const b = up.rt.create_stream();
+  std::vector<void*> on_b;
+  for (int i = 0; i < 4; ++i) { on_b.push_back(fixed.allocate(4 * KiB, b)); }
+  for (int i = 0; i < 3; ++i) { fixed.deallocate(on_b[i], 4 * KiB, b); }  // b keeps 3 free
+  auto const before = up.rt.calls();
+  void* p           = fixed.allocate(4 * KiB, a);
+  EXPECT_EQ(up.rt.calls().event_record, before.event_record) << "no steal";
+  EXPECT_EQ(up.rt.calls().synchronize, before.synchronize) << "no reclaim";
+  EXPECT_EQ(fixed.pool_size(), 8 * 4 * KiB) << "grown by the preallocation count";
+  EXPECT_EQ(fixed.allocate(4 * KiB, b), on_b[2]) << "b's own blocks are still b's";
+  fixed.check_invariants();
+  fixed.deallocate(p, 4 * KiB, a);
+  fixed.deallocate(on_b[2], 4 * KiB, b);
+  fixed.deallocate(on_b[3], 4 * KiB, b);
+  fixed.check_invariants();
+}
+
+// When the upstream cannot give a chunk, the few blocks other streams hold are reclaimed (a device
+// synchronization) and serve the request.
+TEST(fixed_size, WhenTheUpstreamIsOutTheFewBlocksOfOtherStreamsAreReclaimed)
+{
+  host_upstream up;
+  fixed_mr fixed{&up.cuda, 4 * KiB, 2, up.rt};
+  auto const a = up.rt.create_stream();
+  auto const b = up.rt.create_stream();
+  void* p      = fixed.allocate(4 * KiB, b);
+  void* q      = fixed.allocate(4 * KiB, b);
+  up.rt.enqueue(b);
+  fixed.deallocate(p, 4 * KiB, b);
+  up.rt.fail_next_allocations(1);
+  void* r = fixed.allocate(4 * KiB, a);
+  EXPECT_EQ(r, p);
+  EXPECT_EQ(up.rt.completed(b), up.rt.enqueued(b)) << "reused only after b's work";
+  EXPECT_EQ(fixed.pool_size(), 2 * 4 * KiB);
+  fixed.deallocate(r, 4 * KiB, a);
+  fixed.deallocate(q, 4 * KiB, b);
+  fixed.check_invariants();
+}
+
 TEST(fixed_size, RejectsRequestsLargerThanTheBlock)
 {
   host_upstream up;

@@ -8,6 +8,7 @@
 
 #include <future>
 #include <thread>
+#include <vector>
 
 namespace gpumem::test {
 namespace {
@@ -42,12 +43,17 @@ TEST_F(ordering_test, FreedBlockIsReusedAtOnceOnTheSameStream)
   pool.deallocate(p, MiB, a);
 }
 
+/// A frees `blocks` blocks of n bytes (all the pool has) while its work may still use them; B's
+/// allocation steals one and must wait for A's work.
 template <class Pool>
-void expect_stolen_block_is_ordered(ordering_test& t, Pool& pool, std::size_t n)
+void expect_stolen_block_is_ordered(ordering_test& t, Pool& pool, std::size_t n,
+                                    std::size_t blocks = 1)
 {
-  void* p = pool.allocate(n, t.a);
-  t.up.rt.enqueue(t.a);  // pending work on p
-  pool.deallocate(p, n, t.a);
+  std::vector<void*> on_a;
+  for (std::size_t i = 0; i < blocks; ++i) { on_a.push_back(pool.allocate(n, t.a)); }
+  t.up.rt.enqueue(t.a);  // pending work on them
+  for (void* p : on_a) { pool.deallocate(p, n, t.a); }
+  void* p           = on_a.back();  // the most recently freed goes first
   auto const before = t.up.rt.calls();
   void* q           = pool.allocate(n, t.b);  // nothing else exists: the block is stolen from A
   ASSERT_EQ(q, p);
@@ -68,8 +74,9 @@ TEST_F(ordering_test, PoolBlockFreedOnAReachesBOnlyAfterBWaitsForTheFree)
 
 TEST_F(ordering_test, FixedSizeBlockFreedOnAReachesBOnlyAfterBWaitsForTheFree)
 {
-  fixed_mr fixed{&up.cuda, 64 * KiB, 1, up.rt};
-  expect_stolen_block_is_ordered(*this, fixed, 1000);
+  // A same-size list is stolen from only when it holds a few blocks (else the pool grows)
+  fixed_mr fixed{&up.cuda, 64 * KiB, 4, up.rt};
+  expect_stolen_block_is_ordered(*this, fixed, 1000, 4);
 }
 
 TEST_F(ordering_test, UntouchedPoolMemoryNeedsNoWait)

@@ -62,19 +62,67 @@ TEST_F(vmm_pool_solo, AnotherStreamsFirstAllocationWaitsForTheSoloStreamsFrees)
   check();
 }
 
-TEST_F(vmm_pool_solo, AGrowthThatMovesFreeMemorySynchronizesFirst)
+// The device still runs work that may use p: the growth maps new memory instead of moving p's
+// handles, and nobody waits for the device.
+TEST_F(vmm_pool_solo, AGrowthWhileTheStreamIsBusyTakesNewMemoryAndMovesNothing)
 {
   void* p = pool.allocate(8 * MiB, a);
   void* q = pool.allocate(2 * MiB, a);
   rt.enqueue(a);
-  pool.deallocate(p, 8 * MiB, a);  // a hole the growth may move elsewhere
+  pool.deallocate(p, 8 * MiB, a);  // a hole a growth could move elsewhere
   auto const unmaps = rt.calls().vmm_unmap;
-  void* r = pool.allocate(12 * MiB, a);  // needs 12 MiB contiguous: moves the hole's handles
-  EXPECT_GT(rt.calls().vmm_unmap, unmaps) << "the test needs a move";
-  EXPECT_EQ(rt.completed(a), rt.enqueued(a)) << "unmapped while the device used it";
+  auto const syncs  = rt.calls().synchronize;
+  void* r           = pool.allocate(12 * MiB, a);
+  EXPECT_EQ(rt.calls().vmm_unmap, unmaps) << "nothing moved";
+  EXPECT_EQ(rt.calls().synchronize, syncs);
+  EXPECT_LT(rt.completed(a), rt.enqueued(a)) << "the device was not waited for";
+  EXPECT_EQ(pool.stats().mapped_bytes, 22 * MiB) << "new memory for all of r";
+  EXPECT_GE(static_cast<char*>(r), static_cast<char*>(q) + 2 * MiB);
+  rt.complete_all();
   pool.deallocate(q, 2 * MiB, a);
   pool.deallocate(r, 12 * MiB, a);
   check();
+}
+
+// Once the stream is done, a growth may move free memory (after a synchronization, which costs
+// nothing on an idle device): the hole's handles are mapped where the new block needs them.
+TEST_F(vmm_pool_solo, AGrowthAfterTheStreamIsDoneMovesFreeMemory)
+{
+  void* p = pool.allocate(8 * MiB, a);
+  void* q = pool.allocate(2 * MiB, a);
+  rt.enqueue(a);
+  pool.deallocate(p, 8 * MiB, a);
+  rt.complete_all();
+  auto const unmaps = rt.calls().vmm_unmap;
+  void* r           = pool.allocate(12 * MiB, a);
+  EXPECT_GT(rt.calls().vmm_unmap, unmaps) << "the hole's handles moved";
+  EXPECT_EQ(pool.stats().mapped_bytes, 14 * MiB);
+  pool.deallocate(q, 2 * MiB, a);
+  pool.deallocate(r, 12 * MiB, a);
+  check();
+}
+
+// When new memory alone cannot serve (the device is short of it), the growth waits for the
+// device and then moves the free memory it may use again.
+TEST(vmm_pool_solo_busy, WhenNewMemoryIsNotEnoughTheGrowthWaitsAndMoves)
+{
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 24 * MiB}};
+  auto const a = rt.create_stream();
+  vmm_pool pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
+  void* p = pool.allocate(8 * MiB, a);
+  void* q = pool.allocate(2 * MiB, a);
+  rt.enqueue(a);
+  pool.deallocate(p, 8 * MiB, a);
+  auto const unmaps = rt.calls().vmm_unmap;
+  void* r           = pool.allocate(16 * MiB, a);  // new memory only would need 26 MiB
+  EXPECT_EQ(rt.completed(a), rt.enqueued(a)) << "unmapped while the device used it";
+  EXPECT_GT(rt.calls().vmm_unmap, unmaps);
+  EXPECT_EQ(pool.stats().mapped_bytes, 18 * MiB);
+  pool.deallocate(q, 2 * MiB, a);
+  pool.deallocate(r, 16 * MiB, a);
+  pool.check_invariants();
+  rt.check_invariants();
+  EXPECT_EQ(rt.vmm_state().misuse_count, 0U);
 }
 
 TEST_F(vmm_pool_solo, TrimWaitsForTheSoloStreamsFrees)

@@ -29,6 +29,7 @@ class fixed_size_free_list {
 
   [[nodiscard]] std::size_t block_size() const noexcept { return block_size_; }
   [[nodiscard]] bool empty() const noexcept { return blocks_.empty(); }
+  [[nodiscard]] std::size_t count() const noexcept { return blocks_.size(); }
   [[nodiscard]] free_stats stats() const noexcept;
   template <class F>
   void for_each(F&& f) const

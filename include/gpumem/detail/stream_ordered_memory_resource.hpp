@@ -16,9 +16,12 @@
 //      virtual-memory pool's one-stream mode, see serves_idle_first() and free_solo());
 //   2. unowned_ (its mutex);
 //   3. steal from another stream A's list: record A's event now (after the free, so it covers it),
-//      make S wait on it, take the block (from a same-size list, half of A's blocks with it).
-//      Skipped for another thread's per-thread default stream
-//      (an event recorded on cudaStreamPerThread from this thread would land on the wrong stream);
+//      make S wait on it, take the block (from a same-size list, half of A's blocks with it, and
+//      only when A holds at least min_donor_blocks). Skipped for another thread's per-thread
+//      default stream (an event recorded on cudaStreamPerThread from this thread would land on
+//      the wrong stream);
+//   3b. same-size lists only, under grow_mutex_: unowned_ again, then grow (reclaim only when the
+//      upstream is out of memory): see grow_before_reclaim();
 //   4. under grow_mutex_: reclaim — detach every stream's list, synchronize the device (all work
 //      enqueued before the frees is done), merge everything into unowned_ (coalescing across
 //      streams), retry;
@@ -42,8 +45,10 @@
 //   deallocate_chunk(free_block chunk) noexcept;
 // and calls release_all() in its destructor.
 // A Derived that backs one address range on demand (the virtual-memory pool) instead provides
-//   free_block grow_in_place(FreeList& idle, std::size_t size);  // backs more of its range and
-//        takes a block of `size` from `idle` (free memory no stream is using); out_of_memory
+//   free_block grow_in_place(FreeList& idle, std::size_t size, bool may_move);  // backs more of
+//        its range and takes a block of `size` from `idle`; may_move: every idle block is idle
+//        for the device, so free memory may be unmapped and moved; false: new memory only (the
+//        one stream's work may still use idle blocks in place); out_of_memory
 //   std::size_t backed_bytes() const;                        // what pool_size() reports
 //   void check_backing(std::vector<free_block> const& blocks) const;  // its own invariants
 // registers its range with register_range() (blocks of it coalesce across growth steps), and
@@ -244,6 +249,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   /// Under unowned_.mutex: makes every block of the idle list idle for the device (synchronizes
   /// when solo frees are pending). Throws what the synchronization throws (flag kept).
   void settle_solo_frees();
+  /// Under grow_mutex_: true when the solo stream still has work queued (an event recorded on it
+  /// now has not completed); false when it is done or the question cannot be asked.
+  bool solo_stream_busy() noexcept;
   free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
   free_block take_unowned(std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
@@ -251,6 +259,17 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   void order_after(stream_state& other, cuda_stream_view stream);
   bool reclaim();
   free_block after_growth_hook(stream_state& mine, std::size_t size);
+  free_block grow_before_reclaim(std::size_t size, cuda_stream_view stream);
+  /// True for lists of same-size blocks (fixed_size): a steal takes half of a donor's blocks
+  /// behind its one event, and only from a donor with at least min_donor_blocks.
+  static constexpr bool same_size_lists()
+  {
+    return requires(FreeList & a, FreeList & b)
+    {
+      a.give_half(b);
+    };
+  }
+  static constexpr std::size_t min_donor_blocks = 4;
   free_block grow(std::size_t size, cuda_stream_view stream);
   free_block grow_chunk(std::size_t size, cuda_stream_view stream);
   free_block grow_in_place(std::size_t size);
@@ -275,7 +294,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
                     std::vector<free_block> const& blocks)
     {
       {
-        d.grow_in_place(list, n)
+        d.grow_in_place(list, n, true)
         } -> std::same_as<free_block>;
       {
         cd.backed_bytes()
@@ -299,6 +318,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   std::atomic<stream_state*> solo_{};
   std::atomic<bool> solo_over_{false};
   std::atomic<bool> solo_pending_{false};  // written under unowned_.mutex
+  cudaEvent_t solo_event_{};               // solo_stream_busy()'s question; guarded by grow_mutex_
   std::vector<free_block> chunks_;         // chunks_[i].chunk == i
   std::atomic<std::size_t> pool_bytes_{};  // == sum of chunks_[i].size
   std::atomic<std::uint64_t> bad_frees_{};

@@ -9,6 +9,7 @@ stream_ordered_memory_resource<D, L>::~stream_ordered_memory_resource()
   streams_.for_each([this](stream_state& s) {
     if (s.event != nullptr) { runtime_->event_destroy(s.event); }
   });
+  if (solo_event_ != nullptr) { runtime_->event_destroy(solo_event_); }
 }
 
 template <class D, class L>
@@ -39,11 +40,32 @@ free_block stream_ordered_memory_resource<D, L>::allocate_slow(stream_state& min
   if (auto b = steal(mine, size, stream); b.valid()) { return b; }
   std::lock_guard lock{grow_mutex_};
   if (auto b = take_unowned(size); b.valid()) { return b; }  // another thread grew meanwhile
+  if constexpr (same_size_lists()) {
+    if (auto b = grow_before_reclaim(size, stream); b.valid()) { return b; }
+  }
   if (reclaim()) {
     if (auto b = take_unowned(size); b.valid()) { return b; }
   }
   if (auto b = after_growth_hook(mine, size); b.valid()) { return b; }
   return grow(size, stream);
+}
+
+// Same-size lists (fixed_size), under the grow lock, when no other stream held enough blocks to
+// steal from: one upstream allocation of a chunk costs less than taking the other streams' last
+// blocks, each steal an event record and a stream wait (driver calls that many threads contend
+// for), which would leave those streams as short as this one. Their blocks are reclaimed (a device
+// synchronization) only when the upstream has no memory for a chunk; with none to reclaim, the
+// upstream's error goes to the caller.
+template <class D, class L>
+free_block stream_ordered_memory_resource<D, L>::grow_before_reclaim(std::size_t size,
+                                                                     cuda_stream_view stream)
+{
+  try {
+    return grow(size, stream);
+  } catch (out_of_memory const&) {
+    if (!reclaim()) { throw; }
+  }
+  return take_unowned(size);
 }
 
 // Under the grow lock: the hook's frees land in their streams' lists (this thread's cache frees
@@ -102,10 +124,7 @@ template <class D, class L>
 free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::size_t size,
                                                        cuda_stream_view stream)
 {
-  constexpr bool batches = requires(L & a, L & b)
-  {
-    a.give_half(b);
-  };
+  constexpr bool batches = same_size_lists();
   free_block found{};
   auto extra = [this] {  // only a same-size list takes extra blocks
     if constexpr (batches) {
@@ -122,6 +141,9 @@ free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::
       return false;
     }
     std::lock_guard lock{other.mutex};
+    if constexpr (batches) {  // a stream with a few blocks keeps them (see grow_before_reclaim)
+      if (other.list.count() < min_donor_blocks) { return false; }
+    }
     found = other.list.take(size);
     if (!found.valid()) {
       if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
@@ -220,16 +242,41 @@ free_block stream_ordered_memory_resource<D, L>::grow(std::size_t size, cuda_str
   }
 }
 
+// While the solo stream's work may still use idle blocks and the device is busy with it, the
+// growth takes new memory only: waiting for the device would stall the work queued behind, which
+// costs more than the memory. When new memory alone cannot serve (out of memory), or the device is
+// done anyway, it settles the frees (a synchronization, nearly free on an idle device) and may
+// move free memory.
 template <class D, class L>
 free_block stream_ordered_memory_resource<D, L>::grow_in_place(std::size_t size)
 {
   std::lock_guard lock{unowned_.mutex};
-  settle_solo_frees();  // the growth may unmap free memory: the device must be done with it
   struct update_size {  // pool_size() follows the backing whether the growth returns or throws
     stream_ordered_memory_resource* self;
     ~update_size() { self->pool_bytes_ = self->derived().backed_bytes(); }
   } const update{this};
-  return derived().grow_in_place(unowned_.list, size);
+  if (solo_pending_.load(std::memory_order_relaxed) && solo_stream_busy()) {
+    try {
+      return derived().grow_in_place(unowned_.list, size, false);
+    } catch (out_of_memory const&) {  // NOLINT(bugprone-empty-catch): wait, then move memory
+    }
+  }
+  settle_solo_frees();  // the growth may unmap free memory: the device must be done with it
+  return derived().grow_in_place(unowned_.list, size, true);
+}
+
+template <class D, class L>
+bool stream_ordered_memory_resource<D, L>::solo_stream_busy() noexcept
+{
+  auto* const solo = solo_.load(std::memory_order_acquire);
+  if (solo == nullptr) { return false; }
+  try {
+    if (solo_event_ == nullptr) { solo_event_ = runtime_->event_create(); }
+    runtime_->event_record(solo_event_, solo->identity.stream);
+    return !runtime_->event_query(solo_event_);
+  } catch (...) {  // e.g. during a graph capture: the synchronization that follows reports it
+    return false;
+  }
 }
 
 template <class D, class L>

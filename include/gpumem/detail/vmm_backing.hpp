@@ -5,11 +5,13 @@
 // ranges. The pool's free lists and handed-out blocks cover exactly the mapped bytes; this class
 // never sees handed-out blocks, only the pool's *idle* free list (memory no stream is using: the
 // pool synchronized before handing it over), which it may change:
-//   extend(idle, n)   makes idle hold a block of n bytes: picks the unmapped range whose mapping
+//   extend(idle, n, may_move)  makes idle hold a block of n bytes: picks the unmapped range whose
+//   mapping
 //                     joins the most free memory already mapped next to it, fills it first with
 //                     handles taken from free holes elsewhere (unmapped there, mapped here: address
 //                     fragmentation never costs physical memory), and only then with a new handle
-//                     (plus growth_percent of what is mapped, to amortize the driver calls).
+//                     (plus growth_percent of what is mapped, to amortize the driver calls);
+//                     without may_move, only with new handles.
 //   release_idle(idle, keep)  unmaps and releases handles lying wholly in idle free blocks, largest
 //                     first, until at most `keep` bytes are mapped (trim, release threshold, OOM).
 // Every driver call that may fail comes after the new idle list is built, and a failure unwinds:
@@ -67,7 +69,8 @@ class vmm_backing {
 
   /// See the top of this file. Throws out_of_memory (nothing changed, or handles released on the
   /// way out of a failed driver call) when the device or the range cannot provide n bytes.
-  void extend(coalescing_free_list& idle, std::size_t n);
+  /// may_move false: new handles only (no free memory is unmapped: the device may still use it).
+  void extend(coalescing_free_list& idle, std::size_t n, bool may_move = true);
   /// See the top of this file; returns the bytes released.
   std::size_t release_idle(coalescing_free_list& idle, std::size_t keep_mapped_bytes) noexcept;
   void check(std::vector<free_block> const& blocks) const;
