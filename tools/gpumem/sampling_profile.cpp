@@ -4,11 +4,13 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <signal.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -23,37 +25,68 @@
 namespace gpumem::tool {
 namespace {
 
+constexpr std::size_t frames_kept = 8;  ///< return addresses kept beyond the interrupted one
+
 struct sample {
   std::uintptr_t pc;
+  std::array<std::uintptr_t, frames_kept> callers;  ///< 0 after the last one found
   std::uint32_t label;
 };
 
-constexpr std::size_t sample_capacity = std::size_t{1} << 22;  // 64 MiB
+constexpr std::size_t sample_capacity = std::size_t{1} << 20;  // 80 MiB
+constexpr std::size_t label_capacity  = 4096;                  // measurements with samples kept
+constexpr std::size_t samples_a_label = 20000;  // enough for a percentage; the rest are counted
 constexpr long interval_us            = 100;
 
 // Shared with the signal handler: written before the timer starts, read after it stops.
 std::unique_ptr<sample[]> samples;
 std::atomic<std::size_t> next_sample{0};
-std::atomic<std::uint32_t> current_label{0};  // 0: no measurement
+std::array<std::atomic<std::size_t>, label_capacity> label_samples{};  // taken, kept or not
+std::atomic<std::uint32_t> current_label{0};                           // 0: no measurement
 std::atomic<bool> active{false};
+
+// The measured thread's stack, so that the frame walk never reads outside it.
+thread_local constinit std::uintptr_t stack_lo = 0;
+thread_local constinit std::uintptr_t stack_hi = 0;
+
+/// Return addresses by the frame-pointer chain from `fp` (code built without frame pointers
+/// ends it early; a pointer outside the stack, misaligned or not going up ends it).
+void walk_frames(std::uintptr_t fp, std::array<std::uintptr_t, frames_kept>& out)
+{
+  out.fill(0);
+  for (std::size_t i = 0; i < frames_kept; ++i) {
+    if (fp < stack_lo || fp + 2 * sizeof(std::uintptr_t) > stack_hi || fp % sizeof(fp) != 0) {
+      return;
+    }
+    auto const* frame = reinterpret_cast<std::uintptr_t const*>(fp);
+    out[i]            = frame[1];
+    if (frame[0] <= fp) { return; }
+    fp = frame[0];
+  }
+}
 
 void on_sigprof(int, siginfo_t*, void* context)
 {
   if (!sampling_profile::measuring) { return; }
   auto const label = current_label.load(std::memory_order_relaxed);
-  if (label == 0) { return; }
+  if (label == 0 || label >= label_capacity) { return; }
+  if (label_samples[label].fetch_add(1, std::memory_order_relaxed) >= samples_a_label) { return; }
   auto const i = next_sample.fetch_add(1, std::memory_order_relaxed);
   if (i >= sample_capacity) { return; }
   auto const* uc = static_cast<ucontext_t const*>(context);
+  auto& s        = samples[i];
 #if defined(__x86_64__)
-  auto const pc = static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  s.pc = static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  walk_frames(static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RBP]), s.callers);
 #elif defined(__aarch64__)
-  auto const pc = static_cast<std::uintptr_t>(uc->uc_mcontext.pc);
+  s.pc = static_cast<std::uintptr_t>(uc->uc_mcontext.pc);
+  walk_frames(static_cast<std::uintptr_t>(uc->uc_mcontext.regs[29]), s.callers);
 #else
-  std::uintptr_t const pc = 0;
+  s.pc = 0;
+  s.callers.fill(0);
   (void)uc;
 #endif
-  samples[i] = {pc, label};
+  s.label = label;
 }
 
 std::string demangled(char const* name)
@@ -117,11 +150,17 @@ main_program find_main_program()
   return m;
 }
 
+/// Function names and, for gpumem's own code, source lines ("file:line") of addresses.
+struct address_names {
+  std::unordered_map<std::uintptr_t, std::string> name;
+  std::unordered_map<std::uintptr_t, std::string> line;
+};
+
 /// Names the main program's addresses (offsets from its bias) with addr2line, when installed;
-/// an empty map otherwise.
-std::unordered_map<std::uintptr_t, std::string> addr2line(std::vector<std::uintptr_t> const& at)
+/// empty maps otherwise.
+address_names addr2line(std::vector<std::uintptr_t> const& at)
 {
-  std::unordered_map<std::uintptr_t, std::string> names;
+  address_names names;
   if (at.empty()) { return names; }
   auto const list = std::filesystem::temp_directory_path() /
                     ("gpumem-profile-" + std::to_string(getpid()) + ".txt");
@@ -136,14 +175,17 @@ std::unordered_map<std::uintptr_t, std::string> addr2line(std::vector<std::uintp
     char line[8192];
     std::uintptr_t at_now = 0;
     std::vector<std::string> chain;  // innermost first
+    std::string innermost_line;
     auto finish = [&] {
       while (!chain.empty() && chain.back() == "??") { chain.pop_back(); }
       if (!chain.empty()) {
-        auto const inner = short_name(chain.front());
-        auto const outer = short_name(chain.back());
-        names[at_now]    = inner == outer ? inner : inner + " (in " + outer + ")";
+        auto const inner   = short_name(chain.front());
+        auto const outer   = short_name(chain.back());
+        names.name[at_now] = inner == outer ? inner : inner + " (in " + outer + ")";
+        names.line[at_now] = std::filesystem::path{innermost_line}.filename().string();
       }
       chain.clear();
+      innermost_line.clear();
     };
     bool function_line = true;  // lines alternate: function, file:line
     while (std::fgets(line, sizeof line, p) != nullptr) {
@@ -154,7 +196,11 @@ std::unordered_map<std::uintptr_t, std::string> addr2line(std::vector<std::uintp
         at_now        = std::stoull(text, nullptr, 16);
         function_line = true;
       } else {
-        if (function_line) { chain.push_back(text); }
+        if (function_line) {
+          chain.push_back(text);
+        } else if (chain.size() == 1) {
+          innermost_line = text;
+        }
         function_line = !function_line;
       }
     }
@@ -167,11 +213,11 @@ std::unordered_map<std::uintptr_t, std::string> addr2line(std::vector<std::uintp
 }
 
 /// A function name for every distinct address.
-std::unordered_map<std::uintptr_t, std::string> name_addresses(
-    std::vector<std::uintptr_t> const& pcs)
+address_names name_addresses(std::vector<std::uintptr_t> const& pcs)
 {
   auto const mp = find_main_program();
-  std::unordered_map<std::uintptr_t, std::string> names;
+  address_names all;
+  auto& names = all.name;
   std::vector<std::uintptr_t> in_main;
   for (auto pc : pcs) {
     if (mp.contains(pc)) {
@@ -190,12 +236,15 @@ std::unordered_map<std::uintptr_t, std::string> name_addresses(
   }
   auto const resolved = addr2line(in_main);
   for (auto off : in_main) {
-    auto it = resolved.find(off);
+    auto it = resolved.name.find(off);
     char buf[64];
     std::snprintf(buf, sizeof buf, "gpumem+0x%zx", static_cast<std::size_t>(off));
-    names[off + mp.bias] = it != resolved.end() ? it->second : std::string{buf};
+    names[off + mp.bias] = it != resolved.name.end() ? it->second : std::string{buf};
+    if (auto l = resolved.line.find(off); l != resolved.line.end()) {
+      all.line[off + mp.bias] = l->second;
+    }
   }
-  return names;
+  return all;
 }
 
 }  // namespace
@@ -204,6 +253,16 @@ sampling_profile::measured_scope::measured_scope() noexcept
 {
   measuring = true;
   if (!active.load()) { return; }
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* base       = nullptr;
+    std::size_t size = 0;
+    if (pthread_attr_getstack(&attr, &base, &size) == 0) {
+      stack_lo = reinterpret_cast<std::uintptr_t>(base);
+      stack_hi = stack_lo + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
   sigevent ev{};
   ev.sigev_notify          = SIGEV_THREAD_ID;
   ev.sigev_signo           = SIGPROF;
@@ -227,6 +286,7 @@ sampling_profile::sampling_profile()
   if (active.exchange(true)) { throw std::runtime_error{"a profile is already running"}; }
   samples = std::make_unique<sample[]>(sample_capacity);
   next_sample.store(0);
+  for (auto& n : label_samples) { n.store(0); }
   struct sigaction sa {};
   sa.sa_sigaction = &on_sigprof;
   sa.sa_flags     = SA_SIGINFO | SA_RESTART;
@@ -266,39 +326,71 @@ void sampling_profile::end() noexcept
 void sampling_profile::write(std::ostream& out, double min_percent, std::size_t top)
 {
   stop();
-  auto const taken = next_sample.load();
-  auto const n     = std::min(taken, sample_capacity);
+  auto const n = std::min(next_sample.load(), sample_capacity);
   std::vector<std::uintptr_t> pcs;
-  pcs.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) { pcs.push_back(samples[i].pc); }
+  for (std::size_t i = 0; i < n; ++i) {
+    pcs.push_back(samples[i].pc);
+    for (auto r : samples[i].callers) {
+      if (r != 0) { pcs.push_back(r - 1); }  // the call instruction, not the one after it
+    }
+  }
   std::sort(pcs.begin(), pcs.end());
   pcs.erase(std::unique(pcs.begin(), pcs.end()), pcs.end());
-  auto const names = name_addresses(pcs);
-  std::vector<std::map<std::string, std::size_t>> per_label(labels_.size());
+  auto const named  = name_addresses(pcs);
+  auto const& names = named.name;
+  auto const mp     = find_main_program();
+  // Two views: the function the thread was in, and the innermost of gpumem's own functions on
+  // its stack (where a wait in the C library or the driver came from).
+  std::vector<std::map<std::string, std::size_t>> self(labels_.size()), ours(labels_.size());
   std::vector<std::size_t> totals(labels_.size());
   for (std::size_t i = 0; i < n; ++i) {
-    ++per_label[samples[i].label][names.at(samples[i].pc)];
-    ++totals[samples[i].label];
+    auto const& s = samples[i];
+    ++self[s.label][names.at(s.pc)];
+    std::string where = "(no gpumem frame found)";
+    if (mp.contains(s.pc)) {
+      where = names.at(s.pc);
+    } else {
+      for (auto r : s.callers) {
+        if (r != 0 && mp.contains(r - 1)) {  // a call out of gpumem: name the call's line
+          auto const l = named.line.find(r - 1);
+          where        = names.at(r - 1) + (l != named.line.end() ? " at " + l->second : "");
+          break;
+        }
+      }
+    }
+    ++ours[s.label][where];
+    ++totals[s.label];
   }
   out << "profile: where the measured threads were, sampled every " << interval_us
-      << " us of each one's wall-clock time, by function";
-  if (taken > n) { out << " (" << taken - n << " samples dropped: the buffer was full)"; }
-  out << "\n";
-  for (std::size_t l = 1; l < labels_.size(); ++l) {
-    out << "\n" << labels_[l] << ": " << totals[l] << " samples\n";
+      << " us of each one's wall-clock time (at most " << samples_a_label
+      << " samples a measurement), by function.\n"
+      << "'self': the function running; 'from gpumem': the innermost gpumem function on the stack\n"
+      << "(found by frame pointers: build with -fno-omit-frame-pointer for calls into "
+         "libraries).\n";
+  auto print = [&](std::map<std::string, std::size_t> const& counts, std::size_t total) {
     std::vector<std::pair<std::size_t, std::string>> rows;
-    for (auto const& [fn, count] : per_label[l]) { rows.emplace_back(count, fn); }
+    for (auto const& [fn, count] : counts) { rows.emplace_back(count, fn); }
     std::sort(rows.rbegin(), rows.rend());
     for (std::size_t i = 0; i < rows.size() && i < top; ++i) {
-      double const pct =
-          100.0 * static_cast<double>(rows[i].first) / static_cast<double>(totals[l]);
+      double const pct = 100.0 * static_cast<double>(rows[i].first) / static_cast<double>(total);
       if (pct < min_percent) { break; }
       char buf[32];
-      std::snprintf(buf, sizeof buf, "%6.1f%%  ", pct);
+      std::snprintf(buf, sizeof buf, "  %6.1f%%  ", pct);
       auto fn = rows[i].second;
-      if (fn.size() > 150) { fn = fn.substr(0, 147) + "..."; }
+      if (fn.size() > 160) { fn = fn.substr(0, 157) + "..."; }
       out << buf << fn << "\n";
     }
+  };
+  for (std::size_t l = 1; l < labels_.size(); ++l) {
+    auto const taken = l < label_capacity ? label_samples[l].load() : 0;
+    out << "\n" << labels_[l] << ": " << totals[l] << " samples";
+    if (taken > totals[l]) { out << " (of " << taken << ")"; }
+    out << "\n";
+    if (totals[l] == 0) { continue; }
+    out << " self:\n";
+    print(self[l], totals[l]);
+    out << " from gpumem:\n";
+    print(ours[l], totals[l]);
   }
 }
 
