@@ -97,7 +97,8 @@ moved out of free holes to wherever a request needs contiguous memory.
 
 ``reserve_bytes`` (None: twice the device memory) of address space are reserved once;
 ``granularity_bytes`` (None: the device's) is the granule; ``growth_percent`` maps that share of
-what is mapped ahead of a need; above ``release_threshold_bytes`` (None: no limit) of free memory,
+what is mapped ahead of a need, and ``busy_growth_percent`` when the pool grows while its one
+stream's work still runs (no free memory can move then); above ``release_threshold_bytes`` (None: no limit) of free memory,
 free granules go back to the device at each growth. ``trim_to(n)`` releases free granules until
 at most n bytes are mapped. ``peer_devices`` (device numbers) or ``all_peers=True`` give other
 devices with peer capability read-write access to all of the pool's memory, so that their kernels
@@ -106,13 +107,14 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
   c.def(
        py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
                    unsigned growth, std::optional<std::size_t> threshold, std::optional<int> device,
-                   py::handle runtime, std::vector<int> peers, bool all_peers) {
+                   py::handle runtime, std::vector<int> peers, bool all_peers, unsigned busy) {
          mr::vmm_pool_options o;
          o.peer_devices            = std::move(peers);
          o.all_peers               = all_peers;
          o.reserve_bytes           = reserve.value_or(0);
          o.granularity_bytes       = granularity.value_or(0);
          o.growth_percent          = growth;
+         o.busy_growth_percent     = busy;
          o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
          o.device                  = device.value_or(-1);
          return std::make_shared<R>(o, to_runtime(runtime));
@@ -121,7 +123,7 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
        py::arg("granularity_bytes") = py::none(), py::arg("growth_percent") = 0U,
        py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
        py::arg("runtime") = py::none(), py::arg("peer_devices") = std::vector<int>{},
-       py::arg("all_peers") = false, py::keep_alive<1, 7>())
+       py::arg("all_peers") = false, py::arg("busy_growth_percent") = 12U, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
           "stats",

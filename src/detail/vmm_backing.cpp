@@ -55,7 +55,8 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
       device_{options.device < 0 ? rt.current_device() : options.device},
       granularity_{rt.vmm_granularity(device_)},
       reserved_{},
-      growth_percent_{options.growth_percent}
+      growth_percent_{options.growth_percent},
+      busy_growth_percent_{options.busy_growth_percent}
 {
   peers_                        = validated_peers(rt, device_, options.peers, options.all_peers);
   handle_bytes_                 = options.handle_bytes;
@@ -207,8 +208,9 @@ void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
 
 void vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool may_move)
 {
-  auto t           = plan(idle, n);
-  auto const extra = align_up(mapped_bytes_ / 100 * growth_percent_, granularity_);
+  auto t             = plan(idle, n);
+  auto const percent = may_move ? growth_percent_ : busy_growth_percent_;
+  auto const extra   = align_up(mapped_bytes_ / 100 * percent, granularity_);
   std::vector<piece> pieces;
   try {
     pieces = fill(t, may_move ? idle_handles(idle, &t) : std::vector<piece>{}, extra);

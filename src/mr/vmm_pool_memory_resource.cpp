@@ -6,8 +6,9 @@ namespace {
 
 detail::vmm_backing_options backing_options(vmm_pool_options const& o)
 {
-  return {o.reserve_bytes, o.granularity_bytes, o.growth_percent, o.handle_bytes,
-          o.device,        o.peer_devices,      o.all_peers};
+  return {o.reserve_bytes,       o.granularity_bytes, o.growth_percent,
+          o.busy_growth_percent, o.handle_bytes,      o.device,
+          o.peer_devices,        o.all_peers};
 }
 
 }  // namespace

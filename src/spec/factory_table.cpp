@@ -44,6 +44,8 @@ std::vector<factory_entry> leaves()
        {{"reserve", "none", "address space reserved, or none for twice the device memory"},
         {"granularity", "none", "granule bytes, or none for the device's granularity"},
         {"growth", "0", "new memory mapped beyond a need, in % of what is mapped"},
+        {"busy_growth", "12",
+         "the same while the stream's work still runs (nothing can move: fewer, larger growths)"},
         {"handle", "16MiB", "largest physical handle, or none for one per growth"},
         {"release_threshold", "none", "free bytes kept mapped at a growth, or none for all"},
         {"peers", "none", "other devices given access: all (every peer-capable one) or none"}},
@@ -61,12 +63,16 @@ std::vector<factory_entry> leaves()
          o.reserve_bytes     = bytes_or("reserve", 0);
          o.granularity_bytes = bytes_or("granularity", 0);
          o.handle_bytes      = bytes_or("handle", 0);
-         auto const growth   = a.number("growth");
-         if (!(growth >= 0 && growth <= 1000)) {
-           throw spec_error{"vmm_pool: growth must be a percentage from 0 to 1000, got " +
-                            a.text("growth")};
-         }
-         o.growth_percent          = static_cast<unsigned>(growth);
+         auto percent        = [&](char const* key) {
+           auto const v = a.number(key);
+           if (!(v >= 0 && v <= 1000)) {
+             throw spec_error{std::string{"vmm_pool: "} + key +
+                              " must be a percentage from 0 to 1000, got " + a.text(key)};
+           }
+           return static_cast<unsigned>(v);
+         };
+         o.growth_percent          = percent("growth");
+         o.busy_growth_percent     = percent("busy_growth");
          o.release_threshold_bytes = bytes_or("release_threshold", SIZE_MAX);
          return std::make_unique<mr::vmm_pool_memory_resource>(o, *c.runtime);
        },

@@ -143,6 +143,18 @@ TEST(ResourceFactory, VmmPoolPeersAreAllOrNone)
   EXPECT_NE(e.find("vmm_pool: peers must be all or none, got 1"), std::string::npos) << e;
 }
 
+TEST(ResourceFactory, VmmPoolGrowthPercentagesAreChecked)
+{
+  detail::host_runtime rt{{.capacity_bytes = 1U << 30, .backed = false, .auto_complete = true}};
+  (void)build("vmm_pool:growth=10,busy_growth=0,reserve=256MiB", rt, true);
+  auto e = error_of([&] { (void)build("vmm_pool:busy_growth=2000", rt, true); });
+  EXPECT_NE(e.find("vmm_pool: busy_growth must be a percentage from 0 to 1000, got 2000"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { (void)build("vmm_pool:growth=-1", rt, true); });
+  EXPECT_NE(e.find("vmm_pool: growth must be a percentage"), std::string::npos) << e;
+}
+
 TEST(ResourceFactory, EveryHostCapableEntryBuildsAndServes)
 {
   for (auto const& e : factory_table()) {

@@ -11,7 +11,7 @@
 //                     handles taken from free holes elsewhere (unmapped there, mapped here: address
 //                     fragmentation never costs physical memory), and only then with a new handle
 //                     (plus growth_percent of what is mapped, to amortize the driver calls);
-//                     without may_move, only with new handles.
+//                     without may_move, only with new handles (plus busy_growth_percent).
 //   release_idle(idle, keep)  unmaps and releases handles lying wholly in idle free blocks, largest
 //                     first, until at most `keep` bytes are mapped (trim, release threshold, OOM).
 // Every driver call that may fail comes after the new idle list is built, and a failure unwinds:
@@ -40,6 +40,7 @@ struct vmm_backing_options {
   std::size_t reserve_bytes{};      ///< 0: twice the device's memory
   std::size_t granularity_bytes{};  ///< 0: the device's recommended granularity
   unsigned growth_percent{};        ///< new physical memory taken beyond a need, in % of mapped
+  unsigned busy_growth_percent{};   ///< the same, for a growth that may not move memory
   std::size_t handle_bytes{};       ///< largest new handle (0: one handle per growth)
   int device{-1};                   ///< -1: the current device
   std::vector<int> peers{};         ///< other devices given read-write access to every mapping
@@ -115,6 +116,7 @@ class vmm_backing {
   std::size_t granularity_;
   std::size_t reserved_;
   unsigned growth_percent_;
+  unsigned busy_growth_percent_;
   std::size_t handle_bytes_{};  // largest new handle, a multiple of the granularity
   char* base_{};
   std::uint32_t idle_chunk_{};             // the chunk number the pool's blocks carry

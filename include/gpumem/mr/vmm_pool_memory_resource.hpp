@@ -50,6 +50,9 @@ struct vmm_pool_options {
   std::size_t reserve_bytes{};      ///< address space reserved; 0: twice the device's memory
   std::size_t granularity_bytes{};  ///< granule size; 0: the device's recommended granularity
   unsigned growth_percent{};        ///< new physical memory beyond a need, in % of what is mapped
+  /// The same, for a growth while the one stream using the pool still has work running: no free
+  /// memory can move then, so each such growth is new memory and costs its driver calls in full.
+  unsigned busy_growth_percent{12};
   std::size_t handle_bytes{std::size_t{16} << 20};  ///< largest physical handle; 0: one per growth
   std::size_t release_threshold_bytes{SIZE_MAX};    ///< free memory kept mapped at a growth
   int device{-1};                                   ///< -1: the current device
