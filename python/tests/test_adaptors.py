@@ -123,6 +123,16 @@ def test_thread_cache_reuses_a_freed_block_and_reports_its_counters(leaf):
     assert gpumem.mr.thread_cache_resource_adaptor is gpumem.ThreadCacheResourceAdaptor
 
 
+def test_thread_cache_floor_keeps_room_for_each_thread_over_a_small_pool(leaf):
+    pool = gpumem.PoolMemoryResource(leaf, 8 << 20)
+    cache = gpumem.ThreadCacheResourceAdaptor(pool, max_cached_size_bytes=64 << 10,
+                                              thread_floor_bytes=3 << 20)
+    assert cache.stats["cap_bytes"] == 1 << 20  # the pool fraction: no thread has a cache yet
+    cache.deallocate(cache.allocate(5000), 5000)
+    assert cache.stats["cap_bytes"] == 3 << 20  # one thread's floor is more than the fraction
+    cache.check_invariants()
+
+
 def test_thread_cache_from_spec_and_bad_options(host):
     top = gpumem.from_spec("thread_cache:max_size=64KiB>pool:initial=1MiB>cuda", host)
     p = top.allocate(100 << 10)  # above max_size: passes through

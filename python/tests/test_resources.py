@@ -189,7 +189,8 @@ def test_host_resources():
 
 
 def test_vmm_pool_maps_on_demand_and_trims(host):
-    pool = gpumem.VmmPoolMemoryResource(reserve_bytes=64 << 20, runtime=host)
+    pool = gpumem.VmmPoolMemoryResource(reserve_bytes=64 << 20, runtime=host,
+                                        busy_growth_percent=0)
     assert pool.runtime is host and pool.granularity == 2 << 20
     assert pool.stats()["mapped_bytes"] == 0
     p = pool.allocate(3 << 20)

@@ -276,6 +276,40 @@ void run_on_threads(unsigned n, start_gate& gate, Fn&& fn)
   }
 }
 
+/// An allocator that does nothing (hands out addresses it counts up, never memory): the threads
+/// workload over one of these per thread measures the walk and the machine alone, a reference for
+/// how far any stack can scale on this host.
+class walk_alone_resource final : public mr::device_memory_resource {
+  void* do_allocate(std::size_t bytes, cuda_stream_view) override
+  {
+    next_ += (bytes + 255) & ~std::uintptr_t{255};
+    return reinterpret_cast<void*>(next_);
+  }
+  void do_deallocate(void*, std::size_t, cuda_stream_view) noexcept override {}
+  [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override
+  {
+    return this == &other;
+  }
+  std::uintptr_t next_{std::uintptr_t{1} << 40};
+};
+
+/// Aggregate million ops/s of `threads` threads, each running its own walk on resource_of(i) and
+/// stream_of(i).
+template <class ResourceOf, class StreamOf>
+double run_walks(unsigned threads, std::size_t ops, ResourceOf&& resource_of, StreamOf&& stream_of)
+{
+  std::vector<std::size_t> done(threads);
+  start_gate gate{threads};
+  run_on_threads(threads, gate, [&](unsigned i) {
+    auto const steps = draw_walk(ops, 64, 256.0, 65536.0, 7 + i);
+    gate.arrive_and_wait();
+    done[i] = random_walk(resource_of(i), stream_of(i), steps).ops;
+  });
+  double total = 0;
+  for (auto d : done) { total += static_cast<double>(d); }
+  return total / seconds_since(gate.opened_at()) / 1e6;
+}
+
 bench_table threads_workload(bench_context const& c)
 {
   bench_table t{
@@ -291,17 +325,20 @@ bench_table threads_workload(bench_context const& c)
     each_stack(c, t, row, [&](bench_stack& b, std::string const& s) {
       std::vector<cudaStream_t> streams;
       for (unsigned i = 0; i < threads; ++i) { streams.push_back(b.dev.new_stream()); }
-      std::vector<std::size_t> done(threads);
-      start_gate gate{threads};
-      run_on_threads(threads, gate, [&](unsigned i) {
-        auto const steps = draw_walk(ops, 64, 256.0, 65536.0, 7 + i);
-        gate.arrive_and_wait();
-        done[i] = random_walk(b.stack.top(), streams[i], steps).ops;
-      });
-      double total = 0;
-      for (auto d : done) { total += static_cast<double>(d); }
-      put(t, row, s, total / seconds_since(gate.opened_at()) / 1e6, 2);
+      auto& top = b.stack.top();
+      put(t, row, s,
+          run_walks(
+              threads, ops, [&](unsigned) -> mr::device_memory_resource& { return top; },
+              [&](unsigned i) { return streams[i]; }),
+          2);
     });
+    std::vector<walk_alone_resource> alone(threads);
+    auto const reference = run_walks(
+        threads, ops, [&](unsigned i) -> mr::device_memory_resource& { return alone[i]; },
+        [](unsigned) { return cudaStream_t{}; });
+    t.notes.push_back(row + ", the walk alone (an allocator that does nothing, one per thread): " +
+                      fmt(reference, 2) + " M ops/s");
+    t.values[row]["walk_alone"] = reference;
   }
   return t;
 }
