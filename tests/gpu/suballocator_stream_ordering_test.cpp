@@ -74,10 +74,16 @@ class gpu_ordering : public ::testing::Test {
   /// A spins then works on p; p is freed on A at once. Returns after the free.
   void free_behind_spin(mr::device_memory_resource& mr, void* p, std::size_t n, cudaStream_t a)
   {
+    free_behind_spin(mr, std::vector<void*>{p}, n, a);
+  }
+  /// The same for several blocks, freed in order.
+  void free_behind_spin(mr::device_memory_resource& mr, std::vector<void*> const& ps,
+                        std::size_t n, cudaStream_t a)
+  {
     ASSERT_EQ(cudaMemsetAsync(flag_, 0, sizeof(int), a), cudaSuccess);
     spin(a, flag_);
-    fill(a, p, n, 0xAA);
-    mr.deallocate(p, n, a);
+    for (void* p : ps) { fill(a, p, n, 0xAA); }
+    for (void* p : ps) { mr.deallocate(p, n, a); }
   }
 
   /// B reads the flag and overwrites q; both must happen after A's spin and fill.
@@ -96,12 +102,15 @@ class gpu_ordering : public ::testing::Test {
     EXPECT_EQ(last, 0x55) << "A's late write landed on B's allocation";
   }
 
-  void stolen_block_waits_for_spin(mr::device_memory_resource& mr, std::size_t n)
+  /// A frees `blocks` blocks (all the resource has) behind a spin; B's request takes one of them.
+  void stolen_block_waits_for_spin(mr::device_memory_resource& mr, std::size_t n,
+                                   std::size_t blocks = 1)
   {
-    void* p = mr.allocate(n, a_);
-    free_behind_spin(mr, p, n, a_);
+    std::vector<void*> ps;
+    for (std::size_t i = 0; i < blocks; ++i) { ps.push_back(mr.allocate(n, a_)); }
+    free_behind_spin(mr, ps, n, a_);
     void* q = mr.allocate(n, b_);
-    ASSERT_EQ(q, p) << "setup: B should only be able to get A's block";
+    ASSERT_EQ(q, ps.back()) << "setup: B should only be able to get A's blocks";
     expect_after_spin(q, n, b_);
     mr.deallocate(q, n, b_);
   }
@@ -123,9 +132,10 @@ TEST_F(gpu_ordering, PoolBlockFreedBehindASpinningKernelWaitsForIt)
 
 TEST_F(gpu_ordering, FixedSizeBlockFreedBehindASpinningKernelWaitsForIt)
 {
-  mr::fixed_size_memory_resource<upstream_t> fixed{&upstream_, std::size_t{1} << 20, 1};
-  stolen_block_waits_for_spin(fixed, std::size_t{1} << 20);
-  EXPECT_EQ(fixed.pool_size(), std::size_t{1} << 20) << "grew instead of reusing";
+  // 4 blocks: a same-size list with fewer is not stolen from (the resource grows instead)
+  mr::fixed_size_memory_resource<upstream_t> fixed{&upstream_, std::size_t{1} << 20, 4};
+  stolen_block_waits_for_spin(fixed, std::size_t{1} << 20, 4);
+  EXPECT_EQ(fixed.pool_size(), std::size_t{4} << 20) << "grew instead of reusing";
   fixed.check_invariants();
 }
 
@@ -133,9 +143,9 @@ TEST_F(gpu_ordering, BinningBlockFreedBehindASpinningKernelWaitsForIt)
 {
   mr::binning_memory_resource<upstream_t> bins{&upstream_, std::int8_t{12}, std::int8_t{12}};
   constexpr std::size_t n = 4096;
-  std::vector<void*> held;  // take every block of the bin but one, on A
-  for (int i = 0; i < 127; ++i) { held.push_back(bins.allocate(n, a_)); }
-  stolen_block_waits_for_spin(bins, n);
+  std::vector<void*> held;  // take every block of the bin but four, on A
+  for (int i = 0; i < 124; ++i) { held.push_back(bins.allocate(n, a_)); }
+  stolen_block_waits_for_spin(bins, n, 4);
   for (void* p : held) { bins.deallocate(p, n, a_); }
   bins.check_invariants();
 }

@@ -189,7 +189,9 @@ bench_table pair_workload(bench_context const& c)
     each_stack(c, t, row, [&](bench_stack& b, std::string const& s) {
       auto& r         = b.stack.top();
       cudaStream_t st = b.dev.new_stream();
-      r.deallocate(r.allocate(size, st), size, st);  // warm-up: the stack has grown once
+      for (int i = 0; i < 1000; ++i) {  // warm-up: the stack has grown, caches and branches too
+        r.deallocate(r.allocate(size, st), size, st);
+      }
       std::size_t n = 0;
       sampling_profile::measured_scope const measured;
       auto const t0 = clock_type::now();
