@@ -189,7 +189,7 @@ bench_table pair_workload(bench_context const& c)
     each_stack(c, t, row, [&](bench_stack& b, std::string const& s) {
       auto& r         = b.stack.top();
       cudaStream_t st = b.dev.new_stream();
-      for (int i = 0; i < 1000; ++i) {  // warm-up: the stack has grown, caches and branches too
+      for (std::size_t i = 0; i < std::min<std::size_t>(1000, max_iters); ++i) {  // warm-up
         r.deallocate(r.allocate(size, st), size, st);
       }
       std::size_t n = 0;
