@@ -187,6 +187,12 @@ TEST_F(thread_cache_test, TotalCapIsAFractionOfThePool)
   cache.check_invariants();
 }
 
+TEST_F(thread_cache_test, OverAPoolThatGrowsByChunksTheThreadCapStays)
+{
+  cache_mr cache{&pool, {.thread_floor_bytes = 2 * MiB}};
+  EXPECT_EQ(cache.options().thread_cap_bytes, 32 * MiB);
+}
+
 TEST_F(thread_cache_test, TheFractionCapHasAFloorOfFourLargestBlocks)
 {
   cache_mr cache{&pool, {.max_cached_size_bytes = 4 * MiB, .pool_fraction = 0.01}};
@@ -226,15 +232,15 @@ namespace gpumem::test {
 namespace {
 
 // Before a lean pool takes new physical memory, the growing thread's cached blocks go back to it
-// when they are more than the thread's floor: two cached 1 MiB blocks make the 2 MiB a larger
-// request needs, and nothing new is mapped.
+// when they are more than the thread's floor (none here): two cached 1 MiB blocks make the 2 MiB
+// a larger request needs, and nothing new is mapped.
 TEST(thread_cache_growth, TheGrowingThreadsCacheIsFlushedBeforeTheLeanPoolMapsMore)
 {
   detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
   auto const a = rt.create_stream();
   mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
-  mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{
-      &pool, {.thread_floor_bytes = MiB}};
+  mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{&pool,
+                                                                        {.thread_floor_bytes = 0}};
   void* p = cache.allocate(MiB, a);
   void* q = cache.allocate(MiB, a);
   EXPECT_EQ(pool.stats().mapped_bytes, 2 * MiB);
@@ -249,6 +255,24 @@ TEST(thread_cache_growth, TheGrowingThreadsCacheIsFlushedBeforeTheLeanPoolMapsMo
   void* s = cache.allocate(4 * MiB, a);  // nothing cached: the pool grows as usual
   EXPECT_EQ(cache.stats().growth_flushes, 1U);
   cache.deallocate(s, 4 * MiB, a);
+  cache.check_invariants();
+  pool.check_invariants();
+}
+
+// Over a lean pool a thread's cache holds at most its floor: blocks waiting in a cache make such a
+// pool grow (a replay over vmm_pool grew again in its warm pass with 32 MiB per thread).
+TEST(thread_cache_growth, OverALeanPoolEachThreadCachesAtMostItsFloor)
+{
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
+  auto const a = rt.create_stream();
+  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
+  mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{
+      &pool, {.thread_floor_bytes = 2 * MiB}};
+  EXPECT_EQ(cache.options().thread_cap_bytes, 2 * MiB);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) { blocks.push_back(cache.allocate(MiB, a)); }
+  for (void* p : blocks) { cache.deallocate(p, MiB, a); }
+  EXPECT_LE(cache.stats().bytes_cached, 2 * MiB);
   cache.check_invariants();
   pool.check_invariants();
 }

@@ -15,6 +15,9 @@ class growth_hook_target {
   virtual void set_before_growth(hook fn, void* context) = 0;
   /// Removes the hook if `context` is the one set (an observer going away). Thread-safe.
   virtual void clear_before_growth(void* context) = 0;
+  /// True for a pool that maps only the memory it needs (the virtual-memory pool): blocks held
+  /// in a cache above it make it grow, so such a cache keeps little (see thread_floor_bytes).
+  [[nodiscard]] virtual bool lean() const noexcept = 0;
 
  protected:
   growth_hook_target()                                     = default;

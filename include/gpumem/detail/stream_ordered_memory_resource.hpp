@@ -107,6 +107,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   /// Free memory over all lists (takes every list's lock in turn).
   [[nodiscard]] free_stats get_free_stats() const;
   void check_invariants() const;
+  [[nodiscard]] bool lean() const noexcept override { return backs_in_place(); }
   void set_before_growth(hook fn, void* context) override
   {
     std::lock_guard lock{grow_mutex_};

@@ -64,6 +64,9 @@ cache_core::cache_core(device_async_resource_ref upstream, options opts)
       id_{next_registry_id()}
 {
   if (opts_.upstream_growth != nullptr) {
+    if (opts_.upstream_growth->lean() && opts_.thread_floor_bytes != 0) {
+      opts_.thread_cap_bytes = std::min(opts_.thread_cap_bytes, opts_.thread_floor_bytes);
+    }
     opts_.upstream_growth->set_before_growth(&cache_core::flush_before_growth, this);
   }
 }

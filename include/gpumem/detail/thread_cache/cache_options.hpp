@@ -25,6 +25,8 @@ struct options {
   /// The pool-fraction cap never goes below this many bytes for each thread that has a cache (at
   /// most `thread_cap_bytes`), so that a lean pool's small size does not starve its threads'
   /// caches; a cache holding no more than this is not flushed before the pool grows either.
+  /// Over a lean pool (vmm_pool) it is also each thread's cap, when not 0: blocks waiting in a
+  /// cache make such a pool grow.
   std::size_t thread_floor_bytes = std::size_t{8} << 20;
   /// The upstream's current pool size (e.g. pool_memory_resource::pool_size); empty: no such cap.
   std::function<std::size_t()> upstream_pool_bytes{};
