@@ -39,15 +39,18 @@ TEST(fixed_size, GrowsByThePreallocationCountWhenAllBlocksAreOut)
   EXPECT_EQ(fixed.get_free_stats().free_bytes, 16 * 4 * KiB);
 }
 
+struct fixed_size_two_streams : ::testing::Test {
+  host_upstream up;
+  cudaStream_t a = up.rt.create_stream();
+  cudaStream_t b = up.rt.create_stream();
+};
+
 // A stream that runs dry steals from another stream's list: one event orders it after all that
 // stream's frees, so it takes half of that list with the block it needs, and the next allocations
 // are hits with no runtime call; the donor keeps the other half.
-TEST(fixed_size, AStealTakesHalfOfTheOtherStreamsBlocksBehindOneEvent)
+TEST_F(fixed_size_two_streams, AStealTakesHalfOfTheOtherStreamsBlocksBehindOneEvent)
 {
-  host_upstream up;
   fixed_mr fixed{&up.cuda, 4 * KiB, 9, up.rt};
-  auto const a = up.rt.create_stream();
-  auto const b = up.rt.create_stream();
   std::vector<void*> ptrs;
   for (int i = 0; i < 9; ++i) { ptrs.push_back(fixed.allocate(4 * KiB, a)); }
   up.rt.enqueue(a);  // work on a that uses the blocks, still pending
@@ -76,12 +79,9 @@ TEST(fixed_size, AStealTakesHalfOfTheOtherStreamsBlocksBehindOneEvent)
 // A stream holding only a few free blocks keeps them: a dry stream grows the pool (one upstream
 // allocation) rather than take them behind an event (driver calls that many threads contend for,
 // leaving the donor as short as the thief).
-TEST(fixed_size, AStreamWithFewBlocksKeepsThemAndADryStreamGrows)
+TEST_F(fixed_size_two_streams, AStreamWithFewBlocksKeepsThemAndADryStreamGrows)
 {
-  host_upstream up;
   fixed_mr fixed{&up.cuda, 4 * KiB, 4, up.rt};
-  auto const a = up.rt.create_stream();
-  auto const b = up.rt.create_stream();
   std::vector<void*> on_b;
   for (int i = 0; i < 4; ++i) { on_b.push_back(fixed.allocate(4 * KiB, b)); }
   for (int i = 0; i < 3; ++i) { fixed.deallocate(on_b[i], 4 * KiB, b); }  // b keeps 3 free
@@ -100,14 +100,11 @@ TEST(fixed_size, AStreamWithFewBlocksKeepsThemAndADryStreamGrows)
 
 // When the upstream cannot give a chunk, the few blocks other streams hold are reclaimed (a device
 // synchronization) and serve the request.
-TEST(fixed_size, WhenTheUpstreamIsOutTheFewBlocksOfOtherStreamsAreReclaimed)
+TEST_F(fixed_size_two_streams, WhenTheUpstreamIsOutTheFewBlocksOfOtherStreamsAreReclaimed)
 {
-  host_upstream up;
   fixed_mr fixed{&up.cuda, 4 * KiB, 2, up.rt};
-  auto const a = up.rt.create_stream();
-  auto const b = up.rt.create_stream();
-  void* p      = fixed.allocate(4 * KiB, b);
-  void* q      = fixed.allocate(4 * KiB, b);
+  void* p = fixed.allocate(4 * KiB, b);
+  void* q = fixed.allocate(4 * KiB, b);
   up.rt.enqueue(b);
   fixed.deallocate(p, 4 * KiB, b);
   up.rt.fail_next_allocations(1);

@@ -231,14 +231,18 @@ TEST_F(thread_cache_test, TrimReturnsTheCallersBlocksAndOthersAtTheirNextCall)
 namespace gpumem::test {
 namespace {
 
+// A lean pool (vmm_pool) on a 64 MiB device, for the cache's growth tests.
+struct thread_cache_lean_pool : ::testing::Test {
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
+  cudaStream_t a = rt.create_stream();
+  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
+};
+
 // Before a lean pool takes new physical memory, the growing thread's cached blocks go back to it
 // when they are more than the thread's floor (none here): two cached 1 MiB blocks make the 2 MiB
 // a larger request needs, and nothing new is mapped.
-TEST(thread_cache_growth, TheGrowingThreadsCacheIsFlushedBeforeTheLeanPoolMapsMore)
+TEST_F(thread_cache_lean_pool, TheGrowingThreadsCacheIsFlushedBeforeTheLeanPoolMapsMore)
 {
-  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
-  auto const a = rt.create_stream();
-  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
   mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{&pool,
                                                                         {.thread_floor_bytes = 0}};
   void* p = cache.allocate(MiB, a);
@@ -261,11 +265,8 @@ TEST(thread_cache_growth, TheGrowingThreadsCacheIsFlushedBeforeTheLeanPoolMapsMo
 
 // Over a lean pool a thread's cache holds at most its floor: blocks waiting in a cache make such a
 // pool grow (a replay over vmm_pool grew again in its warm pass with 32 MiB per thread).
-TEST(thread_cache_growth, OverALeanPoolEachThreadCachesAtMostItsFloor)
+TEST_F(thread_cache_lean_pool, OverALeanPoolEachThreadCachesAtMostItsFloor)
 {
-  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
-  auto const a = rt.create_stream();
-  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
   mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{
       &pool, {.thread_floor_bytes = 2 * MiB}};
   EXPECT_EQ(cache.options().thread_cap_bytes, 2 * MiB);
@@ -279,11 +280,8 @@ TEST(thread_cache_growth, OverALeanPoolEachThreadCachesAtMostItsFloor)
 
 // A cache holding no more than its floor stays when the pool grows: a lean pool is always full,
 // and emptying the cache at each of its growths would make nearly every request a miss.
-TEST(thread_cache_growth, ACacheWithinItsFloorIsKeptWhenThePoolGrows)
+TEST_F(thread_cache_lean_pool, ACacheWithinItsFloorIsKeptWhenThePoolGrows)
 {
-  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
-  auto const a = rt.create_stream();
-  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
   mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{
       &pool, {.thread_floor_bytes = 2 * MiB}};
   void* p = cache.allocate(MiB, a);
@@ -334,11 +332,8 @@ TEST(thread_cache_growth, TheCapOverASmallPoolGrowsWithTheThreadsThatCache)
 
 // Another thread's growth does not touch this thread's cache (its bins are its own), and the
 // hook goes away with the adaptor.
-TEST(thread_cache_growth, OnlyTheGrowingThreadsCacheIsFlushedAndTheHookLeavesWithTheAdaptor)
+TEST_F(thread_cache_lean_pool, OnlyTheGrowingThreadsCacheIsFlushedAndTheHookLeavesWithTheAdaptor)
 {
-  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB}};
-  auto const a = rt.create_stream();
-  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
   {
     mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{&pool};
     cache.deallocate(cache.allocate(MiB, a), MiB, a);

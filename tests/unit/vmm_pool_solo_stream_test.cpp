@@ -18,6 +18,17 @@ struct vmm_pool_solo : ::testing::Test {
   cudaStream_t b = rt.create_stream();
   vmm_pool pool{mr::vmm_pool_options{.reserve_bytes = 256 * MiB}, rt};
 
+  /// 8 MiB freed on `a` while a's work still runs (a hole a growth could move elsewhere), next to
+  /// 2 MiB still handed out (returned), so that the hole cannot grow in place.
+  void* hole_beside_a_live_block()
+  {
+    void* p = pool.allocate(8 * MiB, a);
+    void* q = pool.allocate(2 * MiB, a);
+    rt.enqueue(a);
+    pool.deallocate(p, 8 * MiB, a);
+    return q;
+  }
+
   void check()
   {
     pool.check_invariants();
@@ -66,10 +77,7 @@ TEST_F(vmm_pool_solo, AnotherStreamsFirstAllocationWaitsForTheSoloStreamsFrees)
 // handles, and nobody waits for the device.
 TEST_F(vmm_pool_solo, AGrowthWhileTheStreamIsBusyTakesNewMemoryAndMovesNothing)
 {
-  void* p = pool.allocate(8 * MiB, a);
-  void* q = pool.allocate(2 * MiB, a);
-  rt.enqueue(a);
-  pool.deallocate(p, 8 * MiB, a);  // a hole a growth could move elsewhere
+  void* q           = hole_beside_a_live_block();
   auto const unmaps = rt.calls().vmm_unmap;
   auto const syncs  = rt.calls().synchronize;
   void* r           = pool.allocate(12 * MiB, a);
@@ -89,10 +97,7 @@ TEST_F(vmm_pool_solo, AGrowthWhileTheStreamIsBusyTakesNewMemoryAndMovesNothing)
 // nothing on an idle device): the hole's handles are mapped where the new block needs them.
 TEST_F(vmm_pool_solo, AGrowthAfterTheStreamIsDoneMovesFreeMemory)
 {
-  void* p = pool.allocate(8 * MiB, a);
-  void* q = pool.allocate(2 * MiB, a);
-  rt.enqueue(a);
-  pool.deallocate(p, 8 * MiB, a);
+  void* q = hole_beside_a_live_block();
   rt.complete_all();
   auto const unmaps = rt.calls().vmm_unmap;
   void* r           = pool.allocate(12 * MiB, a);
