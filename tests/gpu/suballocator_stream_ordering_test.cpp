@@ -77,8 +77,8 @@ class gpu_ordering : public ::testing::Test {
     free_behind_spin(mr, std::vector<void*>{p}, n, a);
   }
   /// The same for several blocks, freed in order.
-  void free_behind_spin(mr::device_memory_resource& mr, std::vector<void*> const& ps,
-                        std::size_t n, cudaStream_t a)
+  void free_behind_spin(mr::device_memory_resource& mr, std::vector<void*> const& ps, std::size_t n,
+                        cudaStream_t a)
   {
     ASSERT_EQ(cudaMemsetAsync(flag_, 0, sizeof(int), a), cudaSuccess);
     spin(a, flag_);

@@ -85,8 +85,12 @@ free_block stream_ordered_memory_resource<D, L>::after_growth_hook(stream_state&
 template <class D, class L>
 bool stream_ordered_memory_resource<D, L>::still_solo(stream_state& mine)
 {
-  stream_state* expected = nullptr;
-  if (solo_.compare_exchange_strong(expected, &mine) || expected == &mine) { return true; }
+  // A plain load first: the solo stream's own allocations (every one, while solo) make no
+  // read-modify-write on the shared flag; only the first allocation ever claims it.
+  stream_state* expected = solo_.load(std::memory_order_acquire);
+  if (expected == &mine) { return true; }
+  if (expected == nullptr && solo_.compare_exchange_strong(expected, &mine)) { return true; }
+  if (expected == &mine) { return true; }
   end_solo();
   return false;
 }

@@ -5,8 +5,8 @@
 // ranges. The pool's free lists and handed-out blocks cover exactly the mapped bytes; this class
 // never sees handed-out blocks, only the pool's *idle* free list (memory no stream is using: the
 // pool synchronized before handing it over), which it may change:
-//   extend(idle, n, may_move)  makes idle hold a block of n bytes: picks the unmapped range whose
-//   mapping
+//   extend(idle, n, may_move)
+//                     makes idle hold a block of n bytes: picks the unmapped range whose mapping
 //                     joins the most free memory already mapped next to it, fills it first with
 //                     handles taken from free holes elsewhere (unmapped there, mapped here: address
 //                     fragmentation never costs physical memory), and only then with a new handle
