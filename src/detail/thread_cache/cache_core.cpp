@@ -112,8 +112,12 @@ void* cache_core::allocate_slow(std::size_t bytes, cudaStream_t stream)
 }
 
 /// Registers a block taken from upstream as owned by `c` (live); on failure gives it back.
+/// `c` may still know `p`: another thread released it upstream (a free on its per-thread stream)
+/// and posted a notice that `c` has not taken in yet. The notice was posted before the release,
+/// so it is in the inbox now: take it in first, or it would later erase the new entry.
 void cache_core::record(local_cache& c, char* p, std::uint64_t units, cudaStream_t stream)
 {
+  if (c.blocks_.find(p) != nullptr) { drain(c); }
   auto const u = static_cast<std::uint32_t>(units);
   try {
     auto& s = shard_of(p);
@@ -346,13 +350,17 @@ void cache_core::shutdown() noexcept
 }
 
 /// The thread of `c` exits: its handed-out blocks stay valid and become orphans (any thread's
-/// free of one releases it upstream).
+/// free of one releases it upstream). Only entries that still name `c` change: a block another
+/// thread released upstream after `c` last took in its notices is still in `c.blocks_`, and the
+/// upstream may have handed it to another cache since, whose entry must stay as it is.
 void cache_core::orphan_live_blocks(local_cache& c) noexcept
 {
   c.blocks_.for_each([&](char* p, block_entry const& e) {
     auto& s = shard_of(p);
     std::lock_guard lock{s.mutex};
-    if (auto* g = s.map.find(p)) { *g = owner_entry{nullptr, e.block_units, e.request_units}; }
+    if (auto* g = s.map.find(p); g != nullptr && g->owner == &c) {
+      *g = owner_entry{nullptr, e.block_units, e.request_units};
+    }
   });
 }
 
@@ -366,9 +374,11 @@ void cache_core::drain_orphaned(local_cache& c) noexcept
       auto* e = c.blocks_.find(n->ptr);
       auto& s = shard_of(n->ptr);
       std::unique_lock lock{s.mutex};
-      bool const ours = s.map.erase(n->ptr);
+      auto* g         = s.map.find(n->ptr);  // orphaned by `c` (or still `c`'s), nobody else's
+      bool const ours = g != nullptr && (g->owner == nullptr || g->owner == &c) && e != nullptr &&
+                        !e->cached && s.map.erase(n->ptr);
       lock.unlock();
-      if (ours && e != nullptr) {
+      if (ours) {
         gpumem::detail::async_deallocate(upstream_, n->ptr,
                                          std::size_t{e->block_units} * granule_bytes, granule_bytes,
                                          n->stream);
