@@ -171,14 +171,8 @@ misses, flushes, remote frees and bytes cached.
                                        .total_cap_bytes       = total_cap,
                                        .pool_fraction         = fraction,
                                        .thread_floor_bytes    = floor};
-            if (auto* pool = dynamic_cast<mr::pool_memory_resource<device_memory_resource>*>(&up)) {
-              o.upstream_pool_bytes = [pool] { return pool->pool_size(); };
-            } else if (auto* vmm = dynamic_cast<mr::vmm_pool_memory_resource*>(&up)) {
-              o.upstream_pool_bytes = [vmm] { return vmm->pool_size(); };
-            }
-            o.upstream_growth = dynamic_cast<detail::growth_hook_target*>(&up);
-            return linked(upstream,
-                          std::make_shared<R>(device_async_resource_ref{up}, std::move(o)));
+            return linked(upstream, std::make_shared<R>(device_async_resource_ref{up},
+                                                        mr::wired_to(&up, std::move(o))));
           }),
           py::arg("upstream"), py::arg("max_cached_size_bytes") = std::size_t{1} << 20,
           py::arg("thread_cap_bytes") = std::size_t{32} << 20,

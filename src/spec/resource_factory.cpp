@@ -196,24 +196,14 @@ void resource_stack::clear() noexcept
 void resource_stack::flush_logs()
 {
   for (auto const& layer : layers_) {
-    if (auto* log =
-            dynamic_cast<mr::logging_resource_adaptor<mr::device_memory_resource>*>(layer.get())) {
-      log->flush();
-    }
+    if (auto* log = dynamic_cast<mr::flushable*>(layer.get())) { log->flush(); }
   }
 }
 
 void resource_stack::trim()
 {
-  using cache_t = mr::thread_cache_resource_adaptor<mr::device_memory_resource>;
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
-    if (auto* c = dynamic_cast<cache_t*>(it->get())) {
-      c->trim();
-    } else if (auto* v = dynamic_cast<mr::vmm_pool_memory_resource*>(it->get())) {
-      (void)v->trim_to(0);
-    } else if (auto* a = dynamic_cast<mr::cuda_async_memory_resource*>(it->get())) {
-      a->pool().trim_to(0);
-    }
+    if (auto* t = dynamic_cast<mr::trimmable*>(it->get())) { t->trim(); }
   }
 }
 
@@ -227,75 +217,44 @@ footprint_source const* resource_stack::footprint() const noexcept
 
 namespace {
 
-/// A layer that rounds requests to its own block sizes (found once per stack).
-struct grant_layer {
-  mr::binning_memory_resource<mr::device_memory_resource> const* binning{};
-  mr::fixed_size_memory_resource<mr::device_memory_resource> const* fixed{};
-  mr::caching_memory_resource const* caching{};
-
-  /// The layer's block for `bytes`, or 0 when the request passes through it.
-  [[nodiscard]] std::size_t grant(std::size_t bytes) const
-  {
-    if (binning != nullptr) { return binning->bin_size_for(bytes).value_or(0); }
-    if (fixed != nullptr) { return std::max(fixed->get_block_size(), bytes); }  // larger fail
-    auto const choice = caching->core().layout().classify(bytes);
-    return choice.bin != detail::caching::invalid_bin ? choice.bytes : 0;
-  }
-};
-
-/// What `layer` does to request sizes (all null: it passes them on).
-grant_layer rounding_of(mr::device_memory_resource const* layer)
+/// The layers that round requests to their own block sizes, outermost first.
+std::vector<mr::block_rounding const*> rounding_layers(
+    std::vector<std::unique_ptr<mr::device_memory_resource>> const& layers)
 {
-  using binning_t = mr::binning_memory_resource<mr::device_memory_resource>;
-  using fixed_t   = mr::fixed_size_memory_resource<mr::device_memory_resource>;
-  return {dynamic_cast<binning_t const*>(layer), dynamic_cast<fixed_t const*>(layer),
-          dynamic_cast<mr::caching_memory_resource const*>(layer)};
+  std::vector<mr::block_rounding const*> out;
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    if (auto const* r = dynamic_cast<mr::block_rounding const*>(it->get())) { out.push_back(r); }
+  }
+  return out;
 }
 
-bool rounds(grant_layer const& g)
+/// The block the outermost rounding layer that serves `bytes` gives it.
+std::size_t grant_of(std::vector<mr::block_rounding const*> const& layers, std::size_t bytes)
 {
-  return g.binning || g.fixed || g.caching;
+  for (auto const* r : layers) {
+    if (auto const n = r->block_for(bytes); n != 0) { return n; }
+  }
+  return align_up(bytes, CUDA_ALLOCATION_ALIGNMENT);
 }
 
 }  // namespace
 
 std::size_t resource_stack::granted_bytes(std::size_t bytes) const noexcept
 {
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
-    auto const g = rounding_of(it->get());
-    if (!rounds(g)) { continue; }
-    if (auto const n = g.grant(bytes); n != 0) { return n; }
-  }
-  return align_up(bytes, CUDA_ALLOCATION_ALIGNMENT);
+  return grant_of(rounding_layers(layers_), bytes);
 }
 
 std::function<std::size_t(std::size_t)> resource_stack::grant_function() const
 {
-  std::vector<grant_layer> layers;  // outermost first
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
-    if (auto const g = rounding_of(it->get()); rounds(g)) { layers.push_back(g); }
-  }
-  return [layers = std::move(layers)](std::size_t bytes) {
-    for (auto const& g : layers) {
-      if (auto const n = g.grant(bytes); n != 0) { return n; }
-    }
-    return align_up(bytes, CUDA_ALLOCATION_ALIGNMENT);
-  };
+  return [layers = rounding_layers(layers_)](std::size_t bytes) { return grant_of(layers, bytes); };
 }
 
 std::vector<std::pair<std::string, double>> resource_stack::counters() const
 {
-  using cache_t = mr::thread_cache_resource_adaptor<mr::device_memory_resource>;
-  std::vector<std::pair<std::string, double>> out;
+  std::vector<mr::named_counter> out;
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
-    if (auto const* c = dynamic_cast<cache_t const*>(it->get())) {
-      auto const s = c->stats();
-      out.insert(out.end(), {{"cache_hits", static_cast<double>(s.hits)},
-                             {"cache_misses", static_cast<double>(s.misses)},
-                             {"cache_flushed", static_cast<double>(s.flushed)},
-                             {"cache_remote_frees", static_cast<double>(s.remote_frees)},
-                             {"cache_growth_flushes", static_cast<double>(s.growth_flushes)},
-                             {"cache_bytes", static_cast<double>(s.bytes_cached)}});
+    if (auto const* c = dynamic_cast<mr::counter_source const*>(it->get())) {
+      c->append_counters(out);
     }
   }
   return out;

@@ -263,6 +263,35 @@ TEST_F(thread_cache_lean_pool, TheGrowingThreadsCacheIsFlushedBeforeTheLeanPoolM
   pool.check_invariants();
 }
 
+// Two caches over one pool both give their blocks back before it grows (each registers its own
+// growth hook; a second cache must not replace the first's).
+TEST_F(thread_cache_lean_pool, TwoCachesOverOnePoolAreBothFlushedBeforeItGrows)
+{
+  using cache_t = mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource>;
+  cache_t first{&pool, {.thread_floor_bytes = 0}};
+  cache_t second{&pool, {.thread_floor_bytes = 0}};
+  void* p = first.allocate(MiB, a);
+  void* q = second.allocate(MiB, a);
+  first.deallocate(p, MiB, a);
+  second.deallocate(q, MiB, a);
+  void* r = first.allocate(2 * MiB, a);  // passes through; the pool would grow
+  EXPECT_EQ(pool.stats().mapped_bytes, 2 * MiB) << "served from both caches' blocks";
+  EXPECT_EQ(first.stats().growth_flushes, 1U);
+  EXPECT_EQ(second.stats().growth_flushes, 1U);
+  first.deallocate(r, 2 * MiB, a);
+  {
+    cache_t third{&pool, {.thread_floor_bytes = 0}};  // added, then removed when it goes
+  }
+  void* s = second.allocate(MiB, a);
+  second.deallocate(s, MiB, a);
+  void* t = first.allocate(4 * MiB, a);
+  EXPECT_EQ(second.stats().growth_flushes, 2U) << "the second's hook outlived the third's";
+  first.deallocate(t, 4 * MiB, a);
+  first.check_invariants();
+  second.check_invariants();
+  pool.check_invariants();
+}
+
 // Over a lean pool a thread's cache holds at most its floor: blocks waiting in a cache make such a
 // pool grow (a replay over vmm_pool grew again in its warm pass with 32 MiB per thread).
 TEST_F(thread_cache_lean_pool, OverALeanPoolEachThreadCachesAtMostItsFloor)

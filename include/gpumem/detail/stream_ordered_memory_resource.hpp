@@ -65,6 +65,7 @@
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
 #include <gpumem/detail/stream_registry.hpp>
+#include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 
 #include <atomic>
@@ -93,13 +94,14 @@ void check_blocks(char const* resource, std::vector<free_block> blocks,
 
 template <class Derived, class FreeList>
 class stream_ordered_memory_resource : public mr::device_memory_resource,
+                                       public mr::pool_size_source,
                                        public growth_hook_target {
  public:
   stream_ordered_memory_resource(stream_ordered_memory_resource const&)            = delete;
   stream_ordered_memory_resource& operator=(stream_ordered_memory_resource const&) = delete;
 
   /// Total bytes taken from upstream (free and handed out).
-  [[nodiscard]] std::size_t pool_size() const noexcept { return pool_bytes_.load(); }
+  [[nodiscard]] std::size_t pool_size() const noexcept override { return pool_bytes_.load(); }
   /// The runtime used for events and synchronization.
   [[nodiscard]] runtime& get_runtime() const noexcept { return *runtime_; }
   /// Deallocations of pointers that were not handed out (double or foreign frees), so far.
@@ -108,16 +110,15 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   [[nodiscard]] free_stats get_free_stats() const;
   void check_invariants() const;
   [[nodiscard]] bool lean() const noexcept override { return backs_in_place(); }
-  void set_before_growth(hook fn, void* context) override
+  void add_before_growth(hook fn, void* context) override
   {
     std::lock_guard lock{grow_mutex_};
-    growth_hook_    = fn;
-    growth_context_ = context;
+    growth_hooks_.push_back({fn, context});
   }
-  void clear_before_growth(void* context) override
+  void remove_before_growth(void* context) noexcept override
   {
     std::lock_guard lock{grow_mutex_};
-    if (growth_context_ == context) { growth_hook_ = nullptr; }
+    std::erase_if(growth_hooks_, [context](auto const& h) { return h.context == context; });
   }
 
  protected:
@@ -309,9 +310,12 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   mutable stream_state unowned_;  // free memory of no stream
   mutable stream_registry<stream_state> streams_;
   mutable allocation_table table_;
-  mutable std::mutex grow_mutex_;           // serializes reclaim and growth; guards chunks_
-  growth_hook_target::hook growth_hook_{};  // guarded by grow_mutex_
-  void* growth_context_{};                  // guarded by grow_mutex_
+  mutable std::mutex grow_mutex_;  // serializes reclaim and growth; guards chunks_
+  struct growth_observer {
+    growth_hook_target::hook fn;
+    void* context;
+  };
+  std::vector<growth_observer> growth_hooks_;  // guarded by grow_mutex_; run in order added
   // Solo mode (idle_first only): while one stream alone has allocated, its frees go to unowned_,
   // and solo_pending_ says unowned_ may hold memory that stream's work still uses. Invariant:
   // !solo_pending_ => every block in unowned_ is idle for the device. solo_over_ only goes

@@ -75,7 +75,9 @@ template <class D, class L>
 free_block stream_ordered_memory_resource<D, L>::after_growth_hook(stream_state& mine,
                                                                    std::size_t size)
 {
-  if (growth_hook_ == nullptr || !growth_hook_(growth_context_)) { return {}; }
+  bool gave_back = false;
+  for (auto const& h : growth_hooks_) { gave_back = h.fn(h.context) || gave_back; }
+  if (!gave_back) { return {}; }
   if (auto b = take_from(mine, size); b.valid()) { return b; }
   if (auto b = take_unowned(size); b.valid()) { return b; }
   if (reclaim()) { return take_unowned(size); }

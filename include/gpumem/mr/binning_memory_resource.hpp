@@ -16,6 +16,7 @@
 // add_bin is not thread-safe.
 #pragma once
 
+#include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 
@@ -28,7 +29,7 @@
 namespace gpumem::mr {
 
 template <class Upstream>
-class binning_memory_resource : public device_memory_resource {
+class binning_memory_resource : public device_memory_resource, public block_rounding {
  public:
   /// No bins: everything goes upstream until add_bin(). `runtime` (extension) is given to the
   /// fixed_size bins this resource creates.
@@ -104,6 +105,12 @@ class binning_memory_resource : public device_memory_resource {
   {
     auto const it = bins_.lower_bound(bytes);
     return it == bins_.end() ? std::nullopt : std::optional<std::size_t>{it->first};
+  }
+
+  /// bin_size_for(bytes), 0 when the request goes upstream.
+  [[nodiscard]] std::size_t block_for(std::size_t bytes) const override
+  {
+    return bin_size_for(bytes).value_or(0);
   }
 
   [[nodiscard]] device_async_resource_ref get_resource_ref(std::size_t bytes) const noexcept

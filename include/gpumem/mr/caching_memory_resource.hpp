@@ -12,6 +12,7 @@
 // Thread safety: thread-safe; one lock (per device), as the seed's allocator.
 #pragma once
 
+#include <gpumem/mr/capabilities.hpp>
 #include <gpumem/detail/caching/block_source.hpp>
 #include <gpumem/detail/caching/caching_core.hpp>
 #include <gpumem/detail/runtime.hpp>
@@ -33,7 +34,7 @@ struct caching_memory_resource_options {
   bool debug{false};                                             ///< print (de)allocation events
 };
 
-class caching_memory_resource final : public device_memory_resource {
+class caching_memory_resource final : public device_memory_resource, public block_rounding {
  public:
   /// Throws logic_error for a null upstream or an invalid bin layout.
   template <class Upstream>
@@ -67,6 +68,12 @@ class caching_memory_resource final : public device_memory_resource {
   [[nodiscard]] std::size_t bad_deallocations() const noexcept { return bad_deallocations_; }
   void check_invariants() const { core_.check_invariants(); }
   [[nodiscard]] detail::caching::caching_core const& core() const noexcept { return core_; }
+  /// The bin size that serves `bytes`, or 0 when the request is larger than every bin.
+  [[nodiscard]] std::size_t block_for(std::size_t bytes) const override
+  {
+    auto const choice = core_.layout().classify(bytes);
+    return choice.bin != detail::caching::invalid_bin ? choice.bytes : 0;
+  }
 
  private:
   struct upstream_source final : detail::caching::block_source {

@@ -14,6 +14,7 @@
 // same pool (also a cuda_async_view_memory_resource of that pool).
 #pragma once
 
+#include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/pool/allocation_handle_type.hpp>
 #include <gpumem/pool/memory_pool.hpp>
@@ -23,7 +24,7 @@
 
 namespace gpumem::mr {
 
-class cuda_async_memory_resource final : public device_memory_resource {
+class cuda_async_memory_resource final : public device_memory_resource, public trimmable {
  public:
   using allocation_handle_type = gpumem::allocation_handle_type;
 
@@ -36,6 +37,8 @@ class cuda_async_memory_resource final : public device_memory_resource {
   [[nodiscard]] cudaMemPool_t pool_handle() const noexcept { return pool_.handle(); }
   /// The underlying pool (attributes, statistics, access, trim_to, export).
   [[nodiscard]] memory_pool const& pool() const noexcept { return pool_; }
+  /// Releases the pool's free memory to the device (pool().trim_to(0)).
+  void trim() override { pool_.trim_to(0); }
 
  private:
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override;

@@ -19,7 +19,9 @@
 
 #include <gpumem/detail/fixed_size_free_list.hpp>
 #include <gpumem/detail/stream_ordered_memory_resource.hpp>
+#include <gpumem/mr/capabilities.hpp>
 
+#include <algorithm>
 #include <string>
 
 namespace gpumem::mr {
@@ -28,7 +30,8 @@ template <class Upstream>
 class fixed_size_memory_resource
     : public detail::stream_ordered_memory_resource<fixed_size_memory_resource<Upstream>,
                                                     detail::fixed_size_free_list>,
-      public gpumem::detail::forward_properties<fixed_size_memory_resource<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<fixed_size_memory_resource<Upstream>, Upstream>,
+      public block_rounding {
   using base = detail::stream_ordered_memory_resource<fixed_size_memory_resource<Upstream>,
                                                       detail::fixed_size_free_list>;
   friend base;
@@ -73,6 +76,11 @@ class fixed_size_memory_resource
     return upstream_;
   }
   [[nodiscard]] std::size_t get_block_size() const noexcept { return block_size_; }
+  /// Every request takes one block (a larger one fails: it keeps its own size here).
+  [[nodiscard]] std::size_t block_for(std::size_t bytes) const override
+  {
+    return std::max(block_size_, bytes);
+  }
 
  private:
   static std::size_t checked_block_size(std::size_t block_size)

@@ -26,6 +26,7 @@
 
 #include <gpumem/detail/allocation_logger.hpp>
 #include <gpumem/error.hpp>
+#include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
 
@@ -62,7 +63,8 @@ struct logging_options {
 template <typename Upstream>
 class logging_resource_adaptor
     : public device_memory_resource,
-      public gpumem::detail::forward_properties<logging_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<logging_resource_adaptor<Upstream>, Upstream>,
+      public flushable {
  public:
   /// Logs to `filename` (truncated), by default the value of GPUMEM_LOG_FILE (or RMM_LOG_FILE).
   logging_resource_adaptor(Upstream* upstream, std::string const& filename = get_default_filename(),
@@ -142,7 +144,7 @@ class logging_resource_adaptor
 
   /// Flushes every sink. Throws std::runtime_error when a sink failed (a full disk, a closed
   /// stream): the log is incomplete. The destructor says so on stderr instead.
-  void flush() { logger_->flush(); }
+  void flush() override { logger_->flush(); }
 
   /// "Thread,Time,Action,Pointer,Size,Stream" (with ",Frames" when it records call stacks)
   [[nodiscard]] std::string header() const { return logger_->header_line(); }

@@ -30,20 +30,43 @@
 #pragma once
 
 #include <gpumem/detail/thread_cache/cache_core.hpp>
+#include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 
-#include <concepts>
 #include <memory>
+#include <type_traits>
+#include <vector>
 
 namespace gpumem::mr {
 
 using thread_cache_options = detail::thread_cache::options;
 using thread_cache_stats   = detail::thread_cache::stats;
 
+/// `options` completed with what a cache learns from the resource below it, where the caller
+/// left them unset: that resource's pool size, when it has one (the caches are capped at
+/// pool_fraction of it), and its growth hook, when it is one of gpumem's pools (the growing
+/// thread's cache is flushed into it before it grows).
+template <class Upstream>
+[[nodiscard]] thread_cache_options wired_to(Upstream* upstream, thread_cache_options options)
+{
+  if constexpr (std::is_polymorphic_v<Upstream>) {
+    auto const* pool = dynamic_cast<pool_size_source const*>(upstream);
+    if (pool != nullptr && !options.upstream_pool_bytes) {
+      options.upstream_pool_bytes = [pool] { return pool->pool_size(); };
+    }
+    if (options.upstream_growth == nullptr) {
+      options.upstream_growth = dynamic_cast<gpumem::detail::growth_hook_target*>(upstream);
+    }
+  }
+  return options;
+}
+
 template <class Upstream>
 class thread_cache_resource_adaptor
     : public device_memory_resource,
-      public gpumem::detail::forward_properties<thread_cache_resource_adaptor<Upstream>, Upstream> {
+      public gpumem::detail::forward_properties<thread_cache_resource_adaptor<Upstream>, Upstream>,
+      public trimmable,
+      public counter_source {
  public:
   explicit thread_cache_resource_adaptor(device_async_resource_ref upstream,
                                          thread_cache_options options = {})
@@ -56,7 +79,7 @@ class thread_cache_resource_adaptor
   /// Throws logic_error when `upstream` is null.
   explicit thread_cache_resource_adaptor(Upstream* upstream, thread_cache_options options = {})
       : thread_cache_resource_adaptor{to_device_async_resource_ref_checked(upstream),
-                                      with_pool_size(upstream, std::move(options))}
+                                      wired_to(upstream, std::move(options))}
   {
     this->link_upstream(upstream);
   }
@@ -77,7 +100,19 @@ class thread_cache_resource_adaptor
   /// Hits, misses, flushes and bytes cached, per live thread and in total.
   [[nodiscard]] thread_cache_stats stats() const { return core_->get_stats(); }
   /// Returns the caller's cached blocks upstream now, other threads' at their next call.
-  void trim() { core_->trim(); }
+  void trim() override { core_->trim(); }
+  /// cache_hits, cache_misses, cache_flushed, cache_remote_frees, cache_growth_flushes,
+  /// cache_bytes.
+  void append_counters(std::vector<named_counter>& out) const override
+  {
+    auto const s = stats();
+    out.insert(out.end(), {{"cache_hits", static_cast<double>(s.hits)},
+                           {"cache_misses", static_cast<double>(s.misses)},
+                           {"cache_flushed", static_cast<double>(s.flushed)},
+                           {"cache_remote_frees", static_cast<double>(s.remote_frees)},
+                           {"cache_growth_flushes", static_cast<double>(s.growth_flushes)},
+                           {"cache_bytes", static_cast<double>(s.bytes_cached)}});
+  }
   /// Double frees, wrong sizes and unknown pointers this adaptor saw (not the upstream's count).
   [[nodiscard]] std::uint64_t bad_deallocations() const noexcept
   {
@@ -92,23 +127,6 @@ class thread_cache_resource_adaptor
   void check_invariants() const { core_->check_invariants(); }
 
  private:
-  static thread_cache_options with_pool_size(Upstream* upstream, thread_cache_options o)
-  {
-    if constexpr (requires(Upstream const& u) {
-                    {
-                      u.pool_size()
-                      } -> std::convertible_to<std::size_t>;
-                  }) {
-      if (upstream != nullptr && !o.upstream_pool_bytes) {
-        o.upstream_pool_bytes = [upstream] { return upstream->pool_size(); };
-      }
-    }
-    if (o.upstream_growth == nullptr) {
-      o.upstream_growth = dynamic_cast<gpumem::detail::growth_hook_target*>(upstream);
-    }
-    return o;
-  }
-
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
     return core_->allocate(bytes, stream.value());

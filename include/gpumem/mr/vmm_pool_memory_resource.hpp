@@ -76,7 +76,8 @@ struct vmm_pool_stats {
 
 class vmm_pool_memory_resource final
     : public detail::stream_ordered_memory_resource<vmm_pool_memory_resource,
-                                                    detail::coalescing_free_list> {
+                                                    detail::coalescing_free_list>,
+      public trimmable {
   using base = detail::stream_ordered_memory_resource<vmm_pool_memory_resource,
                                                       detail::coalescing_free_list>;
   friend base;
@@ -96,6 +97,8 @@ class vmm_pool_memory_resource final
   /// Releases free granules (after a device synchronization) until at most `bytes` are mapped.
   /// Returns the bytes released.
   std::size_t trim_to(std::size_t bytes);
+  /// Releases every free granule (trim_to(0)).
+  void trim() override { (void)trim_to(0); }
   [[nodiscard]] std::size_t release_threshold() const noexcept { return threshold_.load(); }
   void set_release_threshold(std::size_t bytes) noexcept { threshold_.store(bytes); }
 

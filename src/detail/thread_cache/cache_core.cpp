@@ -67,7 +67,7 @@ cache_core::cache_core(device_async_resource_ref upstream, options opts)
     if (opts_.upstream_growth->lean() && opts_.thread_floor_bytes != 0) {
       opts_.thread_cap_bytes = std::min(opts_.thread_cap_bytes, opts_.thread_floor_bytes);
     }
-    opts_.upstream_growth->set_before_growth(&cache_core::flush_before_growth, this);
+    opts_.upstream_growth->add_before_growth(&cache_core::flush_before_growth, this);
   }
 }
 
@@ -337,7 +337,7 @@ void cache_core::shutdown() noexcept
 {
   std::lock_guard lock{mutex_};
   if (!alive_.exchange(false)) { return; }  // the upstream may be gone after the first call
-  if (opts_.upstream_growth != nullptr) { opts_.upstream_growth->clear_before_growth(this); }
+  if (opts_.upstream_growth != nullptr) { opts_.upstream_growth->remove_before_growth(this); }
   for (auto& c : caches_) {
     drain(*c);
     flush(*c, false);
