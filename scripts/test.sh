@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, then
+#   0. layering: no public header includes one of a higher tier (scripts/check_layering.py);
 #   1. release build: every test (GPU tests skip with a reason where there is no GPU),
 #      benchmark smoke runs, tool CLI tests;
 #   2. consumers: the install moved to another folder and used through find_package (the README's
@@ -53,6 +54,27 @@ stage() {
   grep -A100 'The following tests FAILED' "$logs/$name.ctest.log" >&2 || true
   tally "$logs/$name.ctest.log"
 }
+
+# layering: no public header includes one of a higher tier (include/gpumem/README.md); and the
+# check itself fails on a header that does (a copy of the headers with one upward include planted).
+layering() {
+  python3 "$root/scripts/check_layering.py" "$root" || return 1
+  local planted="$root/build-test-logs/layering-planted"
+  rm -rf "$planted" && mkdir -p "$planted" && cp -r "$root/include" "$planted/" || return 1
+  sed -i '0,/#include <gpumem\//s//#include <gpumem\/spec\/resource_factory.hpp>\n&/' \
+    "$planted/include/gpumem/mr/pool_memory_resource.hpp"
+  if python3 "$root/scripts/check_layering.py" "$planted" >"$logs/layering-planted.log"; then
+    echo "the layering check passed a planted upward include"; return 1
+  fi
+  grep -q 'pool_memory_resource.hpp .*includes gpumem/spec/resource_factory.hpp' \
+    "$logs/layering-planted.log"
+}
+echo "== layering (scripts/check_layering.py)" >&2
+if layering >"$logs/layering.log" 2>&1; then
+  passed=$((passed + 1)); tail -1 "$logs/layering.log" >&2
+else
+  failed=$((failed + 1)); stage_failed+=(layering); tail -20 "$logs/layering.log" >&2
+fi
 
 cfg="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$root/build-test/prefix"
 stage release "$root/build-test"
