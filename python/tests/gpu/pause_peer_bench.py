@@ -1,0 +1,83 @@
+"""torch_memory_saver's pause and resume, timed the way bench/vmm_pause_bench times gpumem's:
+tensors of 64 or 256 MiB created in a tagged region and filled, then paused and resumed (discard,
+or with a CPU backup) a few times; one JSON line per case: milliseconds per pause and per resume
+(median of the timed rounds, after one untimed round), GiB/s, and device memory in use
+(cudaMemGetInfo) before the region, with the tensors, while paused, and after the tensors were
+deleted and the cache emptied (memory a region strands shows there).
+
+    pip install --no-index torch_memory_saver-0.0.10-*.whl   # the peer (a wheel from PyPI)
+    python python/tests/gpu/pause_peer_bench.py [--cases 1,8,32] [--rounds 3]
+
+Not a test: a benchmark of a peer, run on a GPU machine beside gpumem's own."""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+CASES = {1: (16, 64), 8: (32, 256), 32: (128, 256)}  # GiB: (tensors, MiB each)
+
+
+def used_gib() -> float:
+    free, total = torch.cuda.mem_get_info()
+    return (total - free) / 2**30
+
+
+def run_case(saver, gib: int, backup: bool, rounds: int) -> dict:
+    count, mib = CASES[gib]
+    tag = f"case{gib}{'b' if backup else 'd'}"
+    out = {"peer": "torch_memory_saver", "gib": gib, "tensors": count, "mib_each": mib,
+           "mode": "cpu_backup" if backup else "discard", "used_before_gib": used_gib()}
+    try:
+        with saver.region(tag=tag, enable_cpu_backup=backup):
+            tensors = [torch.full((mib << 20,), i % 251, dtype=torch.uint8, device="cuda")
+                       for i in range(count)]
+        torch.cuda.synchronize()
+        out["used_live_gib"] = used_gib()
+        pauses, resumes = [], []
+        for r in range(rounds + 1):
+            t0 = time.perf_counter()
+            saver.pause(tag)
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+            if r == 0:
+                out["used_paused_gib"] = used_gib()
+            saver.resume(tag)
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            if r > 0:
+                pauses.append(t1 - t0)
+                resumes.append(t2 - t1)
+        if backup:
+            out["intact"] = all(int(t[0]) == i % 251 and int(t[-1]) == i % 251
+                                for i, t in enumerate(tensors))
+        out["pause_ms"] = statistics.median(pauses) * 1e3
+        out["resume_ms"] = statistics.median(resumes) * 1e3
+        out["pause_gib_s"] = gib / statistics.median(pauses)
+        out["resume_gib_s"] = gib / statistics.median(resumes)
+        del tensors
+    except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+        out["error"] = str(e).splitlines()[0][:200]
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    out["used_after_gib"] = used_gib()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="1,8,32", help="GiB per case, from 1, 8, 32")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    from torch_memory_saver import torch_memory_saver as saver
+    saver.hook_mode = "torch"
+    torch.cuda.init()
+    for gib in (int(c) for c in args.cases.split(",")):
+        for backup in (False, True):
+            print(json.dumps(run_case(saver, gib, backup, args.rounds)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
