@@ -122,6 +122,12 @@ class vmm_pool_memory_resource final
   [[nodiscard]] vmm_pool_options const& options() const noexcept { return options_; }
   [[nodiscard]] std::size_t granularity() const noexcept { return backing_.granularity(); }
   [[nodiscard]] vmm_pool_stats stats() const;
+  /// The reserved address range: every block the pool hands out lies in it (fixed for its life).
+  [[nodiscard]] std::pair<void*, std::size_t> reserved_range() const noexcept
+  {
+    auto const r = backing_.range();
+    return {r.ptr, r.size};
+  }
   /// Releases free granules (after a device synchronization) until at most `bytes` are mapped.
   /// Returns the bytes released.
   std::size_t trim_to(std::size_t bytes);
