@@ -99,7 +99,7 @@ void vmm_backing::offload_all(cudaStream_t stream)
       staged_ = false;
     } else {
       try {
-        resume(stream, true);
+        (void)resume(stream, true);
       } catch (...) {  // NOLINT(bugprone-empty-catch): stays paused with its host copy
       }
     }
@@ -118,7 +118,7 @@ void vmm_backing::drop(mapping& m, char* at) noexcept
   ++absent_count_;
 }
 
-void vmm_backing::resume(cudaStream_t stream, bool keep_staging)
+std::vector<vmm_backing::run> vmm_backing::resume(cudaStream_t stream, bool keep_staging)
 {
   GPUMEM_EXPECTS(paused_, logic_error, "vmm_pool_memory_resource: not paused");
   std::vector<char*> done;
@@ -139,6 +139,23 @@ void vmm_backing::resume(cudaStream_t stream, bool keep_staging)
   paused_ = false;
   staged_ = false;
   if (!keep_staging) { release_staging(); }
+  try {
+    return runs_of(done);
+  } catch (...) {  // host memory exhausted: the memory is back, the listeners hear nothing
+    return {};
+  }
+}
+
+std::vector<vmm_backing::run> vmm_backing::runs_of(std::vector<char*> const& addresses) const
+{
+  std::vector<run> runs;
+  for (char* at : addresses) {
+    auto const& m = mapped_.at(at);
+    if (runs.empty() || runs.back().at + runs.back().bytes != at) { runs.push_back({at, 0, {}}); }
+    runs.back().bytes += m.bytes;
+    runs.back().handles.push_back(m.handle);
+  }
+  return runs;
 }
 
 // Maps the run of adjacent absent mappings starting at `first` (new handles), grants access once

@@ -170,6 +170,17 @@ std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start)
           .count());
 }
 
+std::vector<vmm_mapping_event> events_of(std::vector<detail::vmm_backing::run> runs,
+                                         vmm_mapping_cause cause, bool mapped) noexcept
+{
+  std::vector<vmm_mapping_event> events;
+  try {
+    for (auto& r : runs) { events.push_back({r.at, r.bytes, std::move(r.handles), cause, mapped}); }
+  } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted: fewer events
+  }
+  return events;
+}
+
 }  // namespace
 
 bool vmm_pool_memory_resource::pause(pause_mode mode)
@@ -192,21 +203,23 @@ bool vmm_pool_memory_resource::pause(pause_mode mode)
   under_grow_lock([&] {
     if (listeners_.any()) { runs = backing_.present_runs(); }
   });
-  std::vector<vmm_mapping_event> events;
-  for (auto& r : runs) {
-    events.push_back({r.at, r.bytes, std::move(r.handles), vmm_mapping_cause::pause, false});
-  }
-  listeners_.notify(events);  // before unmapping, outside the locks
+  listeners_.notify(events_of(std::move(runs), vmm_mapping_cause::pause, false));  // before
   auto const offload = mode == pause_mode::offload;
-  under_grow_lock([&] {
-    try {
-      backing_.pause(offload, cudaStreamPerThread);
-    } catch (...) {
-      if (backing_.paused()) { state_.store(pause_state::paused_offloaded); }  // could not undo
-      throw;
-    }
-    state_.store(offload ? pause_state::paused_offloaded : pause_state::paused_discarded);
-  });
+  try {
+    under_grow_lock([&] {
+      try {
+        backing_.pause(offload, cudaStreamPerThread);
+      } catch (...) {
+        if (backing_.paused()) { state_.store(pause_state::paused_offloaded); }  // could not undo
+        if (listeners_.any()) { runs = backing_.present_runs(); }
+        throw;
+      }
+      state_.store(offload ? pause_state::paused_offloaded : pause_state::paused_discarded);
+    });
+  } catch (...) {  // what was announced as unmapped and is mapped (again) is announced as such
+    listeners_.notify(events_of(std::move(runs), vmm_mapping_cause::resume, true));
+    throw;
+  }
   done = true;
   pauses_.fetch_add(1);
   pause_ns_.fetch_add(nanoseconds_since(start));
@@ -220,26 +233,13 @@ bool vmm_pool_memory_resource::resume()
   if (state_.load() == pause_state::active) { return false; }
   std::vector<detail::vmm_backing::run> runs;
   under_grow_lock([&] {
-    backing_.resume(cudaStreamPerThread, options_.keep_offload_staging);  // unwinds on failure
+    runs = backing_.resume(cudaStreamPerThread, options_.keep_offload_staging);  // or unwinds
     state_.store(pause_state::active);
     frozen_.store(false);
-    if (listeners_.any()) {
-      try {
-        runs = backing_.present_runs();
-      } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted: no events
-      }
-    }
   });
   resumes_.fetch_add(1);
   resume_ns_.fetch_add(nanoseconds_since(start));
-  std::vector<vmm_mapping_event> events;
-  try {
-    for (auto& r : runs) {
-      events.push_back({r.at, r.bytes, std::move(r.handles), vmm_mapping_cause::resume, true});
-    }
-  } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted: fewer events
-  }
-  listeners_.notify(events);  // after mapping, outside the locks
+  listeners_.notify(events_of(std::move(runs), vmm_mapping_cause::resume, true));  // after
   return true;
 }
 

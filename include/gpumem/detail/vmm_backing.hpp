@@ -119,7 +119,8 @@ class vmm_backing {
   /// logic_error when not paused, out_of_memory / cuda_error when the device refuses: what this
   /// call mapped is unmapped again and the backing stays paused with its host copy.
   /// keep_staging: the pinned host memory stays for the next pause; otherwise it is freed.
-  void resume(cudaStream_t stream, bool keep_staging);
+  /// Returns the runs it mapped.
+  std::vector<run> resume(cudaStream_t stream, bool keep_staging);
   /// Frees the pinned host memory unless a paused offload still needs it.
   void release_staging() noexcept;
   /// What extend and release_idle mapped and unmapped since the last call, in order, for
@@ -168,6 +169,7 @@ class vmm_backing {
   std::map<char*, mapping>::iterator map_absent_run(std::map<char*, mapping>::iterator first,
                                                     std::vector<char*>& done, cudaStream_t stream);
   void unmap_again(std::vector<char*> const& done) noexcept;
+  [[nodiscard]] std::vector<run> runs_of(std::vector<char*> const& addresses) const;
   void note(vmm_mapping_cause cause, bool mapped, char* at, std::size_t bytes,
             std::vector<vmm_handle> handles) noexcept;
 
