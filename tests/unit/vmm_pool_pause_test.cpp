@@ -7,7 +7,9 @@
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
 #include <cstring>
+#include <atomic>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -318,8 +320,48 @@ TEST_F(vmm_pool_pause, ThePoolsOtherMemoryAndOtherPoolsAreUntouched)
   check(two);
 }
 
-// -- listeners
-// -------------------------------------------------------------------------------------
+// Threads allocate and free (never touching the memory: an allocation that races with a pause may
+// get a block whose memory is being given back, as one made just before it) while the main thread
+// pauses and resumes: the bookkeeping stays consistent and every pause gives everything back.
+TEST_F(vmm_pool_pause, PauseAndResumeWhileOtherThreadsAllocateAndFree)
+{
+  auto pool = make();
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> refused{};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 gen{static_cast<unsigned>(t)};
+      std::vector<std::pair<void*, std::size_t>> mine;
+      while (!stop.load()) {
+        if (mine.size() < 8 && gen() % 2 == 0) {
+          auto const n = std::size_t{1} << (10 + gen() % 12);
+          try {
+            mine.emplace_back(pool.allocate(n, cudaStreamPerThread), n);
+          } catch (paused_error const&) {
+            refused.fetch_add(1);
+          }
+        } else if (!mine.empty()) {
+          pool.deallocate(mine.back().first, mine.back().second, cudaStreamPerThread);
+          mine.pop_back();
+        }
+      }
+      for (auto const& [p, n] : mine) { pool.deallocate(p, n, cudaStreamPerThread); }
+    });
+  }
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(pool.pause(i % 2 == 0 ? pause_mode::discard : pause_mode::offload));
+    EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
+    std::this_thread::yield();
+    ASSERT_TRUE(pool.resume());
+  }
+  stop.store(true);
+  for (auto& th : threads) { th.join(); }
+  EXPECT_EQ(pool.stats().pauses, 40U);
+  check(pool);
+}
+
+// -- listeners --------------------------------------------------------------------------------
 
 TEST_F(vmm_pool_pause, ListenersHearGrowthPauseAndResumeInOrder)
 {

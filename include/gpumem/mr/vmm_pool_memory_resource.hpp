@@ -41,7 +41,9 @@
 // While paused, allocations throw paused_error; deallocations work (bookkeeping only); trim_to and
 // growth touch nothing. pause() first synchronizes the device: every stream that may use the
 // pool's memory (not only those that allocated) must be done with it. Single-handle allocations
-// are not paused.
+// are not paused. Allocations and frees may run on other threads meanwhile (the bookkeeping stays
+// consistent), but an allocation that races with pause() may return a block whose memory is being
+// given back, like one made just before it: stop allocating before pausing.
 //
 // Map and unmap listeners (add_map_listener, add_unmap_listener; gpumem/mr/vmm_mapping_event.hpp)
 // hear of every physical mapping made (growth, resume: after) and removed (pause: before; moves
