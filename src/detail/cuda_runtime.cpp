@@ -137,6 +137,10 @@ class cuda_runtime_impl final : public runtime {
   }
 
   void device_synchronize() override { GPUMEM_CUDA_TRY(cudaDeviceSynchronize()); }
+  void memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream) override
+  {
+    GPUMEM_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  }
 
   [[nodiscard]] std::size_t vmm_granularity(int device) override
   {
@@ -284,6 +288,12 @@ char const* to_string(memory_kind kind) noexcept
       return "pinned host";
   }
   return "unknown";
+}
+
+void runtime::memcpy_async(void*, void const*, std::size_t bytes, cudaStream_t)
+{
+  throw cuda_error{cudaErrorNotSupported,
+                   format("the ", name(), " runtime cannot copy memory (", bytes, " bytes asked)")};
 }
 
 runtime& cuda_runtime() noexcept

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -106,6 +107,8 @@ struct host_runtime::state {
   std::size_t peak{};
   std::size_t failures_to_inject{};
   std::size_t map_failures_to_inject{};
+  std::size_t copy_failures_to_inject{};
+  std::size_t copies_before_failures{};
   host_vmm_model vmm;
   host_model::host_pool_model pools;
   host_runtime_calls calls;
@@ -550,6 +553,31 @@ void host_runtime::device_synchronize()
   state_->forbid_during_capture("cudaDeviceSynchronize");
   state_->synchronize_all();
   state_->synchronized();
+}
+
+void host_runtime::memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream)
+{
+  std::lock_guard lock{state_->mutex};
+  auto& st = *state_;
+  ++st.calls.memcpy;
+  (void)st.resolve(stream);  // an unknown stream is misuse
+  if (st.copy_failures_to_inject > 0 && st.copies_before_failures > 0) {
+    --st.copies_before_failures;
+  } else if (st.copy_failures_to_inject > 0) {
+    --st.copy_failures_to_inject;
+    throw cuda_error{cudaErrorUnknown, "host_runtime: injected copy failure"};
+  }
+  st.vmm.check_copy(src, bytes, "source");
+  st.vmm.check_copy(dst, bytes, "destination");
+  if (st.options.backed && bytes > 0) { std::memmove(dst, src, bytes); }
+  st.calls.memcpy_bytes += bytes;
+}
+
+void host_runtime::fail_next_copies(std::size_t count, std::size_t skip)
+{
+  std::lock_guard lock{state_->mutex};
+  state_->copy_failures_to_inject = count;
+  state_->copies_before_failures  = skip;
 }
 
 void host_runtime::begin_global_capture(cudaStream_t stream)

@@ -230,6 +230,30 @@ void host_vmm_model::check_mapped(void* ptr, std::size_t bytes) const
   });
 }
 
+void host_vmm_model::check_copy(void const* ptr, std::size_t bytes, char const* role) const
+{
+  if (bytes == 0 || !overlaps_reservation(as_addr(ptr), bytes)) { return; }
+  if (!inside_one_reservation(as_addr(ptr), bytes)) {
+    throw cuda_error{cudaErrorInvalidValue,
+                     format("host_runtime: copy ", role, " ", ptr, " (", bytes,
+                            " bytes) crosses the edge of a reserved address range")};
+  }
+  try {
+    check_mapped(const_cast<void*>(ptr), bytes);
+  } catch (cuda_error const& e) {
+    throw cuda_error{cudaErrorInvalidValue, format("host_runtime: copy ", role, ": ", e.what())};
+  }
+}
+
+bool host_vmm_model::overlaps_reservation(std::uintptr_t addr, std::size_t bytes) const
+{
+  auto it = reservations_.lower_bound(addr);
+  if (it != reservations_.end() && it->first < addr + bytes) { return true; }
+  if (it == reservations_.begin()) { return false; }
+  --it;
+  return it->first + it->second > addr;
+}
+
 bool host_vmm_model::shareable(vmm_handle handle) const
 {
   auto const it = handles_.find(handle);

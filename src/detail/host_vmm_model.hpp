@@ -56,6 +56,9 @@ class host_vmm_model {
   [[nodiscard]] bool accessible_by(void const* ptr, int device) const;
   /// Throws unless [ptr, ptr + bytes) is wholly mapped and accessible.
   void check_mapped(void* ptr, std::size_t bytes) const;
+  /// A copy's source or destination: throws unless [ptr, ptr + bytes) lies outside every
+  /// reservation or is wholly mapped and accessible (CUDA's error for a copy of unmapped memory).
+  void check_copy(void const* ptr, std::size_t bytes, char const* role) const;
   [[nodiscard]] bool shareable(vmm_handle handle) const;
 
   [[nodiscard]] std::size_t physical_bytes() const noexcept { return physical_; }
@@ -88,6 +91,7 @@ class host_vmm_model {
   [[nodiscard]] std::uintptr_t find_gap(std::size_t bytes, std::size_t alignment) const;
   [[nodiscard]] bool inside_one_reservation(std::uintptr_t addr, std::size_t bytes) const;
   [[nodiscard]] bool overlaps_mapping(std::uintptr_t addr, std::size_t bytes) const;
+  [[nodiscard]] bool overlaps_reservation(std::uintptr_t addr, std::size_t bytes) const;
   void misuse(std::string what) noexcept;
   /// Forgets a released, unmapped handle; returns the bytes freed (its memory's last handle).
   [[nodiscard]] std::size_t forget(std::map<vmm_handle, handle_rec>::iterator it) noexcept;

@@ -87,10 +87,13 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
 vmm_backing::~vmm_backing()
 {
   for (auto const& [at, m] : mapped_) {
+    if (!m.present) { continue; }  // paused: no physical memory
     runtime_->vmm_unmap(at, m.bytes);
     runtime_->vmm_release(m.handle);
   }
   runtime_->vmm_unreserve(base_, reserved_);
+  staged_ = false;
+  release_staging();
 }
 
 std::size_t vmm_backing::largest_unmapped() const noexcept
@@ -208,6 +211,9 @@ void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
 
 void vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool may_move)
 {
+  GPUMEM_EXPECTS(!paused_, logic_error,
+                 format("vmm_pool_memory_resource: cannot grow by ", bytes_str(n),
+                        " while paused (resume first)"));
   auto t             = plan(idle, n);
   auto const percent = may_move ? growth_percent_ : busy_growth_percent_;
   auto const extra   = align_up(mapped_bytes_ / 100 * percent, granularity_);
@@ -259,7 +265,10 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
     throw;
   }
   for (auto const& p : pieces) {
-    if (p.from != nullptr) { unmap_donor(p); }
+    if (p.from != nullptr) {
+      note(vmm_mapping_cause::growth, false, p.from, p.bytes, {p.handle});
+      unmap_donor(p);
+    }
   }
   char* at      = t.at;
   std::size_t i = 0;
@@ -273,6 +282,24 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
     throw;
   }
   idle.insert({t.at, t.bytes, idle_chunk_});
+  if (recording_) {
+    std::vector<vmm_handle> handles;
+    try {
+      for (auto const& p : pieces) { handles.push_back(p.handle); }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted, the event has none
+    }
+    note(vmm_mapping_cause::growth, true, t.at, t.bytes, std::move(handles));
+  }
+}
+
+void vmm_backing::note(vmm_mapping_cause cause, bool mapped, char* at, std::size_t bytes,
+                       std::vector<vmm_handle> handles) noexcept
+{
+  if (!recording_) { return; }
+  try {
+    events_.push_back({at, bytes, std::move(handles), cause, mapped});
+  } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted: the event is lost
+  }
 }
 
 void vmm_backing::unmap_donor(piece const& p) noexcept
@@ -336,6 +363,7 @@ void vmm_backing::take_unmapped(char* at, std::size_t bytes)
 std::size_t vmm_backing::release_idle(coalescing_free_list& idle,
                                       std::size_t keep_mapped_bytes) noexcept
 {
+  if (paused_) { return 0; }  // nothing to give back: a pause gave everything
   try {
     auto handles = idle_handles(idle, nullptr);
     std::sort(handles.begin(), handles.end(),
@@ -348,7 +376,10 @@ std::size_t vmm_backing::release_idle(coalescing_free_list& idle,
       released += h.bytes;
     }
     take_out(idle, gone);
-    for (auto const& g : gone) { unmap_range(g.from, g.bytes); }
+    for (auto const& g : gone) {
+      note(vmm_mapping_cause::trim, false, g.from, g.bytes, {g.handle});
+      unmap_range(g.from, g.bytes);
+    }
     return released;
   } catch (...) {  // host memory exhausted while planning: nothing was changed
     return 0;
@@ -363,8 +394,28 @@ void vmm_backing::check(std::vector<free_block> const& blocks) const
     GPUMEM_FAIL(logic_error, "vmm_pool_memory_resource: invariant broken: " + what);
   };
   std::size_t sum{};
-  for (auto const& [at, m] : mapped_) { sum += m.bytes; }
+  std::size_t absent{};
+  std::size_t absent_count{};
+  for (auto const& [at, m] : mapped_) {
+    sum += m.bytes;
+    if (!m.present) {
+      absent += m.bytes;
+      ++absent_count;
+    }
+    if (staged_ && m.staged + m.bytes > staging_bytes_) {
+      fail(format("the mapping at ", static_cast<void*>(at),
+                  " is staged beyond the staging buffer"));
+    }
+  }
   if (sum != mapped_bytes_) { fail(format("mapped_bytes_ ", mapped_bytes_, " != sum ", sum)); }
+  if (absent != absent_bytes_ || absent_count != absent_count_) {
+    fail(format("absent bytes ", absent_bytes_, " in ", absent_count_, " mappings != sum ", absent,
+                " in ", absent_count));
+  }
+  if (!paused_ && absent_count_ != 0) { fail("mappings without memory while not paused"); }
+  if (staged_ && (!paused_ || staging_ == nullptr)) {
+    fail("offloaded contents without a pause or without a staging buffer");
+  }
   // Mappings and unmapped ranges tile the reservation; unmapped ranges are coalesced.
   char* at     = base_;
   auto m       = mapped_.begin();

@@ -1,6 +1,8 @@
 // The virtual-memory pool's slow paths. See mr/vmm_pool_memory_resource.hpp.
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
+#include <chrono>
+
 namespace gpumem::mr {
 namespace {
 
@@ -42,6 +44,12 @@ std::size_t vmm_pool_memory_resource::allocation_size(std::size_t bytes) const
 detail::free_block vmm_pool_memory_resource::grow_in_place(detail::coalescing_free_list& idle,
                                                            std::size_t size, bool may_move)
 {
+  if (frozen_.load()) { refuse_paused(size); }  // under the grow lock: the layout stays as paused
+  backing_.set_recording(listeners_.any());
+  struct queue_on_exit {  // what was mapped and unmapped, whether the growth returns or throws
+    vmm_pool_memory_resource* self;
+    ~queue_on_exit() { self->queue_events(); }
+  } const queue{this};
   if (!may_move) {  // new memory only; out_of_memory lets the caller settle and move
     backing_.extend(idle, size, false);
     return idle.take(size);
@@ -85,13 +93,21 @@ void vmm_pool_memory_resource::fail(detail::coalescing_free_list const& idle, st
 
 std::size_t vmm_pool_memory_resource::trim_to(std::size_t bytes)
 {
-  auto const released = with_idle(
-      [&](detail::coalescing_free_list& idle) { return backing_.release_idle(idle, bytes); });
+  if (frozen_.load()) { return singles_.release_passed(false); }  // paused: nothing mapped to trim
+  auto const released = with_idle([&](detail::coalescing_free_list& idle) -> std::size_t {
+    if (frozen_.load()) { return 0; }
+    backing_.set_recording(listeners_.any());
+    auto const n = backing_.release_idle(idle, bytes);
+    queue_events();
+    return n;
+  });
+  if (listeners_.pending()) { listeners_.deliver(); }
   return released + singles_.release_passed(false);  // the device synchronized: all passed
 }
 
 void* vmm_pool_memory_resource::allocate_single_handle(std::size_t bytes, cuda_stream_view)
 {
+  if (frozen_.load()) { refuse_paused(bytes); }
   singles_.release_passed(false);
   try {
     return singles_.allocate(bytes);
@@ -105,6 +121,126 @@ vmm_export vmm_pool_memory_resource::export_single_handle(void const* ptr) const
 {
   auto [fd, bytes] = singles_.export_fd(ptr);
   return vmm_export{owned_fd{fd}, bytes, backing_.device()};
+}
+
+void* vmm_pool_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view stream)
+{
+  if (frozen_.load(std::memory_order_acquire)) [[unlikely]] { refuse_paused(bytes); }
+  void* ptr{};
+  try {
+    ptr = base::do_allocate(bytes, stream);
+  } catch (...) {  // a failed growth may have moved free memory: the listeners hear of it
+    if (listeners_.pending()) { listeners_.deliver(); }
+    throw;
+  }
+  if (listeners_.pending()) [[unlikely]] { listeners_.deliver(); }
+  return ptr;
+}
+
+void vmm_pool_memory_resource::refuse_paused(std::size_t bytes) const
+{
+  GPUMEM_FAIL(paused_error,
+              detail::format(resource_name, ": cannot allocate ", detail::bytes_str(bytes),
+                             ": the pool is ", to_string(state_.load()),
+                             " (its memory was given back by pause()); call resume() first"));
+}
+
+void vmm_pool_memory_resource::check_backing(std::vector<detail::free_block> const& blocks) const
+{
+  backing_.check(blocks);
+  auto const state = state_.load();
+  GPUMEM_INVARIANT(state == pause_state::active || (frozen_.load() && backing_.paused()),
+                   resource_name,
+                   detail::format("state ", to_string(state), " but allocations are ",
+                                  frozen_.load() ? "refused" : "served", " and the memory is ",
+                                  backing_.paused() ? "given back" : "mapped"));
+  GPUMEM_INVARIANT(state != pause_state::paused_offloaded || backing_.offloaded() ||
+                       backing_.mapped_bytes() == 0,
+                   resource_name, "paused with offloaded contents, but no host copy is held");
+  GPUMEM_INVARIANT(frozen_.load() || !backing_.paused(), resource_name,
+                   "allocations served while the memory is given back");
+}
+
+namespace {
+
+std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start)
+{
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+}
+
+std::vector<vmm_mapping_event> events_of(std::vector<detail::vmm_backing::run> runs,
+                                         vmm_mapping_cause cause, bool mapped) noexcept
+{
+  std::vector<vmm_mapping_event> events;
+  try {
+    for (auto& r : runs) { events.push_back({r.at, r.bytes, std::move(r.handles), cause, mapped}); }
+  } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted: fewer events
+  }
+  return events;
+}
+
+}  // namespace
+
+bool vmm_pool_memory_resource::pause(pause_mode mode)
+{
+  auto const start = std::chrono::steady_clock::now();
+  std::lock_guard serial{pause_mutex_};
+  if (state_.load() != pause_state::active) { return false; }
+  frozen_.store(true);  // from now on, no growth changes the layout
+  bool done = false;
+  struct thaw_on_failure {
+    vmm_pool_memory_resource* self;
+    bool const& done;
+    ~thaw_on_failure()
+    {
+      if (!done && self->state_.load() == pause_state::active) { self->frozen_.store(false); }
+    }
+  } const thaw{this, done};
+  get_runtime().device_synchronize();  // any stream may use the memory (see the header)
+  std::vector<detail::vmm_backing::run> runs;
+  under_grow_lock([&] {
+    if (listeners_.any()) { runs = backing_.present_runs(); }
+  });
+  listeners_.notify(events_of(std::move(runs), vmm_mapping_cause::pause, false));  // before
+  auto const offload = mode == pause_mode::offload;
+  try {
+    under_grow_lock([&] {
+      try {
+        backing_.pause(offload, cudaStreamPerThread);
+      } catch (...) {
+        if (backing_.paused()) { state_.store(pause_state::paused_offloaded); }  // could not undo
+        if (listeners_.any()) { runs = backing_.present_runs(); }
+        throw;
+      }
+      state_.store(offload ? pause_state::paused_offloaded : pause_state::paused_discarded);
+    });
+  } catch (...) {  // what was announced as unmapped and is mapped (again) is announced as such
+    listeners_.notify(events_of(std::move(runs), vmm_mapping_cause::resume, true));
+    throw;
+  }
+  done = true;
+  pauses_.fetch_add(1);
+  pause_ns_.fetch_add(nanoseconds_since(start));
+  return true;
+}
+
+bool vmm_pool_memory_resource::resume()
+{
+  auto const start = std::chrono::steady_clock::now();
+  std::lock_guard serial{pause_mutex_};
+  if (state_.load() == pause_state::active) { return false; }
+  std::vector<detail::vmm_backing::run> runs;
+  under_grow_lock([&] {
+    runs = backing_.resume(cudaStreamPerThread, options_.keep_offload_staging);  // or unwinds
+    state_.store(pause_state::active);
+    frozen_.store(false);
+  });
+  resumes_.fetch_add(1);
+  resume_ns_.fetch_add(nanoseconds_since(start));
+  listeners_.notify(events_of(std::move(runs), vmm_mapping_cause::resume, true));  // after
+  return true;
 }
 
 // A pointer outside the pool's range is a single-handle allocation or a bad free (the core
@@ -133,12 +269,20 @@ vmm_pool_stats vmm_pool_memory_resource::stats() const
   s.largest_free_bytes = free.largest_bytes;
   // The backing changes only under the grow lock: read it there.
   const_cast<vmm_pool_memory_resource*>(this)->under_grow_lock([&] {
-    s.mapped_bytes   = backing_.mapped_bytes();
+    s.mapped_bytes   = backing_.physical_bytes();
+    s.paused_bytes   = backing_.mapped_bytes() - backing_.physical_bytes();
     s.reserved_bytes = backing_.range().size;
     s.handles        = backing_.handle_count();
+    s.staging_bytes  = backing_.staging_bytes();
+    s.state          = state_.load();
   });
   s.single_handle_allocations = singles_.count();
   s.single_handle_bytes       = singles_.mapped_bytes();
+  s.pauses                    = pauses_.load();
+  s.resumes                   = resumes_.load();
+  s.pause_seconds             = static_cast<double>(pause_ns_.load()) * 1e-9;
+  s.resume_seconds            = static_cast<double>(resume_ns_.load()) * 1e-9;
+  s.listener_failures         = listeners_.failures();
   return s;
 }
 

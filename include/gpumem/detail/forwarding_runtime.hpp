@@ -50,6 +50,10 @@ class forwarding_runtime : public runtime {
   }
   void stream_synchronize(cudaStream_t stream) override { inner_->stream_synchronize(stream); }
   void device_synchronize() override { inner_->device_synchronize(); }
+  void memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream) override
+  {
+    inner_->memcpy_async(dst, src, bytes, stream);
+  }
   std::size_t vmm_granularity(int device) override { return inner_->vmm_granularity(device); }
   void* vmm_reserve(std::size_t bytes, std::size_t alignment) override
   {

@@ -62,6 +62,8 @@ struct host_runtime_calls {
   std::uint64_t vmm_release{};
   std::uint64_t vmm_map{};
   std::uint64_t vmm_unmap{};
+  std::uint64_t memcpy{};        ///< memcpy_async calls
+  std::uint64_t memcpy_bytes{};  ///< bytes they copied
 };
 
 /// The virtual-memory state of a host_runtime, for tests.
@@ -110,6 +112,9 @@ class host_runtime final : public runtime {
   void fail_next_allocations(std::size_t count);
   /// The next `count` vmm_map() calls fail with cuda_error.
   void fail_next_maps(std::size_t count);
+  /// After `skip` more memcpy_async() calls succeed, the next `count` fail with cuda_error
+  /// (nothing is copied).
+  void fail_next_copies(std::size_t count, std::size_t skip = 0);
   [[nodiscard]] host_vmm_state vmm_state() const;
   /// Throws cuda_error unless [ptr, ptr + bytes) is wholly mapped and accessible.
   void vmm_check_mapped(void const* ptr, std::size_t bytes) const;
@@ -146,6 +151,10 @@ class host_runtime final : public runtime {
   void stream_wait_event(cudaStream_t stream, cudaEvent_t event) override;
   void stream_synchronize(cudaStream_t stream) override;
   void device_synchronize() override;
+  /// Copies at once (as if the stream had reached the copy); in `backed` mode the bytes really
+  /// move, simulated memory only checks. Throws cuda_error when a range lies in reserved address
+  /// space that is not wholly mapped and accessible (CUDA refuses such a copy).
+  void memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream) override;
   [[nodiscard]] std::size_t vmm_granularity(int device) override;
   [[nodiscard]] void* vmm_reserve(std::size_t bytes, std::size_t alignment) override;
   void vmm_unreserve(void* base, std::size_t bytes) noexcept override;

@@ -87,6 +87,11 @@ class runtime {
   virtual void stream_wait_event(cudaStream_t stream, cudaEvent_t event) = 0;
   virtual void stream_synchronize(cudaStream_t stream)                   = 0;
   virtual void device_synchronize()                                      = 0;
+  /// Copies `bytes` from `src` to `dst` on `stream` (cudaMemcpyAsync, direction from the pointers:
+  /// device, pinned or pageable host memory). Throws cuda_error when a range is not accessible
+  /// (e.g. device address space with nothing mapped). Not pure: a runtime that cannot copy
+  /// throws cuda_error (cudaErrorNotSupported), so runtimes written before it still build.
+  virtual void memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream);
 
   // -- virtual memory (the driver's cuMem* API; the virtual-memory pool's slow paths) ----------
   /// The device's recommended mapping granularity in bytes. Throws cuda_error naming the

@@ -171,6 +171,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
   Derived const& derived() const noexcept { return static_cast<Derived const&>(*this); }
 
+  // Protected: a Derived that refuses allocations in some state (the virtual-memory pool while
+  // paused) checks first and passes the rest here.
+ protected:
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
     auto const size = derived().allocation_size(bytes);

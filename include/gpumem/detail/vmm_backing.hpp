@@ -16,18 +16,29 @@
 //                     first, until at most `keep` bytes are mapped (trim, release threshold, OOM).
 // Every driver call that may fail comes after the new idle list is built, and a failure unwinds:
 // the idle list and the tiling always agree with what is really mapped.
+//   pause(offload, stream)  gives every mapping's physical memory back (offload: its bytes copied
+//                     to pinned host memory first, copies overlapped with the unmaps); the mappings
+//                     stay in mapped_ as the *layout* (absent: no handle), so the pool's blocks
+//                     keep their addresses. extend / release_idle refuse while paused.
+//   resume(stream)    creates, maps and grants access to the absent mappings at their addresses
+//                     and copies the offloaded bytes back; a failure unwinds what it mapped (the
+//                     backing stays paused, the host copy intact).
 //
 // Invariants (check()):
 //   mapped_bytes_ == sum of mapping sizes; mappings and unmapped ranges are disjoint, lie in the
 //   reservation and cover it exactly; unmapped ranges are coalesced;
 //   every block (free or handed out) lies inside one run of adjacent mappings;
 //   sum of block sizes == mapped_bytes_.
+//   absent_bytes_ / absent_count_ == sum / count of absent mappings; !paused_ => none absent;
+//   staged_ => paused_ and the staging buffer holds every mapping (staging_bytes_ >=
+//   mapped_bytes_).
 // Thread safety: none (the pool calls it under its grow lock).
 #pragma once
 
 #include <gpumem/detail/coalescing_free_list.hpp>
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/runtime.hpp>
+#include <gpumem/mr/vmm_mapping_event.hpp>
 
 #include <cstddef>
 #include <map>
@@ -63,8 +74,14 @@ class vmm_backing {
   [[nodiscard]] int device() const noexcept { return device_; }
   /// The other devices that get access to every mapping (validated at construction).
   [[nodiscard]] std::vector<int> const& peers() const noexcept { return peers_; }
+  /// The layout's bytes (what the pool's blocks cover), paused or not.
   [[nodiscard]] std::size_t mapped_bytes() const noexcept { return mapped_bytes_; }
-  [[nodiscard]] std::size_t handle_count() const noexcept { return mapped_.size(); }
+  /// Physical memory mapped now (mapped_bytes() less what a pause gave back).
+  [[nodiscard]] std::size_t physical_bytes() const noexcept
+  {
+    return mapped_bytes_ - absent_bytes_;
+  }
+  [[nodiscard]] std::size_t handle_count() const noexcept { return mapped_.size() - absent_count_; }
   [[nodiscard]] std::size_t unmapped_bytes() const noexcept { return reserved_ - mapped_bytes_; }
   [[nodiscard]] std::size_t largest_unmapped() const noexcept;
 
@@ -76,10 +93,47 @@ class vmm_backing {
   std::size_t release_idle(coalescing_free_list& idle, std::size_t keep_mapped_bytes) noexcept;
   void check(std::vector<free_block> const& blocks) const;
 
+  // -- pause and resume (src/detail/vmm_backing_pause.cpp) ------------------------------------
+  /// One run of adjacent mappings with physical memory: where and which handles.
+  struct run {
+    char* at{};
+    std::size_t bytes{};
+    std::vector<vmm_handle> handles;
+  };
+  /// Whether a pause gave the memory back (until a resume succeeds).
+  [[nodiscard]] bool paused() const noexcept { return paused_; }
+  /// Whether the paused memory's contents are held in host memory.
+  [[nodiscard]] bool offloaded() const noexcept { return staged_; }
+  /// Bytes of pinned host memory held for offloading (kept between pauses when asked).
+  [[nodiscard]] std::size_t staging_bytes() const noexcept { return staging_bytes_; }
+  /// The runs of adjacent mappings that have physical memory, in address order.
+  [[nodiscard]] std::vector<run> present_runs() const;
+  /// Gives every mapping's physical memory back (the device must be done with it). offload: its
+  /// bytes are copied to pinned host memory on `stream` first. Throws logic_error when paused,
+  /// out_of_memory when no host memory can be pinned (nothing changed), cuda_error when a copy
+  /// fails (what was given back is mapped and copied back again; if that fails too, the backing
+  /// stays paused with the host copy, and resume() finishes the job).
+  void pause(bool offload, cudaStream_t stream);
+  /// Maps the paused layout again (new handles, the same addresses, access for the device and
+  /// peers) and copies the offloaded bytes back on `stream` (then synchronizes it). Throws
+  /// logic_error when not paused, out_of_memory / cuda_error when the device refuses: what this
+  /// call mapped is unmapped again and the backing stays paused with its host copy.
+  /// keep_staging: the pinned host memory stays for the next pause; otherwise it is freed.
+  /// Returns the runs it mapped.
+  std::vector<run> resume(cudaStream_t stream, bool keep_staging);
+  /// Frees the pinned host memory unless a paused offload still needs it.
+  void release_staging() noexcept;
+  /// What extend and release_idle mapped and unmapped since the last call, in order, for
+  /// listeners; recorded only while set_recording(true) (an event is lost when host memory is).
+  void set_recording(bool on) noexcept { recording_ = on; }
+  [[nodiscard]] std::vector<vmm_mapping_event> take_events() noexcept { return std::move(events_); }
+
  private:
   struct mapping {
     std::size_t bytes{};
     vmm_handle handle{};
+    bool present{true};    // false: paused, no physical memory (handle is 0)
+    std::size_t staged{};  // where its bytes are in the staging buffer (staged_ only)
   };
   struct target {  // where extend() maps: [at, at + bytes) of one unmapped range
     char* at{};
@@ -109,6 +163,15 @@ class vmm_backing {
   void add_unmapped(char* at, std::size_t bytes);
   void take_unmapped(char* at, std::size_t bytes);
   [[nodiscard]] std::string describe() const;
+  void ensure_staging(std::size_t bytes);
+  void offload_all(cudaStream_t stream);
+  void drop(mapping& m, char* at) noexcept;
+  std::map<char*, mapping>::iterator map_absent_run(std::map<char*, mapping>::iterator first,
+                                                    std::vector<char*>& done, cudaStream_t stream);
+  void unmap_again(std::vector<char*> const& done) noexcept;
+  [[nodiscard]] std::vector<run> runs_of(std::vector<char*> const& addresses) const;
+  void note(vmm_mapping_cause cause, bool mapped, char* at, std::size_t bytes,
+            std::vector<vmm_handle> handles) noexcept;
 
   runtime* runtime_;
   int device_;
@@ -123,6 +186,14 @@ class vmm_backing {
   std::map<char*, mapping> mapped_;        // address -> mapping
   std::map<char*, std::size_t> unmapped_;  // address -> bytes, coalesced
   std::size_t mapped_bytes_{};             // == sum of mapped_ sizes
+  std::size_t absent_bytes_{};             // == sum of sizes of mappings paused (not present)
+  std::size_t absent_count_{};             // == their count
+  bool paused_{};                          // a pause gave memory back; no resume succeeded since
+  bool staged_{};                          // the paused contents are in staging_
+  void* staging_{};                        // pinned host memory for offloading
+  std::size_t staging_bytes_{};
+  bool recording_{};                       // listeners exist: note the runs mapped and unmapped
+  std::vector<vmm_mapping_event> events_;  // recorded for listeners (unmaps have no handles left)
 };
 
 }  // namespace gpumem::detail

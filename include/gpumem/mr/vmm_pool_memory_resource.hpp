@@ -33,16 +33,36 @@
 // handle of its own, mapped once in an address range of its own, exportable as a POSIX file
 // descriptor. Not carved from the pool: every one costs driver calls; deallocate() frees it
 // stream-ordered (its memory is released once the stream has passed the free).
+//
+// Pause and resume (docs/sleep.md): pause(mode) gives all of the pool's physical memory back to the
+// device — discarding its contents, or offloading them to pinned host memory — and keeps every
+// address: live allocations stay live (their pointers dangle until resume()), free memory stays
+// free, and resume() maps the same layout at the same addresses (copying offloaded contents back).
+// While paused, allocations throw paused_error; deallocations work (bookkeeping only); trim_to and
+// growth touch nothing. pause() first synchronizes the device: every stream that may use the
+// pool's memory (not only those that allocated) must be done with it. Single-handle allocations
+// are not paused. Allocations and frees may run on other threads meanwhile (the bookkeeping stays
+// consistent), but an allocation that races with pause() may return a block whose memory is being
+// given back, like one made just before it: stop allocating before pausing.
+//
+// Map and unmap listeners (add_map_listener, add_unmap_listener; gpumem/mr/vmm_mapping_event.hpp)
+// hear of every physical mapping made (growth, resume: after) and removed (pause: before; moves
+// and trims of free memory inside a growth or trim_to: after, once the pool's locks are released —
+// such memory holds no allocation). They run outside the pool's locks and may allocate from it.
 #pragma once
 
 #include <gpumem/detail/coalescing_free_list.hpp>
 #include <gpumem/detail/stream_ordered_memory_resource.hpp>
 #include <gpumem/detail/vmm_backing.hpp>
+#include <gpumem/detail/vmm_listeners.hpp>
 #include <gpumem/detail/vmm_single_handles.hpp>
+#include <gpumem/mr/vmm_mapping_event.hpp>
+#include <gpumem/mr/vmm_pause.hpp>
 #include <gpumem/pool/vmm_ipc.hpp>
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 namespace gpumem::mr {
 
@@ -61,6 +81,9 @@ struct vmm_pool_options {
   std::vector<int> peer_devices{};
   /// Gives every other device with peer capability access (adds to peer_devices).
   bool all_peers{false};
+  /// Keeps the pinned host memory of pause(offload) after resume() for the next offload (pinning
+  /// host memory costs about as much time as the copy); false: freed by resume().
+  bool keep_offload_staging{false};
 };
 
 /// What the pool holds, for reports (a consistent snapshot).
@@ -72,6 +95,14 @@ struct vmm_pool_stats {
   std::size_t handles{};                    ///< physical allocations mapped
   std::size_t single_handle_allocations{};  ///< live or waiting for their stream
   std::size_t single_handle_bytes{};        ///< their physical memory (not in mapped_bytes)
+  pause_state state{pause_state::active};
+  std::size_t paused_bytes{};   ///< the layout's bytes a pause gave back (0 when active)
+  std::size_t staging_bytes{};  ///< pinned host memory held for offloading
+  std::uint64_t pauses{};       ///< pause() calls that gave memory back
+  std::uint64_t resumes{};      ///< resume() calls that mapped it again
+  double pause_seconds{};       ///< time spent in those calls, in total
+  double resume_seconds{};
+  std::uint64_t listener_failures{};  ///< exceptions thrown by map / unmap listeners (caught)
 };
 
 class vmm_pool_memory_resource final
@@ -94,6 +125,12 @@ class vmm_pool_memory_resource final
   [[nodiscard]] vmm_pool_options const& options() const noexcept { return options_; }
   [[nodiscard]] std::size_t granularity() const noexcept { return backing_.granularity(); }
   [[nodiscard]] vmm_pool_stats stats() const;
+  /// The reserved address range: every block the pool hands out lies in it (fixed for its life).
+  [[nodiscard]] std::pair<void*, std::size_t> reserved_range() const noexcept
+  {
+    auto const r = backing_.range();
+    return {r.ptr, r.size};
+  }
   /// Releases free granules (after a device synchronization) until at most `bytes` are mapped.
   /// Returns the bytes released.
   std::size_t trim_to(std::size_t bytes);
@@ -113,6 +150,29 @@ class vmm_pool_memory_resource final
   /// pointer; cuda_error when the driver refuses to export.
   [[nodiscard]] vmm_export export_single_handle(void const* ptr) const;
 
+  // -- pause and resume (gpumem/mr/vmm_pause.hpp, docs/sleep.md) --------------------------------
+  /// Gives every physical handle back, keeping every address reserved and every block's
+  /// bookkeeping. Synchronizes the device first (the memory may be used by any stream). offload:
+  /// the contents are copied to pinned host memory first (on the calling thread's default stream)
+  /// and restored by resume(); discard: they are lost. Returns false (and does nothing) when
+  /// already paused. Throws out_of_memory when no host memory can be pinned for an offload, and
+  /// cuda_error when a copy or the synchronization fails; the pool is then as before (or, if even
+  /// putting the memory back failed, paused with its contents offloaded: resume() again).
+  bool pause(pause_mode mode);
+  /// Maps the paused layout again at the same addresses (new physical memory) and copies offloaded
+  /// contents back. Returns false (and does nothing) when active. Throws out_of_memory or
+  /// cuda_error when the device refuses; what it mapped is given back again and the pool stays
+  /// paused with its offloaded contents: resume() may be retried.
+  bool resume();
+  [[nodiscard]] pause_state state() const noexcept { return state_.load(); }
+  /// Calls fn after memory is mapped (growth, resume). Returns an id for remove_listener().
+  /// Throws logic_error when fn is empty.
+  vmm_listener_id add_map_listener(vmm_mapping_listener fn) { return listeners_.add(true, fn); }
+  /// Calls fn when memory is unmapped (pause: before; growth, trim: after, outside the locks).
+  vmm_listener_id add_unmap_listener(vmm_mapping_listener fn) { return listeners_.add(false, fn); }
+  /// False when no listener has this id.
+  bool remove_listener(vmm_listener_id id) noexcept { return listeners_.remove(id); }
+
  private:
   // -- hooks of the stream-ordered core ---------------------------------------------------------
   /// Allocations look in the idle list before the stream's own list: free memory there is best
@@ -128,13 +188,14 @@ class vmm_pool_memory_resource final
   detail::free_block grow_in_place(detail::coalescing_free_list& idle, std::size_t size,
                                    bool may_move);
   [[nodiscard]] std::size_t backed_bytes() const noexcept { return backing_.mapped_bytes(); }
-  void check_backing(std::vector<detail::free_block> const& blocks) const
-  {
-    backing_.check(blocks);
-  }
+  void check_backing(std::vector<detail::free_block> const& blocks) const;
   static void deallocate_chunk(detail::free_block) noexcept {}  // the backing releases all
 
+  void* do_allocate(std::size_t bytes, cuda_stream_view stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;
+  [[noreturn]] void refuse_paused(std::size_t bytes) const;
+  /// Under the grow lock: what the backing mapped and unmapped goes to the listeners' queue.
+  void queue_events() noexcept { listeners_.queue(backing_.take_events()); }
   [[nodiscard]] bool in_range(void const* ptr) const noexcept
   {
     auto const r  = backing_.range();
@@ -149,6 +210,17 @@ class vmm_pool_memory_resource final
   detail::vmm_backing backing_;         // guarded by the core's grow lock
   detail::vmm_single_handles singles_;  // outside the range: not the core's memory
   std::atomic<std::size_t> threshold_;
+  // Pause state. frozen_ (allocations and growth refused) is set before a pause starts and cleared
+  // after a resume ends; state_ changes under pause_mutex_ and the grow lock. Invariant: state_ !=
+  // active => frozen_ and backing_.paused(); state_ == active && !pausing => !backing_.paused().
+  std::mutex pause_mutex_;  // one pause or resume at a time (held while they call listeners)
+  std::atomic<pause_state> state_{pause_state::active};
+  std::atomic<bool> frozen_{false};
+  std::atomic<std::uint64_t> pauses_{};
+  std::atomic<std::uint64_t> resumes_{};
+  std::atomic<std::uint64_t> pause_ns_{};
+  std::atomic<std::uint64_t> resume_ns_{};
+  detail::vmm_listeners listeners_;
 };
 
 static_assert(

@@ -1,0 +1,201 @@
+// Pausing and resuming a reserved range's physical memory. See detail/vmm_backing.hpp and
+// docs/design.md ("vmm_pool", "Pause and resume").
+#include <gpumem/detail/format.hpp>
+#include <gpumem/detail/vmm_backing.hpp>
+#include <gpumem/error.hpp>
+
+#include <array>
+
+namespace gpumem::detail {
+
+std::vector<vmm_backing::run> vmm_backing::present_runs() const
+{
+  std::vector<run> runs;
+  for (auto const& [at, m] : mapped_) {
+    if (!m.present) { continue; }
+    if (runs.empty() || runs.back().at + runs.back().bytes != at) { runs.push_back({at, 0, {}}); }
+    runs.back().bytes += m.bytes;
+    runs.back().handles.push_back(m.handle);
+  }
+  return runs;
+}
+
+void vmm_backing::pause(bool offload, cudaStream_t stream)
+{
+  GPUMEM_EXPECTS(!paused_, logic_error, "vmm_pool_memory_resource: already paused");
+  if (offload && !mapped_.empty()) {
+    ensure_staging(mapped_bytes_);  // may throw: nothing changed
+    std::size_t offset{};
+    for (auto& [at, m] : mapped_) {
+      m.staged = offset;
+      offset += m.bytes;
+    }
+    paused_ = true;
+    staged_ = true;
+    offload_all(stream);
+    return;
+  }
+  paused_ = true;
+  for (auto& [at, m] : mapped_) { drop(m, at); }
+}
+
+void vmm_backing::ensure_staging(std::size_t bytes)
+{
+  if (staging_bytes_ >= bytes) { return; }
+  release_staging();
+  staging_       = runtime_->allocate(memory_kind::pinned_host, bytes);
+  staging_bytes_ = bytes;
+}
+
+void vmm_backing::release_staging() noexcept
+{
+  if (staged_ || staging_ == nullptr) { return; }
+  runtime_->free(memory_kind::pinned_host, staging_);
+  staging_       = nullptr;
+  staging_bytes_ = 0;
+}
+
+// Copies every mapping to the staging buffer on `stream` and gives each back as soon as its copy is
+// done, while the next copies run: at most `depth` copies are queued ahead of the unmaps. A failed
+// copy puts back what was given back (copied back from the host), so the pool is as before.
+void vmm_backing::offload_all(cudaStream_t stream)
+{
+  constexpr std::size_t depth = 4;
+  std::vector<std::map<char*, mapping>::iterator> order;
+  order.reserve(mapped_.size());
+  for (auto it = mapped_.begin(); it != mapped_.end(); ++it) { order.push_back(it); }
+  std::array<cudaEvent_t, depth> events{};
+  auto destroy_events = [&]() noexcept {
+    for (auto& e : events) {
+      if (e != nullptr) { runtime_->event_destroy(e); }
+      e = nullptr;
+    }
+  };
+  auto* const host    = static_cast<char*>(staging_);
+  std::size_t issued  = 0;
+  std::size_t dropped = 0;
+  auto drop_next      = [&] {
+    runtime_->event_synchronize(events[dropped % depth]);
+    drop(order[dropped]->second, order[dropped]->first);
+    ++dropped;
+  };
+  try {
+    for (auto& e : events) { e = runtime_->event_create(); }
+    for (; issued < order.size(); ++issued) {
+      auto const& [at, m] = *order[issued];
+      runtime_->memcpy_async(host + m.staged, at, m.bytes, stream);
+      runtime_->event_record(events[issued % depth], stream);
+      if (issued + 1 - dropped == depth) { drop_next(); }
+    }
+    while (dropped < issued) { drop_next(); }
+  } catch (...) {
+    try {
+      runtime_->stream_synchronize(stream);  // no copy may still read what is put back
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one reported
+    }
+    destroy_events();
+    if (dropped == 0) {  // nothing was given back: as before the pause
+      paused_ = false;
+      staged_ = false;
+    } else {
+      try {
+        (void)resume(stream, true);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): stays paused with its host copy
+      }
+    }
+    throw;
+  }
+  destroy_events();
+}
+
+void vmm_backing::drop(mapping& m, char* at) noexcept
+{
+  runtime_->vmm_unmap(at, m.bytes);
+  runtime_->vmm_release(m.handle);
+  m.handle  = 0;
+  m.present = false;
+  absent_bytes_ += m.bytes;
+  ++absent_count_;
+}
+
+std::vector<vmm_backing::run> vmm_backing::resume(cudaStream_t stream, bool keep_staging)
+{
+  GPUMEM_EXPECTS(paused_, logic_error, "vmm_pool_memory_resource: not paused");
+  std::vector<char*> done;
+  done.reserve(absent_count_);  // host memory first: unwinding needs the list
+  try {
+    for (auto it = mapped_.begin(); it != mapped_.end();) {
+      it = it->second.present ? std::next(it) : map_absent_run(it, done, stream);
+    }
+    if (staged_ && !done.empty()) { runtime_->stream_synchronize(stream); }
+  } catch (...) {
+    try {
+      if (staged_) { runtime_->stream_synchronize(stream); }  // no copy may still write there
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one reported
+    }
+    unmap_again(done);
+    throw;
+  }
+  paused_ = false;
+  staged_ = false;
+  if (!keep_staging) { release_staging(); }
+  try {
+    return runs_of(done);
+  } catch (...) {  // host memory exhausted: the memory is back, the listeners hear nothing
+    return {};
+  }
+}
+
+std::vector<vmm_backing::run> vmm_backing::runs_of(std::vector<char*> const& addresses) const
+{
+  std::vector<run> runs;
+  for (char* at : addresses) {
+    auto const& m = mapped_.at(at);
+    if (runs.empty() || runs.back().at + runs.back().bytes != at) { runs.push_back({at, 0, {}}); }
+    runs.back().bytes += m.bytes;
+    runs.back().handles.push_back(m.handle);
+  }
+  return runs;
+}
+
+// Maps the run of adjacent absent mappings starting at `first` (new handles), grants access once
+// over the run, and queues the copies back of its offloaded bytes. Returns the end of the run.
+std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
+    std::map<char*, mapping>::iterator first, std::vector<char*>& done, cudaStream_t stream)
+{
+  char* const start = first->first;
+  std::size_t bytes{};
+  auto it = first;
+  for (; it != mapped_.end() && !it->second.present && it->first == start + bytes; ++it) {
+    auto& m           = it->second;
+    auto const handle = runtime_->vmm_create(m.bytes, device_, false);
+    try {
+      runtime_->vmm_map(it->first, m.bytes, handle);
+    } catch (...) {
+      runtime_->vmm_release(handle);
+      throw;
+    }
+    m.handle  = handle;
+    m.present = true;
+    absent_bytes_ -= m.bytes;
+    --absent_count_;
+    done.push_back(it->first);  // reserved: cannot throw
+    bytes += m.bytes;
+  }
+  runtime_->vmm_set_access(start, bytes, device_);
+  for (int peer : peers_) { runtime_->vmm_set_access(start, bytes, peer); }
+  if (staged_) {
+    auto const* host = static_cast<char const*>(staging_);
+    for (auto c = first; c != it; ++c) {
+      runtime_->memcpy_async(c->first, host + c->second.staged, c->second.bytes, stream);
+    }
+  }
+  return it;
+}
+
+void vmm_backing::unmap_again(std::vector<char*> const& done) noexcept
+{
+  for (char* at : done) { drop(mapped_.find(at)->second, at); }
+}
+
+}  // namespace gpumem::detail

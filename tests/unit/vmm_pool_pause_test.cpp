@@ -1,0 +1,438 @@
+// Pause and resume of vmm_pool_memory_resource over the host stand-in (backed: real bytes): the
+// state machine, offload keeping every byte at every address, discard losing the contents, the
+// typed error for allocations while paused, frees while paused, failures unwound (staging, copies,
+// creates, maps), map and unmap listeners (order, outside the locks, allocating from the pool).
+#include "suballocator_test_helpers.hpp"
+
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
+
+#include <cstring>
+#include <atomic>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace gpumem::test {
+namespace {
+
+using vmm_pool = mr::vmm_pool_memory_resource;
+
+struct vmm_pool_pause : ::testing::Test {
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 128 * MiB}};
+  cudaStream_t a = rt.create_stream();
+
+  vmm_pool make(mr::vmm_pool_options o = {})
+  {
+    if (o.reserve_bytes == 0) { o.reserve_bytes = 256 * MiB; }
+    o.handle_bytes = 4 * MiB;
+    return vmm_pool{o, rt};
+  }
+  void check(vmm_pool const& pool)
+  {
+    pool.check_invariants();
+    rt.check_invariants();
+    EXPECT_EQ(rt.vmm_state().misuse_count, 0U);
+  }
+  /// Fills [p, p + n) with bytes that depend on the seed.
+  static void fill(void* p, std::size_t n, unsigned seed)
+  {
+    std::mt19937 gen{seed};
+    auto* bytes = static_cast<unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) { bytes[i] = static_cast<unsigned char>(gen()); }
+  }
+  static bool holds(void const* p, std::size_t n, unsigned seed)
+  {
+    std::vector<unsigned char> want(n);
+    fill(want.data(), n, seed);
+    return std::memcmp(p, want.data(), n) == 0;
+  }
+  struct block {
+    void* p;
+    std::size_t n;
+  };
+  /// Live blocks over several handles, each filled with its own bytes.
+  std::vector<block> populate(vmm_pool& pool)
+  {
+    std::vector<block> blocks;
+    for (std::size_t n : {3 * MiB, 10 * MiB, MiB + 512, 17 * MiB}) {
+      blocks.push_back({pool.allocate(n, a), n});
+      fill(blocks.back().p, n, static_cast<unsigned>(blocks.size()));
+    }
+    return blocks;
+  }
+  void expect_intact(std::vector<block> const& blocks)
+  {
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      rt.vmm_check_mapped(blocks[i].p, blocks[i].n);
+      EXPECT_TRUE(holds(blocks[i].p, blocks[i].n, static_cast<unsigned>(i + 1))) << "block " << i;
+    }
+  }
+  void release(vmm_pool& pool, std::vector<block> const& blocks)
+  {
+    for (auto const& b : blocks) { pool.deallocate(b.p, b.n, a); }
+  }
+};
+
+TEST_F(vmm_pool_pause, EveryTransitionOfTheStateMachine)
+{
+  auto pool = make();
+  auto live = populate(pool);
+  EXPECT_EQ(pool.state(), pause_state::active);
+  EXPECT_FALSE(pool.resume());  // active: nothing to do
+  check(pool);
+  for (auto mode : {pause_mode::discard, pause_mode::offload}) {
+    auto const paused =
+        mode == pause_mode::discard ? pause_state::paused_discarded : pause_state::paused_offloaded;
+    EXPECT_TRUE(pool.pause(mode));
+    EXPECT_EQ(pool.state(), paused);
+    check(pool);
+    EXPECT_FALSE(pool.pause(pause_mode::discard));  // paused: nothing to do, whichever mode
+    EXPECT_FALSE(pool.pause(pause_mode::offload));
+    EXPECT_EQ(pool.state(), paused);
+    EXPECT_TRUE(pool.resume());
+    EXPECT_EQ(pool.state(), pause_state::active);
+    EXPECT_FALSE(pool.resume());
+    check(pool);
+  }
+  auto const s = pool.stats();
+  EXPECT_EQ(s.pauses, 2U);
+  EXPECT_EQ(s.resumes, 2U);
+  EXPECT_GT(s.pause_seconds, 0.0);
+  EXPECT_GT(s.resume_seconds, 0.0);
+  release(pool, live);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, OffloadGivesTheMemoryBackAndRestoresEveryByteAtTheSameAddresses)
+{
+  auto pool         = make();
+  auto live         = populate(pool);
+  auto const before = pool.stats();
+  auto const layout = pool.pool_size();
+  ASSERT_GT(before.mapped_bytes, 0U);
+  ASSERT_TRUE(pool.pause(pause_mode::offload));
+  EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
+  EXPECT_EQ(rt.vmm_state().mappings, 0U);
+  EXPECT_EQ(rt.vmm_state().reservations, 1U);  // the addresses stay reserved
+  EXPECT_THROW(rt.vmm_check_mapped(live[0].p, 1), cuda_error);
+  auto const paused = pool.stats();
+  EXPECT_EQ(paused.mapped_bytes, 0U);
+  EXPECT_EQ(paused.paused_bytes, before.mapped_bytes);
+  EXPECT_EQ(paused.handles, 0U);
+  EXPECT_GE(paused.staging_bytes, before.mapped_bytes);
+  EXPECT_EQ(pool.pool_size(), layout);  // the blocks keep their bookkeeping
+  check(pool);
+  ASSERT_TRUE(pool.resume());
+  expect_intact(live);  // the same pointers, the same bytes
+  auto const after = pool.stats();
+  EXPECT_EQ(after.mapped_bytes, before.mapped_bytes);
+  EXPECT_EQ(after.handles, before.handles);
+  EXPECT_EQ(after.paused_bytes, 0U);
+  EXPECT_EQ(after.staging_bytes, 0U);  // freed: keep_offload_staging is off
+  EXPECT_EQ(rt.vmm_state().physical_bytes, before.mapped_bytes);
+  check(pool);
+  release(pool, live);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, AWritePastAPauseThroughAnOldPointerIsReadBackAfterTheNextOne)
+{
+  auto pool = make({.keep_offload_staging = true});
+  auto* p   = static_cast<unsigned char*>(pool.allocate(9 * MiB, a));
+  for (int round = 0; round < 3; ++round) {
+    p[round * MiB] = static_cast<unsigned char>(0x40 + round);
+    ASSERT_TRUE(pool.pause(pause_mode::offload));
+    EXPECT_GE(pool.stats().staging_bytes, 9 * MiB);
+    ASSERT_TRUE(pool.resume());
+    EXPECT_GE(pool.stats().staging_bytes, 9 * MiB);  // kept for the next pause
+    for (int r = 0; r <= round; ++r) { EXPECT_EQ(p[r * MiB], 0x40 + r); }
+  }
+  pool.deallocate(p, 9 * MiB, a);
+  check(pool);
+}
+
+// The host stand-in gives a new handle fresh (zeroed) memory; on a GPU its contents are undefined.
+TEST_F(vmm_pool_pause, DiscardLosesTheContentsButKeepsTheAddresses)
+{
+  auto pool = make();
+  auto live = populate(pool);
+  ASSERT_TRUE(pool.pause(pause_mode::discard));
+  EXPECT_EQ(pool.stats().staging_bytes, 0U);  // nothing copied
+  EXPECT_EQ(rt.calls().memcpy, 0U);
+  EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
+  ASSERT_TRUE(pool.resume());
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    rt.vmm_check_mapped(live[i].p, live[i].n);  // mapped again at the same address
+    EXPECT_FALSE(holds(live[i].p, live[i].n, static_cast<unsigned>(i + 1))) << "block " << i;
+    fill(live[i].p, live[i].n, static_cast<unsigned>(i + 1));  // and usable
+  }
+  expect_intact(live);
+  release(pool, live);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, AllocatingWhilePausedThrowsPausedErrorAndResumeServesAgain)
+{
+  auto pool = make();
+  void* p   = pool.allocate(MiB, a);
+  pool.deallocate(p, MiB, a);  // free memory that a hit would find
+  ASSERT_TRUE(pool.pause(pause_mode::discard));
+  try {
+    (void)pool.allocate(MiB, a);
+    FAIL() << "allocated from a paused pool";
+  } catch (paused_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("resume()"), std::string::npos) << e.what();
+    EXPECT_NE(std::string{e.what()}.find("1.00 MiB"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)pool.allocate(64 * MiB, a), paused_error);  // a growth too
+  EXPECT_THROW((void)pool.allocate_single_handle(MiB, a), paused_error);
+  EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
+  check(pool);
+  ASSERT_TRUE(pool.resume());
+  void* q = pool.allocate(MiB, a);
+  EXPECT_EQ(q, p);  // the same free block
+  pool.deallocate(q, MiB, a);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, FreesWhilePausedAreBookkeepingOnly)
+{
+  auto pool = make();
+  auto live = populate(pool);
+  ASSERT_TRUE(pool.pause(pause_mode::offload));
+  auto const calls = rt.calls();
+  release(pool, live);             // no runtime call
+  EXPECT_EQ(pool.trim_to(0), 0U);  // nothing mapped to trim; no runtime call either
+  EXPECT_EQ(rt.calls().vmm_unmap, calls.vmm_unmap);
+  EXPECT_EQ(rt.calls().vmm_map, calls.vmm_map);
+  EXPECT_EQ(rt.calls().synchronize, calls.synchronize);
+  EXPECT_EQ(pool.bad_deallocations(), 0U);
+  check(pool);
+  ASSERT_TRUE(pool.resume());
+  auto const creates = rt.calls().vmm_create;
+  void* big          = pool.allocate(pool.pool_size(), a);  // everything is free and mapped
+  EXPECT_EQ(rt.calls().vmm_create, creates);
+  pool.deallocate(big, pool.pool_size(), a);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, NoPinnedMemoryForTheOffloadChangesNothing)
+{
+  auto pool = make();
+  auto live = populate(pool);
+  rt.fail_next_allocations(1);
+  EXPECT_THROW(pool.pause(pause_mode::offload), out_of_memory);
+  EXPECT_EQ(pool.state(), pause_state::active);
+  expect_intact(live);
+  check(pool);
+  pool.deallocate(pool.allocate(MiB, a), MiB, a);  // serving still
+  release(pool, live);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, AFailedCopyPutsBackWhatWasGivenBack)
+{
+  for (std::size_t skip : {0, 1, 6}) {  // before anything is given back, after some
+    auto pool = make();
+    auto live = populate(pool);
+    rt.fail_next_copies(1, skip);
+    EXPECT_THROW(pool.pause(pause_mode::offload), cuda_error) << "skip " << skip;
+    EXPECT_EQ(pool.state(), pause_state::active);
+    expect_intact(live);
+    check(pool);
+    void* more = pool.allocate(MiB, a);  // serving again
+    pool.deallocate(more, MiB, a);
+    release(pool, live);
+    check(pool);
+  }
+}
+
+TEST_F(vmm_pool_pause, AResumeOutOfMemoryUnwindsAndStaysPausedWithItsContents)
+{
+  auto pool         = make();
+  auto live         = populate(pool);
+  auto const mapped = pool.stats().mapped_bytes;  // 36 MiB in 4 MiB handles
+  ASSERT_TRUE(pool.pause(pause_mode::offload));
+  // Another user takes memory while the pool sleeps: only some of its handles fit.
+  auto const free_now = 128 * MiB - rt.used_bytes();
+  auto const filler   = free_now - mapped / 2;
+  void* other         = rt.allocate(detail::memory_kind::device, filler);
+  EXPECT_THROW(pool.resume(), out_of_memory);
+  EXPECT_EQ(pool.state(), pause_state::paused_offloaded);
+  EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);  // what it mapped was given back
+  EXPECT_GT(rt.calls().vmm_map, 0U);
+  EXPECT_THROW((void)pool.allocate(MiB, a), paused_error);
+  check(pool);
+  rt.fail_next_maps(1);  // a driver refusal unwinds as well
+  EXPECT_THROW(pool.resume(), cuda_error);
+  EXPECT_EQ(pool.state(), pause_state::paused_offloaded);
+  check(pool);
+  rt.free(detail::memory_kind::device, other);
+  ASSERT_TRUE(pool.resume());
+  expect_intact(live);
+  EXPECT_EQ(pool.stats().resumes, 1U);
+  check(pool);
+  release(pool, live);
+}
+
+TEST_F(vmm_pool_pause, DestroyedWhilePausedGivesEverythingBack)
+{
+  for (auto mode : {pause_mode::discard, pause_mode::offload}) {
+    {
+      auto pool = make();
+      auto live = populate(pool);
+      ASSERT_TRUE(pool.pause(mode));
+      (void)live;  // never freed: the destructor releases the pool's memory anyway
+    }
+    EXPECT_EQ(rt.vmm_state().reservations, 0U);
+    EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
+    EXPECT_EQ(rt.used_bytes(), 0U);  // the staging buffer too
+    rt.check_invariants();
+  }
+}
+
+TEST_F(vmm_pool_pause, AnEmptyPoolPausesAndResumes)
+{
+  auto pool = make();
+  ASSERT_TRUE(pool.pause(pause_mode::offload));
+  EXPECT_EQ(pool.state(), pause_state::paused_offloaded);
+  check(pool);
+  ASSERT_TRUE(pool.resume());
+  pool.deallocate(pool.allocate(MiB, a), MiB, a);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, ThePoolsOtherMemoryAndOtherPoolsAreUntouched)
+{
+  auto one     = make();
+  auto two     = make();
+  auto in_one  = populate(one);
+  auto in_two  = populate(two);
+  auto const n = two.stats().mapped_bytes;
+  ASSERT_TRUE(one.pause(pause_mode::discard));
+  EXPECT_EQ(rt.vmm_state().physical_bytes, n);
+  expect_intact(in_two);
+  ASSERT_TRUE(one.resume());
+  release(one, in_one);
+  release(two, in_two);
+  check(one);
+  check(two);
+}
+
+// Threads allocate and free (never touching the memory: an allocation that races with a pause may
+// get a block whose memory is being given back, as one made just before it) while the main thread
+// pauses and resumes: the bookkeeping stays consistent and every pause gives everything back.
+TEST_F(vmm_pool_pause, PauseAndResumeWhileOtherThreadsAllocateAndFree)
+{
+  auto pool = make();
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> refused{};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 gen{static_cast<unsigned>(t)};
+      std::vector<std::pair<void*, std::size_t>> mine;
+      while (!stop.load()) {
+        if (mine.size() < 8 && gen() % 2 == 0) {
+          auto const n = std::size_t{1} << (10 + gen() % 12);
+          try {
+            mine.emplace_back(pool.allocate(n, cudaStreamPerThread), n);
+          } catch (paused_error const&) {
+            refused.fetch_add(1);
+          }
+        } else if (!mine.empty()) {
+          pool.deallocate(mine.back().first, mine.back().second, cudaStreamPerThread);
+          mine.pop_back();
+        }
+      }
+      for (auto const& [p, n] : mine) { pool.deallocate(p, n, cudaStreamPerThread); }
+    });
+  }
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(pool.pause(i % 2 == 0 ? pause_mode::discard : pause_mode::offload));
+    EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
+    std::this_thread::yield();
+    ASSERT_TRUE(pool.resume());
+  }
+  stop.store(true);
+  for (auto& th : threads) { th.join(); }
+  EXPECT_EQ(pool.stats().pauses, 40U);
+  check(pool);
+}
+
+// -- listeners --------------------------------------------------------------------------------
+
+TEST_F(vmm_pool_pause, ListenersHearGrowthPauseAndResumeInOrder)
+{
+  auto pool = make();
+  std::vector<std::string> heard;
+  auto describe = [&](vmm_mapping_event const& e) {
+    std::size_t sum = 0;
+    for (auto h : e.handles) { sum += h != 0 ? 1 : 0; }
+    EXPECT_EQ(sum, e.handles.size());
+    return std::string{e.mapped ? "map " : "unmap "} + to_string(e.cause) + " " +
+           std::to_string(e.bytes / MiB) + " " + std::to_string(e.handles.size());
+  };
+  auto const on_map = pool.add_map_listener([&](vmm_mapping_event const& e) {
+    rt.vmm_check_mapped(e.ptr, e.bytes);  // after mapping: usable
+    heard.push_back(describe(e));
+  });
+  pool.add_unmap_listener([&](vmm_mapping_event const& e) {
+    if (e.cause == vmm_mapping_cause::pause) {
+      rt.vmm_check_mapped(e.ptr, e.bytes);  // before unmapping: still there
+    }
+    heard.push_back(describe(e));
+  });
+  void* p = pool.allocate(6 * MiB, a);  // one growth: two handles
+  ASSERT_TRUE(pool.pause(pause_mode::offload));
+  ASSERT_TRUE(pool.resume());
+  pool.deallocate(p, 6 * MiB, a);
+  EXPECT_GT(pool.trim_to(0), 0U);
+  std::vector<std::string> const want{"map growth 6 2", "unmap pause 6 2", "map resume 6 2",
+                                      "unmap trim 4 1", "unmap trim 2 1"};
+  EXPECT_EQ(heard, want);
+  EXPECT_TRUE(pool.remove_listener(on_map));
+  EXPECT_FALSE(pool.remove_listener(on_map));
+  heard.clear();
+  pool.deallocate(pool.allocate(MiB, a), MiB, a);
+  EXPECT_TRUE(heard.empty());
+  EXPECT_THROW(pool.add_map_listener({}), logic_error);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, ListenersRunOutsideTheLocksAndMayAllocateFromThePool)
+{
+  auto pool = make();
+  std::vector<void*> taken;
+  int depth = 0;
+  pool.add_map_listener([&](vmm_mapping_event const&) {
+    if (depth++ == 0) {
+      pool.check_invariants();                 // takes the grow lock: would deadlock under it
+      taken.push_back(pool.allocate(MiB, a));  // from the pool the event is about
+      (void)pool.stats();
+    }
+    --depth;
+  });
+  void* p = pool.allocate(5 * MiB, a);
+  ASSERT_EQ(taken.size(), 1U);
+  ASSERT_TRUE(pool.pause(pause_mode::discard));
+  ASSERT_TRUE(pool.resume());  // the listener allocates again, from the resumed pool
+  ASSERT_EQ(taken.size(), 2U);
+  for (void* t : taken) { pool.deallocate(t, MiB, a); }
+  pool.deallocate(p, 5 * MiB, a);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, AListenerThatThrowsIsCountedAndThePoolGoesOn)
+{
+  auto pool = make();
+  pool.add_map_listener([](vmm_mapping_event const&) { throw std::runtime_error{"listener"}; });
+  void* p = pool.allocate(MiB, a);
+  EXPECT_EQ(pool.stats().listener_failures, 1U);
+  pool.deallocate(p, MiB, a);
+  check(pool);
+}
+
+}  // namespace
+}  // namespace gpumem::test
