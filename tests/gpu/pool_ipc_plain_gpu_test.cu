@@ -143,9 +143,19 @@ using test::bytes_of;
 
 // -- the child ------------------------------------------------------------------------------------
 
+/// Sends the reply, then waits for the exporter's "done": what the caller keeps alive until then
+/// (the imported pool, the freed event) outlives the exporter's wait.
+void reply_and_wait(int sock, reply const& r)
+{
+  send_with_fd(sock, bytes_of(r));
+  std::uint32_t done{};
+  (void)receive_with_fd(sock, bytes_of(done));
+}
+
 /// Imports what the exporter sends, as `mode` says, reads the exporter's pattern, writes its own
-/// and frees first (free_async + the freed event).
-void import_in_child(int sock, std::string const& mode, reply& r)
+/// and frees first (free_async + the freed event), replies and waits for the exporter. `replied`
+/// tells the caller whether the reply went out.
+void import_in_child(int sock, std::string const& mode, reply& r, bool& replied)
 {
   request m{};
   shareable_pool_handle handle{receive_with_fd(sock, bytes_of(m))};
@@ -213,9 +223,8 @@ void import_in_child(int sock, std::string const& mode, reply& r)
   auto freed = ipc_event::create();
   alloc.free_async(fs, freed);  // the importer frees first and signals
   r.freed = freed.handle();
-  // `freed` must outlive the exporter's wait: keep it until the exporter says it is done.
-  static std::optional<ipc_event> keep;
-  keep.emplace(std::move(freed));
+  replied = true;
+  reply_and_wait(sock, r);  // `pool` and `freed` live until the exporter has waited
 }
 
 TEST(gpu_ipc_child, importer_role)
@@ -227,8 +236,9 @@ TEST(gpu_ipc_child, importer_role)
   }
   int const sock = std::atoi(sock_text);
   reply r{};
+  bool replied = false;
   try {
-    import_in_child(sock, mode, r);
+    import_in_child(sock, mode, r, replied);
   } catch (cuda_error const& e) {
     // Without the home device, what CUDA refuses is CUDA's answer to report, not our failure.
     r.status = std::string{mode} == "invisible" ? 2 : 1;
@@ -237,9 +247,7 @@ TEST(gpu_ipc_child, importer_role)
     r.status = 1;
     std::snprintf(r.error, sizeof r.error, "%s", e.what());
   }
-  send_with_fd(sock, bytes_of(r));
-  std::uint32_t done{};
-  (void)receive_with_fd(sock, bytes_of(done));  // keep the freed event until the exporter waited
+  if (!replied) { reply_and_wait(sock, r); }
   EXPECT_NE(r.status, 1) << r.error;
 }
 
