@@ -77,8 +77,10 @@ sets, not a race. With ``auto_complete=True`` all work completes at once.
       .def(
           "completed", [](host_runtime& rt, py::handle s) { return rt.completed(stream_of(s)); },
           py::arg("stream"))
-      .def("fail_next_allocations", &host_runtime::fail_next_allocations, py::arg("count"),
-           "The next `count` leaf allocations fail with OutOfMemoryError.")
+      .def(
+          "fail_next_allocations",
+          [](host_runtime& rt, std::size_t count) { rt.fail_next_allocations(count); },
+          py::arg("count"), "The next `count` leaf allocations fail with OutOfMemoryError.")
       .def_property_readonly("used_bytes", &host_runtime::used_bytes)
       .def_property_readonly("peak_used_bytes", &host_runtime::peak_used_bytes)
       .def_property_readonly("live_allocations", &host_runtime::live_allocations)

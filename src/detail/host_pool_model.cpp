@@ -110,6 +110,12 @@ struct host_pool_model::pool_rec {
   {
     return props.location.type == cudaMemLocationTypeDevice && props.location.id == d;
   }
+  /// Pinned host memory (a host or host NUMA pool): the CPU can read and write it from the start.
+  [[nodiscard]] bool home_is_host() const noexcept
+  {
+    return props.location.type == cudaMemLocationTypeHost ||
+           props.location.type == cudaMemLocationTypeHostNuma;
+  }
   segment* live_at(std::uintptr_t addr)
   {
     auto it = segments.find(addr);
@@ -319,6 +325,10 @@ cudaError_t host_pool_model::get_access(cudaMemAccessFlags* flags, cudaMemPool_t
       *flags = cudaMemAccessFlagsProtReadWrite;
       return cudaSuccess;
     }
+  } else if (p->home_is_host() && (location->type == cudaMemLocationTypeHost ||
+                                   location->type == cudaMemLocationTypeHostNuma)) {
+    *flags = cudaMemAccessFlagsProtReadWrite;  // the seed: host pools are CPU-accessible by default
+    return cudaSuccess;
   }
   auto it = p->access.find(key(*location));
   *flags  = it == p->access.end() ? cudaMemAccessFlagsProtNone : it->second;

@@ -106,6 +106,7 @@ struct host_runtime::state {
   std::size_t used{};
   std::size_t peak{};
   std::size_t failures_to_inject{};
+  cudaError_t injected_error{cudaErrorMemoryAllocation};  ///< what an injected failure reports
   std::size_t map_failures_to_inject{};
   std::size_t copy_failures_to_inject{};
   std::size_t copies_before_failures{};
@@ -218,6 +219,11 @@ struct host_runtime::state {
   {
     bool const injected = failures_to_inject > 0;
     if (injected) { --failures_to_inject; }
+    if (injected && injected_error != cudaErrorMemoryAllocation) {
+      throw cuda_error{injected_error,
+                       format("host_runtime: allocating ", bytes_str(bytes), " of ", what,
+                              " failed (injected ", cudaGetErrorName(injected_error), ")")};
+    }
     if (injected || bytes > options.capacity_bytes - used) {
       GPUMEM_FAIL(out_of_memory, format("host_runtime: cannot allocate ", bytes_str(bytes), " of ",
                                         what, ": ", bytes_str(options.capacity_bytes - used),
@@ -319,8 +325,14 @@ std::uint64_t host_runtime::completed(cudaStream_t stream)
 
 void host_runtime::fail_next_allocations(std::size_t count)
 {
+  fail_next_allocations(count, cudaErrorMemoryAllocation);
+}
+
+void host_runtime::fail_next_allocations(std::size_t count, cudaError_t error)
+{
   std::lock_guard lock{state_->mutex};
   state_->failures_to_inject = count;
+  state_->injected_error     = error;
 }
 
 std::size_t host_runtime::used_bytes() const
@@ -381,7 +393,15 @@ void* host_runtime::allocate(memory_kind kind, std::size_t bytes)
   auto const footprint = fits ? align_up(bytes, granule) : 0;
   void* ptr            = nullptr;
   if (fits && st.failures_to_inject == 0) { ptr = st.take_memory(footprint); }
-  if (st.failures_to_inject > 0) { --st.failures_to_inject; }
+  if (st.failures_to_inject > 0) {
+    --st.failures_to_inject;
+    if (st.injected_error != cudaErrorMemoryAllocation) {
+      throw cuda_error{
+          st.injected_error,
+          format("host_runtime: allocating ", bytes_str(bytes), " of ", to_string(kind),
+                 " memory failed (injected ", cudaGetErrorName(st.injected_error), ")")};
+    }
+  }
   if (ptr == nullptr) {
     GPUMEM_FAIL(out_of_memory,
                 format("host_runtime: cannot allocate ", bytes_str(bytes), " of ", to_string(kind),

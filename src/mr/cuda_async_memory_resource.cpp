@@ -107,6 +107,18 @@ cuda_async_view_memory_resource::cuda_async_view_memory_resource(cudaMemPool_t p
         GPUMEM_EXPECTS(pool_handle != nullptr, logic_error,
                        "cuda_async_view_memory_resource: the pool handle is null");
         require_stream_ordered_allocation(rt, who, current_device_or_throw(rt, who));
+        // A host or host NUMA pool is the one kind the CPU can access from the start.
+        bool host_pool = false;
+        try {
+          host_pool = detail::get_pool_access(rt, pool_handle, pool_location::host()) ==
+                      access_flags::read_write;
+        } catch (cuda_error const&) {  // the driver does not answer for the host: a device pool
+        }
+        GPUMEM_EXPECTS(!host_pool, logic_error,
+                       detail::format(who, ": pool ", static_cast<void*>(pool_handle),
+                                      " holds pinned host memory (a host or host NUMA pool), not "
+                                      "device memory; view a device's pool, or allocate from "
+                                      "this one with memory_pool_ref::allocate"));
         auto const home = detail::find_pool_home(rt, pool_handle);
         GPUMEM_EXPECTS(
             home.has_value(), logic_error,
@@ -116,6 +128,13 @@ cuda_async_view_memory_resource::cuda_async_view_memory_resource(cudaMemPool_t p
         return memory_pool_ref{pool_handle, *home, rt};
       }()}
 {
+}
+
+cuda_async_view_memory_resource::cuda_async_view_memory_resource(memory_pool_ref pool) : pool_{pool}
+{
+  GPUMEM_EXPECTS(pool.handle() != nullptr, logic_error,
+                 "cuda_async_view_memory_resource: the pool is empty (a moved-from memory_pool); "
+                 "view a live pool");
 }
 
 void* cuda_async_view_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view stream)

@@ -177,8 +177,34 @@ imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, 
 
 imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, pool_location home,
                                            detail::runtime& rt)
-    : pool_{import_pool(rt, handle)}, home_{home}, runtime_{&rt}
+    : pool_{import_pool(rt, handle)}, runtime_{&rt}
 {
+  if (home.kind == location_kind::none) { return; }  // "home unknown": CUDA decides on access
+  try {
+    if (home.kind == location_kind::device) {
+      // The exporter's device number is in its own numbering (CUDA_VISIBLE_DEVICES may differ
+      // here). Refuse what is visibly wrong rather than grant access to the wrong device later.
+      int const count = rt.device_count();
+      GPUMEM_EXPECTS(
+          home.id >= 0 && home.id < count, logic_error,
+          detail::format("imported_memory_pool: home ", to_string(home),
+                         " does not exist in this process (", count,
+                         " visible devices); the exporter numbers its devices differently (e.g. "
+                         "CUDA_VISIBLE_DEVICES); import without a location, or with "
+                         "pool_location::none() for an unknown home"));
+      auto const found = detail::find_pool_home(rt, pool_);
+      GPUMEM_EXPECTS(
+          !found.has_value() || *found == home, logic_error,
+          detail::format("imported_memory_pool: the pool's memory is on ", to_string(*found),
+                         " of this process, not on the given home ", to_string(home),
+                         "; the exporter numbers its devices differently (e.g. "
+                         "CUDA_VISIBLE_DEVICES); import without a location"));
+    }
+    home_ = home;
+  } catch (...) {
+    destroy();
+    throw;
+  }
 }
 
 imported_memory_pool::imported_memory_pool(imported_memory_pool&& other) noexcept
@@ -213,11 +239,9 @@ void imported_memory_pool::destroy() noexcept
 void imported_memory_pool::set_access(cuda_device_id device, access_flags flags) const
 {
   GPUMEM_EXPECTS(pool_ != nullptr, logic_error, "set_access: the imported pool is empty");
-  GPUMEM_EXPECTS(home_.has_value(), logic_error,
-                 "set_access: the imported pool's home device is not known (CUDA did not tell "
-                 "at import); import it with the location the exporter reports: "
-                 "imported_memory_pool(handle, pool.location())");
-  detail::set_pool_access(*runtime_, pool_, *home_, device, flags);
+  // With the home unknown (not visible to this process, or imported with pool_location::none())
+  // there is no peer capability to check against: CUDA decides, and its refusal is reported.
+  detail::set_pool_access(*runtime_, pool_, home_.value_or(pool_location::none()), device, flags);
 }
 
 imported_allocation imported_memory_pool::import_pointer(pointer_export_data const& data,

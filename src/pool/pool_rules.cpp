@@ -7,11 +7,28 @@
 #include <gpumem/pool/pool_capabilities.hpp>
 #include <gpumem/pool/pool_properties.hpp>
 
+#include <cuda_runtime_api.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 namespace gpumem {
+
+// The public enums convert to CUDA's by value (static_cast where pools are created, exported and
+// given access); these tie every value to the toolkit's, so a toolkit that renumbers them breaks
+// the build here instead of the calls.
+static_assert(static_cast<unsigned>(allocation_handle_type::none) == cudaMemHandleTypeNone);
+static_assert(static_cast<unsigned>(allocation_handle_type::posix_file_descriptor) ==
+              cudaMemHandleTypePosixFileDescriptor);
+static_assert(static_cast<unsigned>(allocation_handle_type::win32) == cudaMemHandleTypeWin32);
+static_assert(static_cast<unsigned>(allocation_handle_type::win32_kmt) ==
+              cudaMemHandleTypeWin32Kmt);
+static_assert(static_cast<unsigned>(allocation_handle_type::fabric) == cudaMemHandleTypeFabric);
+static_assert(static_cast<int>(access_flags::none) == cudaMemAccessFlagsProtNone);
+static_assert(static_cast<int>(access_flags::read) == cudaMemAccessFlagsProtRead);
+static_assert(static_cast<int>(access_flags::read_write) == cudaMemAccessFlagsProtReadWrite);
+
 namespace {
 
 constexpr handle_type_set known_handle_types{

@@ -1,6 +1,6 @@
 // Makers of the stream-ordered-allocator resources (cuda_async, cuda_async_view) for the
-// conformance suite. They need CUDA memory pools, which the host stand-in does not model: on the
-// host backend the makers throw unsupported (the suite skips with that reason).
+// conformance suite. They run on both backends: on the host backend over the stand-in's model of
+// CUDA memory pools (src/detail/host_pool_model.hpp), on a GPU over the driver's pools.
 #pragma once
 
 #include <conformance/conformance.hpp>
@@ -9,18 +9,7 @@
 #include <gpumem/mr/cuda_async_view_memory_resource.hpp>
 #include <gpumem/pool/memory_pool.hpp>
 
-#include <cstring>
-
 namespace gpumem::test {
-
-inline void require_cuda_backend_for_pools(backend& b)
-{
-  if (std::strcmp(b.name(), "cuda") != 0) {
-    throw unsupported{
-        "CUDA memory pools (cudaMallocAsync) exist only on a GPU; the host "
-        "stand-in does not model them"};
-  }
-}
 
 /// cuda_async_memory_resource with a 64 MiB initial pool and the default release threshold
 /// (total memory). Not the default initial size (half the free memory): the suite's processes
@@ -31,8 +20,8 @@ struct cuda_async_maker {
   static constexpr bool thread_safe = true;
   static std::shared_ptr<mr::device_memory_resource> make(backend& b)
   {
-    require_cuda_backend_for_pools(b);
-    return std::make_shared<mr::cuda_async_memory_resource>(std::size_t{64} << 20);
+    return std::make_shared<mr::cuda_async_memory_resource>(std::size_t{64} << 20, std::nullopt,
+                                                            std::nullopt, b.runtime());
   }
 };
 
@@ -42,13 +31,16 @@ struct cuda_async_view_maker {
   static constexpr bool thread_safe = true;
   static std::shared_ptr<mr::device_memory_resource> make(backend& b)
   {
-    require_cuda_backend_for_pools(b);
     struct pool_and_view {
-      memory_pool pool{
-          pool_properties{.location = pool_location::device(get_current_cuda_device().value())}};
-      mr::cuda_async_view_memory_resource view{pool.handle()};
+      explicit pool_and_view(detail::runtime& rt)
+          : pool{pool_properties{.location = pool_location::device(rt.current_device())}, rt},
+            view{pool.handle(), rt}
+      {
+      }
+      memory_pool pool;
+      mr::cuda_async_view_memory_resource view;
     };
-    auto both = std::make_shared<pool_and_view>();
+    auto both = std::make_shared<pool_and_view>(b.runtime());
     return {both, &both->view};
   }
 };

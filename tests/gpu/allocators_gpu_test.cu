@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 namespace gpumem::test {
 namespace {
@@ -83,6 +84,37 @@ TEST_F(gpu_allocators, ThrustAllocatorDefaultsToTheCurrentDeviceResource)
     EXPECT_FLOAT_EQ(thrust::reduce(v.begin(), v.end()), 2500.0f);
   }
   mr::set_current_device_resource_ref(previous);
+  EXPECT_EQ(stats.get_bytes_counter().value, 0);
+}
+
+// The seed's stream constructor, get_property and rebind.
+static_assert(
+    std::is_same_v<mr::thrust_allocator<int>::rebind<double>::other, mr::thrust_allocator<double>>);
+static_assert(cuda::has_property<mr::thrust_allocator<int>, cuda::mr::device_accessible>);
+static_assert(!std::is_convertible_v<cuda_stream_view, mr::thrust_allocator<int>>,
+              "the stream constructor is explicit");
+
+TEST_F(gpu_allocators, ThrustAllocatorStreamConstructorUsesTheCurrentResourceOnThatStream)
+{
+  mr::cuda_memory_resource cuda;
+  stats_t stats{&cuda};
+  auto const previous = mr::set_current_device_resource_ref(stats);
+  {
+    mr::thrust_allocator<int> alloc{cuda_stream_view{stream_}};
+    EXPECT_EQ(alloc.stream(), cuda_stream_view{stream_});
+    EXPECT_TRUE(alloc.get_upstream_resource() == device_async_resource_ref{stats});
+    get_property(alloc, cuda::mr::device_accessible{});  // the seed's friend, callable
+    typename mr::thrust_allocator<int>::rebind<double>::other rebound{alloc};
+    EXPECT_EQ(rebound.stream(), alloc.stream());
+    EXPECT_TRUE(rebound.get_upstream_resource() == alloc.get_upstream_resource());
+    auto p = rebound.allocate(100);
+    EXPECT_EQ(stats.get_bytes_counter().value, static_cast<std::int64_t>(100 * sizeof(double)));
+    thrust::device_vector<int, mr::thrust_allocator<int>> v(1000, 7, alloc);
+    EXPECT_EQ(thrust::reduce(thrust::cuda::par.on(stream_), v.begin(), v.end(), 0), 7000);
+    rebound.deallocate(p, 100);
+  }
+  mr::set_current_device_resource_ref(previous);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
   EXPECT_EQ(stats.get_bytes_counter().value, 0);
 }
 

@@ -5,11 +5,13 @@
 // Skips without a GPU; the two-GPU tests skip with a reason on one GPU.
 #include <support/backend.hpp>
 
+#include <gpumem/caching_device_allocator.hpp>
 #include <gpumem/cuda_device_id.hpp>
 
 #include <gpumem/detail/stream_capture.hpp>
 #include <gpumem/mr/cuda_async_memory_resource.hpp>
 #include <gpumem/mr/cuda_async_view_memory_resource.hpp>
+#include <gpumem/mr/caching_memory_resource.hpp>
 #include <gpumem/mr/cuda_memory_resource.hpp>
 #include <gpumem/mr/current_pool_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
@@ -22,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -329,6 +332,113 @@ TEST(gpu_capture, a_suballocator_that_must_grow_during_a_global_capture_is_refus
   void* big = pool.allocate(64 * mib, a);  // usable again once the capture is over
   pool.deallocate(big, 64 * mib, a);
   pool.deallocate(small, mib, a);
+  CUDA_OK(cudaStreamSynchronize(a.s));
+}
+
+// -- the driver's pool reuses on the same stream ------------------------------------------------
+
+TEST(gpu_pool_reuse_same_stream, a_block_freed_on_a_stream_is_reused_by_the_next_allocation_there)
+{
+  GPUMEM_SKIP_WITHOUT_GPU();
+  auto pool = device_pool();
+  pool.set<pool_attr::release_threshold>(UINT64_MAX);
+  // None of the cross-stream policies is needed for reuse on the stream that freed.
+  pool.set<pool_attr::reuse_follow_event_dependencies>(false);
+  pool.set<pool_attr::reuse_allow_opportunistic>(false);
+  pool.set<pool_attr::reuse_allow_internal_dependencies>(false);
+  stream s;
+  void* p = pool.allocate(4 * mib, s);
+  fill_ones<<<64, 256, 0, s.s>>>(static_cast<unsigned*>(p), 4 * mib / 4);  // still running...
+  pool.deallocate(p, s);
+  auto const reserved = pool.get<pool_attr::reserved_mem_current>();
+  void* q             = pool.allocate(4 * mib, s);  // ...when the same stream asks again
+  EXPECT_EQ(q, p) << "the driver did not reuse the block on the stream that freed it";
+  EXPECT_EQ(pool.get<pool_attr::reserved_mem_current>(), reserved) << "the pool grew instead";
+  pool.deallocate(q, s);
+  CUDA_OK(cudaStreamSynchronize(s.s));
+}
+
+// -- host pools: the CPU's access, and views refused ----------------------------------------------
+
+TEST(gpu_pool_host_cpu_access, host_and_host_numa_pools_are_read_write_for_the_cpu)
+{
+  GPUMEM_SKIP_WITHOUT_GPU();
+  auto const c = query_pool_capabilities(cuda_device_id{0});
+  if (!c.host_pools_supported) { GTEST_SKIP() << "host pools unsupported on this device/driver"; }
+  memory_pool host{{.location = pool_location::host()}};
+  EXPECT_EQ(host.access(pool_location::host()), access_flags::read_write)
+      << "the seed: host pools are accessible from the CPU by default";
+  stream s;
+  auto* p = static_cast<unsigned char*>(host.allocate(mib, s));
+  CUDA_OK(cudaStreamSynchronize(s.s));
+  std::memset(p, 0x5a, mib);  // no grant needed
+  EXPECT_EQ(p[mib - 1], 0x5a);
+  host.deallocate(p, s);
+  CUDA_OK(cudaStreamSynchronize(s.s));
+  int node{-1};
+  if (c.host_numa_pools_supported &&
+      cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, 0) == cudaSuccess && node >= 0) {
+    memory_pool numa{{.location = pool_location::host_numa(node)}};
+    EXPECT_EQ(numa.access(pool_location::host_numa(node)), access_flags::read_write);
+    std::cout << "host NUMA pool on node " << node << ": the host answers "
+              << to_string(numa.access(pool_location::host())) << "\n";
+  } else {
+    std::cout << "host NUMA pools: not checked (unsupported or no node for device 0)\n";
+  }
+}
+
+TEST(gpu_pool_view, a_view_over_a_host_pool_is_refused_saying_it_is_a_host_pool)
+{
+  GPUMEM_SKIP_WITHOUT_GPU();
+  auto const c = query_pool_capabilities(cuda_device_id{0});
+  if (!c.host_pools_supported) { GTEST_SKIP() << "host pools unsupported on this device/driver"; }
+  memory_pool host{{.location = pool_location::host()}};
+  host.set_access(pool_location::device(0), access_flags::read_write);
+  try {
+    mr::cuda_async_view_memory_resource view{host.handle()};
+    ADD_FAILURE() << "a view over a host pool was built";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("pinned host memory"), std::string::npos) << e.what();
+  }
+  auto pool = device_pool();
+  EXPECT_NO_THROW((mr::cuda_async_view_memory_resource{pool.handle()}))
+      << "a device pool must still be viewable (the host-access query must not refuse it)";
+}
+
+// -- the caching allocators under stream capture --------------------------------------------------
+
+TEST(gpu_capture, a_caching_allocator_that_must_allocate_during_a_global_capture_is_refused_clearly)
+{
+  GPUMEM_SKIP_WITHOUT_GPU();
+  mr::cuda_memory_resource cuda;
+  mr::caching_memory_resource caching{&cuda};
+  stream a, b;
+  void* cached = caching.allocate(4096, a);
+  caching.deallocate(cached, 4096, a);
+  CUDA_OK(cudaStreamBeginCapture(b.s, cudaStreamCaptureModeGlobal));
+  void* again = caching.allocate(4096, a);  // same stream: reused without a CUDA call
+  try {
+    (void)caching.allocate(256 * 1024, a);  // a new block needs cudaMalloc
+    ADD_FAILURE() << "the caching resource allocated during a global capture";
+  } catch (cuda_error const& e) {
+    EXPECT_TRUE(detail::is_stream_capture_error(e.status())) << e.what();
+    EXPECT_NE(std::string{e.what()}.find("captured into a CUDA graph"), std::string::npos)
+        << e.what();
+  }
+  caching_device_allocator cub_style;
+  void* d{};
+  auto const st = cub_style.DeviceAllocate(&d, 4096, a.s);
+  EXPECT_TRUE(detail::is_stream_capture_error(st)) << cudaGetErrorName(st);
+  cudaGraph_t graph{};
+  (void)cudaStreamEndCapture(b.s, &graph);
+  (void)cudaGetLastError();
+  if (graph != nullptr) { (void)cudaGraphDestroy(graph); }
+  EXPECT_EQ(again, cached);
+  void* big = caching.allocate(256 * 1024, a);  // usable again after the capture
+  caching.deallocate(big, 256 * 1024, a);
+  caching.deallocate(again, 4096, a);
+  ASSERT_EQ(cub_style.DeviceAllocate(&d, 4096, a.s), cudaSuccess);
+  EXPECT_EQ(cub_style.DeviceFree(d), cudaSuccess);
   CUDA_OK(cudaStreamSynchronize(a.s));
 }
 

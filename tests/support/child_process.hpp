@@ -8,6 +8,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 extern char** environ;
@@ -26,10 +27,11 @@ std::span<std::byte> bytes_of(T& t)
   return {reinterpret_cast<std::byte*>(&t), sizeof t};
 }
 
-/// Starts this executable again running only `test` (a gtest filter), with `env_name=env_value`
-/// added to (or replacing in) the environment; inherited descriptors stay open. Returns the
+/// Starts this executable again running only `test` (a gtest filter), with each `name=value` of
+/// `env` added to (or replacing in) the environment; inherited descriptors stay open. Returns the
 /// child's pid (-1 when fork failed).
-inline pid_t spawn_self(std::string const& test, char const* env_name, std::string const& env_value)
+inline pid_t spawn_self(std::string const& test,
+                        std::vector<std::pair<std::string, std::string>> const& env)
 {
   static std::string const exe = [] {
     std::vector<char> buf(4096);
@@ -37,13 +39,17 @@ inline pid_t spawn_self(std::string const& test, char const* env_name, std::stri
     return std::string(buf.data(), n > 0 ? static_cast<std::size_t>(n) : 0);
   }();
   std::string const filter = "--gtest_filter=" + test;
-  std::string const env    = std::string{env_name} + "=" + env_value;
+  std::vector<std::string> assignments;
+  for (auto const& [name, value] : env) { assignments.push_back(name + "=" + value); }
   std::vector<char*> argv{const_cast<char*>(exe.c_str()), const_cast<char*>(filter.c_str()),
                           nullptr};
-  std::vector<char*> envp{const_cast<char*>(env.c_str())};
-  auto const name_len = std::strlen(env_name);
+  std::vector<char*> envp;
+  for (auto& a : assignments) { envp.push_back(a.data()); }
   for (char** e = environ; *e != nullptr; ++e) {
-    bool const same = std::strncmp(*e, env_name, name_len) == 0 && (*e)[name_len] == '=';
+    bool same = false;
+    for (auto const& [name, value] : env) {
+      same = same || (std::strncmp(*e, name.c_str(), name.size()) == 0 && (*e)[name.size()] == '=');
+    }
     if (!same) { envp.push_back(*e); }
   }
   envp.push_back(nullptr);
@@ -53,6 +59,12 @@ inline pid_t spawn_self(std::string const& test, char const* env_name, std::stri
     ::_exit(127);
   }
   return pid;
+}
+
+/// The same with one variable.
+inline pid_t spawn_self(std::string const& test, char const* env_name, std::string const& env_value)
+{
+  return spawn_self(test, {{std::string{env_name}, env_value}});
 }
 
 }  // namespace gpumem::test

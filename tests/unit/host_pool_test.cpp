@@ -3,6 +3,7 @@
 // pools, access by location, export/import of pools and pointers in one process, frees across
 // allocators, pointer queries, and a randomized sequence with invariants. The GPU suites
 // (tests/gpu/*pool*) prove CUDA's behaviour; these prove ours in CI.
+#include <gpumem/detail/forwarding_runtime.hpp>
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/mr/cuda_async_memory_resource.hpp>
 #include <gpumem/mr/cuda_async_view_memory_resource.hpp>
@@ -442,6 +443,182 @@ TEST_F(host_pool, RandomSequencesKeepTheStatisticsConsistent)
   pool.set<pool_attr::release_threshold>(0);
   rt.device_synchronize();
   EXPECT_EQ(reserved(pool), 0U) << "everything free is released at threshold 0";
+}
+
+// -- importers whose home device they cannot name ------------------------------------------------
+
+/// Two devices without peer capability: a peer check of ours would refuse any grant to device 0
+/// of memory that lives on device 1.
+struct host_pool_no_peers : ::testing::Test {
+  detail::host_runtime rt{detail::host_runtime_options{
+      .capacity_bytes = 256 * MiB, .backed = false, .device_count = 2, .peer_access = false}};
+  cudaStream_t a = rt.create_stream();
+  memory_pool pool{{.location     = pool_location::device(1),
+                    .handle_types = allocation_handle_type::posix_file_descriptor},
+                   rt};
+};
+
+TEST_F(host_pool_no_peers, AKnownHomeIsCheckedForPeerCapability)
+{
+  imported_memory_pool imp{pool.export_handle(), rt};
+  ASSERT_EQ(imp.location(), std::optional{pool_location::device(1)});
+  try {
+    imp.set_access(cuda_device_id{0});
+    ADD_FAILURE() << "access without peer capability was granted";
+  } catch (cuda_error const& e) {
+    EXPECT_EQ(e.status(), cudaErrorPeerAccessUnsupported);
+    EXPECT_HAS(e.what(), "device 0 cannot access memory of device 1");
+  }
+  EXPECT_EQ(imp.access(cuda_device_id{0}), access_flags::none);
+}
+
+TEST_F(host_pool_no_peers, AnUnknownHomeLeavesTheDecisionToCuda)
+{
+  imported_memory_pool imp{pool.export_handle(), pool_location::none(), rt};
+  EXPECT_FALSE(imp.location().has_value()) << "none() means: home unknown";
+  // No peer check of ours (it would need the home's number in this process's numbering): the
+  // entry goes to CUDA as given, and the stand-in, like the driver for peers it can map, grants it.
+  imp.set_access(cuda_device_id{0});
+  EXPECT_EQ(imp.access(cuda_device_id{0}), access_flags::read_write);
+  // The entry for the real home is passed on too, not dropped as "the owner's".
+  imp.set_access(cuda_device_id{1});
+  EXPECT_EQ(imp.access(cuda_device_id{1}), access_flags::read_write);
+  // What needs no home is still checked before CUDA: a device this process does not have.
+  try {
+    imp.set_access(cuda_device_id{5});
+    ADD_FAILURE() << "a device that does not exist was accepted";
+  } catch (logic_error const& e) {
+    EXPECT_HAS(e.what(), "device 5 does not exist (2 devices)");
+  }
+  // And CUDA's own refusals come back as cuda_error (read-only by a device, as driver 580).
+  EXPECT_THROW(imp.set_access(cuda_device_id{0}, access_flags::read), cuda_error);
+}
+
+TEST_F(host_pool_no_peers, AHomeInAnotherProcesssNumberingIsRefusedNotTrusted)
+{
+  // The exporter's pool.location() under another CUDA_VISIBLE_DEVICES: here it names the
+  // importer's own device 0 (nothing would be granted, silently) or no device at all.
+  try {
+    imported_memory_pool imp{pool.export_handle(), pool_location::device(0), rt};
+    ADD_FAILURE() << "a home that CUDA contradicts was accepted";
+  } catch (logic_error const& e) {
+    EXPECT_HAS(e.what(), "on device 1 of this process, not on the given home device 0");
+    EXPECT_HAS(e.what(), "CUDA_VISIBLE_DEVICES");
+  }
+  try {
+    imported_memory_pool imp{pool.export_handle(), pool_location::device(3), rt};
+    ADD_FAILURE() << "a home device that does not exist here was accepted";
+  } catch (logic_error const& e) {
+    EXPECT_HAS(e.what(), "device 3 does not exist in this process (2 visible devices)");
+  }
+  imported_memory_pool right{pool.export_handle(), pool_location::device(1), rt};
+  EXPECT_EQ(right.location(), std::optional{pool_location::device(1)});
+  // The refused imports released their handles: the pool is imported once, by `right`.
+  void* p         = pool.allocate(MiB, a);
+  auto const data = export_pointer(p, rt);
+  {
+    auto got = right.import_pointer(data, MiB);
+    EXPECT_EQ(got.get(), p);
+  }
+  pool.deallocate(p, a);
+}
+
+// -- host pools, views, null pools ---------------------------------------------------------------
+
+TEST_F(host_pool, HostPoolsAreReadWriteForTheCpuFromTheStart)
+{
+  memory_pool host{{.location = pool_location::host()}, rt};
+  EXPECT_EQ(host.access(pool_location::host()), access_flags::read_write);
+  // (The stand-in's device reports no host NUMA pools; the GPU suite asks the H100 about them.)
+  EXPECT_EQ(host.access(cuda_device_id{0}), access_flags::none) << "devices until granted";
+  auto device_pool = make();
+  EXPECT_EQ(device_pool.access(pool_location::host()), access_flags::none);
+  EXPECT_EQ(device_pool.access(cuda_device_id{0}), access_flags::read_write);
+}
+
+TEST_F(host_pool, AViewOverAHostPoolIsRefusedSayingSo)
+{
+  memory_pool host{{.location = pool_location::host()}, rt};
+  for (int round = 0; round < 2; ++round) {
+    try {
+      mr::cuda_async_view_memory_resource view{host.handle(), rt};
+      ADD_FAILURE() << "a view over a host pool was built (round " << round << ")";
+    } catch (logic_error const& e) {
+      EXPECT_HAS(e.what(), "holds pinned host memory (a host or host NUMA pool)");
+      EXPECT_EQ(std::string{e.what()}.find("several devices"), std::string::npos) << e.what();
+    }
+    // With device 0 given access, device 0 is the only device with read-write access; the pool
+    // is still a host pool.
+    host.set_access(pool_location::device(0), access_flags::read_write);
+  }
+  // A device pool is viewed as before.
+  auto pool = make({.location = pool_location::device(1)});
+  mr::cuda_async_view_memory_resource view{pool.handle(), rt};
+  EXPECT_EQ(view.pool().location(), pool_location::device(1));
+}
+
+/// Says the device has no memory pools (cudaDevAttrMemoryPoolsSupported == 0), or an old driver.
+struct no_pools_runtime final : detail::forwarding_runtime {
+  using forwarding_runtime::forwarding_runtime;
+  int driver = 0;  ///< 0: the inner runtime's
+  int device_attribute(cudaDeviceAttr attr, int device) override
+  {
+    if (attr == cudaDevAttrMemoryPoolsSupported) { return 0; }
+    return forwarding_runtime::device_attribute(attr, device);
+  }
+  int driver_version() noexcept override
+  {
+    return driver != 0 ? driver : forwarding_runtime::driver_version();
+  }
+};
+
+TEST_F(host_pool, TheViewsConstructorChecksStreamOrderedAllocationSupport)
+{
+  auto pool = make();
+  no_pools_runtime no_pools{rt};
+  try {
+    mr::cuda_async_view_memory_resource view{pool.handle(), no_pools};
+    ADD_FAILURE() << "a view was built on a device without memory pools";
+  } catch (logic_error const& e) {
+    EXPECT_HAS(e.what(), "cuda_async_view_memory_resource: cudaMallocAsync is not supported");
+    EXPECT_HAS(e.what(), "device 0 does not support memory pools");
+  }
+  no_pools.driver = 11010;
+  try {
+    mr::cuda_async_view_memory_resource view{pool.handle(), no_pools};
+    ADD_FAILURE() << "a view was built over a driver older than 11.2";
+  } catch (logic_error const& e) {
+    EXPECT_HAS(e.what(), "driver version 11010 is older than");
+  }
+  mr::cuda_async_view_memory_resource fine{pool.handle(), rt};  // the same pool, supported
+  fine.deallocate(fine.allocate(MiB, a), MiB, a);
+}
+
+TEST_F(host_pool, NullAndEmptyPoolsAreRefusedWithLogicError)
+{
+  try {
+    memory_pool_ref ref{cudaMemPool_t{}, pool_location::device(0), rt};
+    ADD_FAILURE() << "a null pool handle was accepted";
+  } catch (logic_error const& e) {
+    EXPECT_HAS(e.what(), "memory_pool_ref: the memory pool is empty (moved-from or null)");
+  }
+  try {
+    mr::cuda_async_view_memory_resource view{cudaMemPool_t{}, rt};
+    ADD_FAILURE() << "a null pool handle was accepted";
+  } catch (logic_error const& e) {
+    EXPECT_HAS(e.what(), "the pool handle is null");
+  }
+  auto pool  = make();
+  auto moved = std::move(pool);
+  try {
+    mr::cuda_async_view_memory_resource view{memory_pool_ref{pool}};
+    ADD_FAILURE() << "a view over a moved-from pool was built";
+  } catch (logic_error const& e) {
+    EXPECT_HAS(e.what(), "the pool is empty (a moved-from memory_pool)");
+  }
+  EXPECT_THROW((void)pool.allocate(MiB, a), logic_error);
+  mr::cuda_async_view_memory_resource live{memory_pool_ref{moved}};
+  live.deallocate(live.allocate(MiB, a), MiB, a);
 }
 
 }  // namespace

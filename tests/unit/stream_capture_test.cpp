@@ -4,6 +4,8 @@
 #include "suballocator_test_helpers.hpp"
 
 #include <gpumem/detail/stream_capture.hpp>
+#include <gpumem/caching_device_allocator.hpp>
+#include <gpumem/mr/caching_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
 
 #include <algorithm>
@@ -124,6 +126,54 @@ TEST_F(capture_test, PoolThatMustReclaimDuringACaptureKeepsItsBlocksWithTheirStr
   EXPECT_EQ(whole, std::min(lo, hi));
   pool.deallocate(whole, MiB, b);
   pool.check_invariants();
+}
+
+// -- the caching allocators ---------------------------------------------------------------------
+
+TEST_F(capture_test, CachingResourceThatMustAllocateDuringACaptureFailsClearlyAndStaysUsable)
+{
+  mr::caching_memory_resource caching{&up.cuda, {}, up.rt};
+  void* cached = caching.allocate(4 * KiB, a);
+  caching.deallocate(cached, 4 * KiB, a);  // cached on a
+  up.rt.begin_global_capture(b);
+  void* again = caching.allocate(4 * KiB, a);  // the same stream reuses at once: no CUDA call
+  EXPECT_EQ(again, cached);
+  expect_capture_refusal([&] { (void)caching.allocate(256 * KiB, a); },
+                         cudaErrorStreamCaptureUnsupported);  // a new block needs cudaMalloc
+  EXPECT_FALSE(up.rt.end_capture(b));
+  void* fresh = caching.allocate(256 * KiB, a);  // after the capture the same request works
+  caching.deallocate(fresh, 256 * KiB, a);
+  caching.deallocate(again, 4 * KiB, a);
+  EXPECT_EQ(caching.bad_deallocations(), 0U);
+}
+
+TEST_F(capture_test, CachingResourceThatMustQueryAnotherStreamDuringACaptureFailsClearly)
+{
+  mr::caching_memory_resource caching{&up.cuda, {}, up.rt};
+  void* p = caching.allocate(4 * KiB, a);
+  up.rt.enqueue(a);  // work that still uses it
+  caching.deallocate(p, 4 * KiB, a);
+  up.rt.begin_global_capture(b);
+  // Reuse on b needs to know whether a's work is done (an event query), which the capture forbids.
+  expect_capture_refusal([&] { (void)caching.allocate(4 * KiB, b); },
+                         cudaErrorStreamCaptureUnsupported);
+  EXPECT_FALSE(up.rt.end_capture(b));
+  up.rt.complete_all();
+  void* q = caching.allocate(4 * KiB, b);  // after the capture: the block, now free for anyone
+  EXPECT_EQ(q, p);
+  caching.deallocate(q, 4 * KiB, b);
+}
+
+TEST_F(capture_test, CachingDeviceAllocatorReturnsTheCaptureErrorAndStaysUsable)
+{
+  caching_device_allocator alloc{false, false, up.rt};
+  up.rt.begin_global_capture(b);
+  void* p{};
+  EXPECT_EQ(alloc.DeviceAllocate(&p, 4 * KiB, a), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_FALSE(up.rt.end_capture(b));
+  ASSERT_EQ(alloc.DeviceAllocate(&p, 4 * KiB, a), cudaSuccess);
+  EXPECT_EQ(alloc.DeviceFree(p), cudaSuccess);
 }
 
 }  // namespace

@@ -110,6 +110,10 @@ class host_runtime final : public runtime {
   [[nodiscard]] bool end_capture(cudaStream_t stream);
   /// The next `count` allocate() and vmm_create() calls fail with out_of_memory.
   void fail_next_allocations(std::size_t count);
+  /// The next `count` allocate() and vmm_create() calls fail with `error`: out_of_memory for
+  /// cudaErrorMemoryAllocation, cuda_error(error) for any other (e.g. cudaErrorInvalidValue, a
+  /// failure that is not exhaustion). Pool allocations always fail as out of memory.
+  void fail_next_allocations(std::size_t count, cudaError_t error);
   /// The next `count` vmm_map() calls fail with cuda_error.
   void fail_next_maps(std::size_t count);
   /// After `skip` more memcpy_async() calls succeed, the next `count` fail with cuda_error

@@ -16,13 +16,14 @@ class cuda_async_view_memory_resource final : public device_memory_resource {
  public:
   /// Views `pool_handle`, recorded on the device the pool belongs to (not the current device):
   /// the only device with read-write access, or the device whose default or current pool it is.
-  /// Throws logic_error for a null handle, a pool whose device cannot be told (use the
-  /// memory_pool_ref constructor), no current device, or a driver or device without
-  /// stream-ordered allocation (as the owning resource does).
+  /// Throws logic_error for a null handle, a host or host NUMA pool (pinned host memory, not a
+  /// device's), a pool whose device cannot be told (use the memory_pool_ref constructor), no
+  /// current device, or a driver or device without stream-ordered allocation (as the owning
+  /// resource does).
   cuda_async_view_memory_resource(cudaMemPool_t pool_handle,
                                   detail::runtime& rt = detail::cuda_runtime());
-  /// Views `pool`.
-  explicit cuda_async_view_memory_resource(memory_pool_ref pool) noexcept : pool_{pool} {}
+  /// Views `pool`. Throws logic_error when it is empty (a moved-from memory_pool).
+  explicit cuda_async_view_memory_resource(memory_pool_ref pool);
 
   cuda_async_view_memory_resource(cuda_async_view_memory_resource const&)            = default;
   cuda_async_view_memory_resource(cuda_async_view_memory_resource&&)                 = default;

@@ -1,6 +1,8 @@
 // gpumem/mr/host_memory_resource.hpp — the base of host memory resources.
 // allocate(bytes, alignment) / deallocate(ptr, bytes, alignment) call the private virtuals.
-// 0 bytes returns nullptr; deallocating nullptr is a no-op; deallocate never throws. An alignment
+// 0 bytes returns nullptr; deallocating nullptr is a no-op; deallocate never throws: do_deallocate
+// may be declared with or without noexcept (the seed's form); if it throws, the error is reported
+// on stderr and not propagated. An alignment
 // that is not a power of two falls back to alignof(std::max_align_t), as the seed documents, so
 // derived classes only see powers of two.
 #pragma once
@@ -8,10 +10,12 @@
 #include <gpumem/align.hpp>
 #include <gpumem/detail/aligned_host.hpp>
 #include <gpumem/detail/format.hpp>
+#include <gpumem/detail/over_aligned.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/resource_ref.hpp>
 
 #include <cstddef>
+#include <exception>
 
 namespace gpumem::mr {
 
@@ -32,7 +36,14 @@ class host_memory_resource {
   void deallocate(void* ptr, std::size_t bytes,
                   std::size_t alignment = alignof(std::max_align_t)) noexcept
   {
-    if (ptr != nullptr) { do_deallocate(ptr, bytes, detail::host_alignment(alignment)); }
+    if (ptr == nullptr) { return; }
+    try {
+      do_deallocate(ptr, bytes, detail::host_alignment(alignment));
+    } catch (std::exception const& e) {
+      detail::report_deallocate_failure(ptr, bytes, e.what());
+    } catch (...) {
+      detail::report_deallocate_failure(ptr, bytes, "unknown exception");
+    }
   }
 
   // The same operations under the names of CCCL 3.1 and newer (cuda::mr::synchronous_resource).
@@ -62,8 +73,9 @@ class host_memory_resource {
   friend void get_property(host_memory_resource const&, cuda::mr::host_accessible) noexcept {}
 
  private:
-  virtual void* do_allocate(std::size_t bytes, std::size_t alignment)                      = 0;
-  virtual void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment) noexcept = 0;
+  virtual void* do_allocate(std::size_t bytes, std::size_t alignment) = 0;
+  /// Derived classes may declare it noexcept (all of gpumem's do) or not (the seed's form).
+  virtual void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment) = 0;
   [[nodiscard]] virtual bool do_is_equal(host_memory_resource const& other) const noexcept
   {
     return this == &other;

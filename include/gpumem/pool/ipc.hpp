@@ -59,13 +59,18 @@ class imported_memory_pool {
  public:
   /// Imports `handle`. Throws logic_error for an empty descriptor or a handle type that is not
   /// posix_file_descriptor or fabric, cuda_error naming the handle when CUDA refuses it. The
-  /// pool's home device is found right away (the only device with access to a freshly imported
-  /// pool); when CUDA does not tell, location() is empty and set_access refuses until it is known:
-  /// then use the constructor below with the location the exporter reports
-  /// (memory_pool::location()).
+  /// pool's home device is found right away, in this process's device numbering (the only device
+  /// with access to a freshly imported pool). When CUDA does not tell (the home device is not
+  /// visible here, e.g. under CUDA_VISIBLE_DEVICES), location() is empty: the home is unknown and
+  /// set_access leaves the decision to CUDA (no peer-capability check of ours).
   explicit imported_memory_pool(shareable_pool_handle const& handle,
                                 detail::runtime& rt = detail::cuda_runtime());
-  /// Imports `handle` of a pool whose memory lives at `home` (the exporter's pool location).
+  /// Imports `handle` of a pool whose memory lives at `home`, a location in *this* process's
+  /// numbering. The exporter's memory_pool::location() is in the exporter's numbering, which is
+  /// the same only when both processes see the same devices (same CUDA_VISIBLE_DEVICES); prefer
+  /// the constructor above. `pool_location::none()` means "home unknown" (as above). Throws
+  /// logic_error, after releasing the import, when `home` is a device that does not exist here or
+  /// is not where CUDA says the pool's memory is.
   imported_memory_pool(shareable_pool_handle const& handle, pool_location home,
                        detail::runtime& rt = detail::cuda_runtime());
   imported_memory_pool(imported_memory_pool&& other) noexcept;
@@ -75,7 +80,8 @@ class imported_memory_pool {
   ~imported_memory_pool();
 
   [[nodiscard]] cudaMemPool_t handle() const noexcept { return pool_; }
-  /// Where the pool's memory lives; empty when it could not be found (see the constructor).
+  /// Where the pool's memory lives (this process's numbering); empty when unknown (see the
+  /// constructors).
   [[nodiscard]] std::optional<pool_location> location() const noexcept { return home_; }
 
   /// Statistics only (they reflect this process's imports); reuse policies mean nothing here.
@@ -90,8 +96,11 @@ class imported_memory_pool {
   {
     return detail::pool_statistics(*runtime_, pool_);
   }
-  /// Gives `device` access to the imported memory (peer capability with the pool's home device is
-  /// checked first). logic_error when the home device is not known (see the constructor).
+  /// Gives `device` access to the imported memory. With a known home, peer capability with it is
+  /// checked first (cuda_error(cudaErrorPeerAccessUnsupported) when missing) and the home's own
+  /// read-write entry is left alone; with an unknown home every entry goes to CUDA as given, and
+  /// a refusal is CUDA's (cuda_error). Access is this process's: the exporter's grants are not
+  /// inherited.
   void set_access(cuda_device_id device, access_flags flags = access_flags::read_write) const;
   [[nodiscard]] access_flags access(cuda_device_id device) const
   {

@@ -57,7 +57,10 @@ class memory_pool_ref {
   void reset_high_water_marks() const;
 
   /// Releases memory to the OS until fewer than `min_bytes_to_keep` bytes are reserved, or nothing
-  /// more can be released (outstanding or not-yet-synchronized frees stay). No-op on IPC pools.
+  /// more can be released (outstanding or not-yet-synchronized frees stay). IPC pools: CUDA's
+  /// programming guide says the driver does not release their physical memory (trimming a no-op,
+  /// the release threshold ignored) and that this may change with the driver; driver 580 did
+  /// release an IPC pool's memory (docs/pools.md). Rely on neither.
   void trim_to(std::size_t min_bytes_to_keep) const;
 
   /// Gives `device` access to all of the pool's memory; checks peer capability first.
