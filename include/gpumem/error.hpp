@@ -7,6 +7,8 @@
 //       fragmentation)
 //   std::logic_error
 //     gpumem::logic_error          misuse: bad arguments, bad alignment, null upstream, double free
+//   std::out_of_range
+//     gpumem::out_of_range         an index past the end (device_uvector's element access)
 //   std::runtime_error
 //     gpumem::cuda_error           a CUDA call failed; carries the status and the call site
 #pragma once
@@ -40,6 +42,12 @@ class out_of_memory : public bad_alloc {
 class logic_error : public std::logic_error {
  public:
   using std::logic_error::logic_error;
+};
+
+/// An index past the end of a container (device_uvector's element access; RMM's out_of_range).
+class out_of_range : public std::out_of_range {
+ public:
+  using std::out_of_range::out_of_range;
 };
 
 /// A CUDA runtime call failed.

@@ -141,6 +141,10 @@ class cuda_runtime_impl final : public runtime {
   {
     GPUMEM_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
   }
+  void memset_async(void* dst, int value, std::size_t bytes, cudaStream_t stream) override
+  {
+    GPUMEM_CUDA_TRY(cudaMemsetAsync(dst, value, bytes, stream));
+  }
 
   [[nodiscard]] std::size_t vmm_granularity(int device) override
   {
@@ -294,6 +298,12 @@ void runtime::memcpy_async(void*, void const*, std::size_t bytes, cudaStream_t)
 {
   throw cuda_error{cudaErrorNotSupported,
                    format("the ", name(), " runtime cannot copy memory (", bytes, " bytes asked)")};
+}
+
+void runtime::memset_async(void*, int, std::size_t bytes, cudaStream_t)
+{
+  throw cuda_error{cudaErrorNotSupported,
+                   format("the ", name(), " runtime cannot set memory (", bytes, " bytes asked)")};
 }
 
 runtime& cuda_runtime() noexcept

@@ -593,6 +593,16 @@ void host_runtime::memcpy_async(void* dst, void const* src, std::size_t bytes, c
   st.calls.memcpy_bytes += bytes;
 }
 
+void host_runtime::memset_async(void* dst, int value, std::size_t bytes, cudaStream_t stream)
+{
+  std::lock_guard lock{state_->mutex};
+  auto& st = *state_;
+  ++st.calls.memset;
+  (void)st.resolve(stream);  // an unknown stream is misuse
+  st.vmm.check_copy(dst, bytes, "destination");
+  if (st.options.backed && bytes > 0) { std::memset(dst, value, bytes); }
+}
+
 void host_runtime::fail_next_copies(std::size_t count, std::size_t skip)
 {
   std::lock_guard lock{state_->mutex};

@@ -54,6 +54,10 @@ class forwarding_runtime : public runtime {
   {
     inner_->memcpy_async(dst, src, bytes, stream);
   }
+  void memset_async(void* dst, int value, std::size_t bytes, cudaStream_t stream) override
+  {
+    inner_->memset_async(dst, value, bytes, stream);
+  }
   std::size_t vmm_granularity(int device) override { return inner_->vmm_granularity(device); }
   void* vmm_reserve(std::size_t bytes, std::size_t alignment) override
   {

@@ -64,6 +64,7 @@ struct host_runtime_calls {
   std::uint64_t vmm_unmap{};
   std::uint64_t memcpy{};        ///< memcpy_async calls
   std::uint64_t memcpy_bytes{};  ///< bytes they copied
+  std::uint64_t memset{};        ///< memset_async calls
 };
 
 /// The virtual-memory state of a host_runtime, for tests.
@@ -159,6 +160,8 @@ class host_runtime final : public runtime {
   /// move, simulated memory only checks. Throws cuda_error when a range lies in reserved address
   /// space that is not wholly mapped and accessible (CUDA refuses such a copy).
   void memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream) override;
+  /// Sets at once, like memcpy_async: the bytes in `backed` mode, a check of the range otherwise.
+  void memset_async(void* dst, int value, std::size_t bytes, cudaStream_t stream) override;
   [[nodiscard]] std::size_t vmm_granularity(int device) override;
   [[nodiscard]] void* vmm_reserve(std::size_t bytes, std::size_t alignment) override;
   void vmm_unreserve(void* base, std::size_t bytes) noexcept override;

@@ -92,6 +92,9 @@ class runtime {
   /// (e.g. device address space with nothing mapped). Not pure: a runtime that cannot copy
   /// throws cuda_error (cudaErrorNotSupported), so runtimes written before it still build.
   virtual void memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream);
+  /// Sets `bytes` bytes at `dst` to `value` on `stream` (cudaMemsetAsync). Throws cuda_error as
+  /// memcpy_async does; not pure either.
+  virtual void memset_async(void* dst, int value, std::size_t bytes, cudaStream_t stream);
 
   // -- virtual memory (the driver's cuMem* API; the virtual-memory pool's slow paths) ----------
   /// The device's recommended mapping granularity in bytes. Throws cuda_error naming the
