@@ -15,12 +15,12 @@
 #pragma once
 
 #include <gpumem/detail/host_runtime.hpp>
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 
 namespace gpumem {
 
-/// What resources ask of CUDA: the real runtime (cuda_device()) or a simulated_device.
-using device_runtime = detail::runtime;
+/// The runtime seam (<gpumem/runtime.hpp>), by its earlier name.
+using device_runtime = runtime;
 
 /// A simulated GPU on the host; see the file comment.
 using simulated_device = detail::host_runtime;
@@ -29,11 +29,5 @@ using simulated_device = detail::host_runtime;
 /// auto_complete (true: streams finish their work at once), granularity_bytes (256),
 /// device_count (1).
 using simulated_device_options = detail::host_runtime_options;
-
-/// The real CUDA runtime of this process (the default runtime of every resource).
-[[nodiscard]] inline device_runtime& cuda_device() noexcept
-{
-  return detail::cuda_runtime();
-}
 
 }  // namespace gpumem

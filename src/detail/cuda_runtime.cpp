@@ -281,6 +281,16 @@ class cuda_runtime_impl final : public runtime {
 
 }  // namespace
 
+runtime& cuda_runtime() noexcept
+{
+  static cuda_runtime_impl instance;
+  return instance;
+}
+
+}  // namespace gpumem::detail
+
+namespace gpumem {
+
 char const* to_string(memory_kind kind) noexcept
 {
   switch (kind) {
@@ -297,19 +307,13 @@ char const* to_string(memory_kind kind) noexcept
 void runtime::memcpy_async(void*, void const*, std::size_t bytes, cudaStream_t)
 {
   throw cuda_error{cudaErrorNotSupported,
-                   format("the ", name(), " runtime cannot copy memory (", bytes, " bytes asked)")};
+                   detail::format("the ", name(), " runtime cannot copy memory (", bytes, " bytes asked)")};
 }
 
 void runtime::memset_async(void*, int, std::size_t bytes, cudaStream_t)
 {
   throw cuda_error{cudaErrorNotSupported,
-                   format("the ", name(), " runtime cannot set memory (", bytes, " bytes asked)")};
+                   detail::format("the ", name(), " runtime cannot set memory (", bytes, " bytes asked)")};
 }
 
-runtime& cuda_runtime() noexcept
-{
-  static cuda_runtime_impl instance;
-  return instance;
-}
-
-}  // namespace gpumem::detail
+}  // namespace gpumem
