@@ -338,6 +338,12 @@ std::size_t host_runtime::live_allocations() const
   return state_->live.size();
 }
 
+std::size_t host_runtime::live_events() const
+{
+  std::lock_guard lock{state_->mutex};
+  return state_->events.size();
+}
+
 host_runtime_calls host_runtime::calls() const
 {
   std::lock_guard lock{state_->mutex};

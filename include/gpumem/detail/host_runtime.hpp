@@ -116,6 +116,8 @@ class host_runtime final : public runtime {
   [[nodiscard]] std::size_t used_bytes() const;
   [[nodiscard]] std::size_t peak_used_bytes() const;
   [[nodiscard]] std::size_t live_allocations() const;
+  /// Events created and not yet destroyed.
+  [[nodiscard]] std::size_t live_events() const;
   [[nodiscard]] host_runtime_calls calls() const;
   /// The advise_preferred_location calls so far, in order (the first 4096; advice is only
   /// recorded).
