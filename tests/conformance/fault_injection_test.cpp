@@ -1,0 +1,366 @@
+// The fault-injection suite: every stack of the conformance list over the host stand-in, with one
+// runtime call failing at a time (tests/support/fault_injecting_runtime.hpp).
+//
+// A call site is (kind, n): the n-th call of a kind during a fixed, deterministic workload (the
+// stack's construction, 80 random allocations and frees on three streams with work held on them,
+// freeing what is left, a few more allocations, destruction). The workload runs once unarmed to
+// count the calls of each kind; then, for every kind it reaches and every n (a spread sample of 12
+// where there are more), once more with that call failing. Each run checks:
+//   * the operation that reached the failure throws a gpumem exception (bad_alloc, out_of_memory
+//     or cuda_error) whose message names the failed CUDA call — or swallows the failure (an event
+//     query taken as "not done", a free that cannot report);
+//   * no other operation fails (the one that failed is retried and must succeed);
+//   * the resource's invariants (where it has check_invariants) and the runtime's hold;
+//   * after destruction the runtime holds nothing: no allocation, physical handle, mapping,
+//     reservation or event (beyond what a refused free, unmap, release or unreserve kept, which
+//     the runtime then gives back).
+#include <conformance/resources.hpp>
+#include <support/fault_injecting_runtime.hpp>
+
+#include <gpumem/detail/format.hpp>
+#include <gpumem/error.hpp>
+
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpumem::test {
+namespace {
+
+/// The host stand-in (simulated addresses: the same workload lays memory out the same way every
+/// run, so call counts repeat) behind a fault-injecting runtime. Test controls go to the host.
+class fault_backend final : public backend {
+ public:
+  fault_backend() : host_{options()}, faults_{host_} {}
+  char const* name() const override { return "host"; }
+  detail::runtime& runtime() override { return faults_; }
+  bool host_accessible() const override { return false; }
+  cudaStream_t create_stream() override { return host_.create_stream(); }
+  void hold(cudaStream_t stream) override { host_.enqueue(stream); }
+  void release(cudaStream_t stream) override { host_.complete(stream); }
+  bool ordered_after_held(cudaStream_t, cudaStream_t) override { return true; }
+  void synchronize() override { host_.complete_all(); }
+
+  detail::host_runtime& host() { return host_; }
+  fault_injecting_runtime& faults() { return faults_; }
+
+ private:
+  static detail::host_runtime_options options()
+  {
+    detail::host_runtime_options o;
+    o.backed = false;
+    return o;
+  }
+  detail::host_runtime host_;
+  fault_injecting_runtime faults_;
+};
+
+struct site {
+  fault_kind kind{};
+  std::uint64_t n{};
+};
+
+std::string describe(std::optional<site> const& s)
+{
+  return s ? detail::format(to_string(s->kind), " #", s->n) : std::string{"unarmed"};
+}
+
+/// Runs invariants checks of the top resource where its type has them.
+template <class... Rs>
+void check_top(mr::device_memory_resource& top)
+{
+  auto one = [&]<class R>(R*) {
+    if (auto* r = dynamic_cast<R*>(&top)) { r->check_invariants(); }
+  };
+  (one(static_cast<Rs*>(nullptr)), ...);
+}
+
+void check_resource(mr::device_memory_resource& top)
+{
+  using pool_mr  = mr::pool_memory_resource<mr::cuda_memory_resource>;
+  using arena_mr = mr::arena_memory_resource<mr::cuda_memory_resource>;
+  using vmm_mr   = mr::vmm_pool_memory_resource;
+  check_top<pool_mr, vmm_mr, arena_mr, mr::fixed_size_memory_resource<mr::cuda_memory_resource>,
+            mr::binning_memory_resource<mr::cuda_memory_resource>, mr::caching_memory_resource,
+            mr::thread_cache_resource_adaptor<pool_mr>, mr::thread_cache_resource_adaptor<arena_mr>,
+            mr::thread_cache_resource_adaptor<vmm_mr>, mr::statistics_resource_adaptor<pool_mr>,
+            mr::limiting_resource_adaptor<pool_mr>, mr::tracking_resource_adaptor<pool_mr>>(top);
+}
+
+/// What one run of the workload saw.
+struct run_result {
+  fault_counts counts{};
+  bool fired{};
+  bool reported{};  ///< an operation threw the injected failure
+  std::vector<std::string> problems;
+};
+
+/// The deterministic workload (see the top of this file), armed at `armed` (or not).
+class workload {
+ public:
+  explicit workload(std::optional<site> armed) : armed_{armed} {}
+
+  template <class Maker>
+  run_result run()
+  {
+    cudaStream_t const streams[] = {nullptr, be_.create_stream(), be_.create_stream()};
+    if (armed_) { be_.faults().arm(armed_->kind, armed_->n); }
+    construct<Maker>();
+    if (mr_) {
+      random_operations(streams);
+      be_.synchronize();
+      check("after the random operations");
+      while (!live_.empty()) { free_one(0); }
+      for (std::size_t n : {std::size_t{512}, std::size_t{5} << 20}) {  // still usable
+        void* p = allocate(n, streams[1]);
+        if (p != nullptr) { mr_->deallocate_async(p, n, streams[1]); }
+      }
+      check("after freeing everything");
+    }
+    mr_.reset();
+    be_.host().complete_all();
+    result_.counts = be_.faults().counts();
+    result_.fired  = be_.faults().fired();
+    be_.faults().settle();
+    check_holds_nothing();
+    return std::move(result_);
+  }
+
+ private:
+  struct block {
+    void* ptr{};
+    std::size_t bytes{};
+    cudaStream_t stream{};
+  };
+
+  std::uint64_t next(std::uint64_t bound)
+  {
+    rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (rng_ >> 33) % bound;
+  }
+
+  void problem(std::string what) { result_.problems.push_back(std::move(what)); }
+
+  /// Whether an exception from `what` is the injected failure, reported properly. Anything else
+  /// is a problem: a failure nobody injected, an untyped exception, a message not naming the call.
+  void judge(char const* what, std::string const& type, std::string const& msg)
+  {
+    bool const ours = armed_ && be_.faults().fired() && !result_.reported;
+    if (!ours) {
+      // A refused unmap leaves a mapping the resource believes gone: a later map there fails, as
+      // it would on CUDA. Tolerated (typed) — the rest of the checks still apply.
+      if (armed_ && armed_->kind == fault_kind::vmm_unmap && be_.faults().fired()) { return; }
+      problem(detail::format(what, " threw ", type, " without an injected failure: ", msg));
+      return;
+    }
+    result_.reported = true;
+    if (msg.find(cuda_call(armed_->kind)) == std::string::npos) {
+      problem(detail::format(what, " threw ", type, " not naming ", cuda_call(armed_->kind), ": ",
+                             msg));
+    }
+  }
+
+  /// Runs f; true when it returned. Typed exceptions are judged, others are problems.
+  template <class F>
+  bool attempt(char const* what, F&& f)
+  {
+    try {
+      f();
+      return true;
+    } catch (unsupported const&) {
+      throw;  // the stack cannot exist here: the test skips
+    } catch (gpumem::out_of_memory const& e) {
+      judge(what, "out_of_memory", e.what());
+    } catch (gpumem::bad_alloc const& e) {
+      judge(what, "bad_alloc", e.what());
+    } catch (gpumem::cuda_error const& e) {
+      judge(what, "cuda_error", e.what());
+    } catch (std::exception const& e) {
+      problem(detail::format(what, " threw an exception gpumem does not throw: ", e.what()));
+    }
+    return false;
+  }
+
+  template <class Maker>
+  void construct()
+  {
+    if (attempt("construction", [&] { mr_ = Maker::make(be_); })) { return; }
+    attempt("construction (again)", [&] { mr_ = Maker::make(be_); });
+  }
+
+  /// Allocates (retrying once after the injected failure); null when it could not.
+  void* allocate(std::size_t bytes, cudaStream_t stream)
+  {
+    void* p{};
+    for (int tries = 0; tries < 2 && p == nullptr; ++tries) {
+      attempt("allocate", [&] { p = mr_->allocate_async(bytes, stream); });
+    }
+    return p;
+  }
+
+  void free_one(std::size_t at)
+  {
+    auto const b = live_[at];
+    live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(at));
+    mr_->deallocate_async(b.ptr, b.bytes, b.stream);
+  }
+
+  void random_operations(cudaStream_t const (&streams)[3])
+  {
+    static constexpr std::size_t sizes[] = {256,       1000,          4096,          65536,
+                                            300'000,   std::size_t{1} << 20, std::size_t{3} << 20,
+                                            std::size_t{6} << 20, std::size_t{10} << 20,
+                                            std::size_t{12} << 20};
+    for (int op = 0; op < 80; ++op) {
+      auto const r = next(100);
+      // The first quarter on one stream (the pools' solo mode), then on all three.
+      auto const pick = [&] { return op < 20 ? streams[1] : streams[next(3)]; };
+      if (r < 50 || live_.empty()) {
+        auto const bytes  = sizes[next(std::size(sizes))];
+        auto const stream = pick();
+        if (void* p = allocate(bytes, stream)) { live_.push_back({p, bytes, stream}); }
+      } else if (r < 85) {
+        free_one(next(live_.size()));
+      } else if (r < 93) {
+        be_.hold(op < 20 ? streams[1] : streams[1 + next(2)]);
+      } else {
+        be_.release(op < 20 ? streams[1] : streams[1 + next(2)]);
+      }
+    }
+  }
+
+  void check(char const* when)
+  {
+    try {
+      check_resource(*mr_);
+      be_.host().check_invariants();
+    } catch (std::exception const& e) {
+      problem(detail::format("invariant broken ", when, ": ", e.what()));
+    }
+  }
+
+  void check_holds_nothing()
+  {
+    auto& host = be_.host();
+    auto const vmm = host.vmm_state();
+    if (host.live_allocations() != 0 || vmm.handles != 0 || vmm.mappings != 0 ||
+        vmm.reservations != 0 || host.live_events() != 0 || host.used_bytes() != 0) {
+      problem(detail::format("the runtime still holds ", host.live_allocations(),
+                             " allocation(s), ", vmm.handles, " handle(s), ", vmm.mappings,
+                             " mapping(s), ", vmm.reservations, " reservation(s), ",
+                             host.live_events(), " event(s), ", host.used_bytes(), " bytes"));
+    }
+    try {
+      host.check_invariants();
+    } catch (std::exception const& e) {
+      problem(detail::format("the runtime's invariants after destruction: ", e.what()));
+    }
+  }
+
+  std::optional<site> armed_;
+  fault_backend be_;
+  std::shared_ptr<mr::device_memory_resource> mr_;
+  std::vector<block> live_;
+  std::uint64_t rng_{0x9e3779b97f4a7c15ULL};
+  run_result result_;
+};
+
+/// The n of each site of a kind called `count` times: all of them up to 12, else 12 spread evenly
+/// (the first and the last included).
+std::vector<std::uint64_t> sample(std::uint64_t count)
+{
+  constexpr std::uint64_t most = 12;
+  std::vector<std::uint64_t> out;
+  if (count <= most) {
+    for (std::uint64_t n = 1; n <= count; ++n) { out.push_back(n); }
+    return out;
+  }
+  for (std::uint64_t i = 0; i < most; ++i) { out.push_back(1 + i * (count - 1) / (most - 1)); }
+  return out;
+}
+
+/// Sites covered per stack, reported at the end.
+std::map<std::string, std::pair<std::size_t, std::string>>& coverage()
+{
+  static std::map<std::string, std::pair<std::size_t, std::string>> sites;
+  return sites;
+}
+
+class coverage_report : public ::testing::Environment {
+ public:
+  void TearDown() override
+  {
+    std::size_t total{};
+    for (auto const& [stack, c] : coverage()) {
+      std::cout << "fault injection: " << stack << ": " << c.first << " call sites (" << c.second
+                << ")\n";
+      total += c.first;
+    }
+    std::cout << "fault injection: " << total << " (stack, call site) pairs over "
+              << coverage().size() << " stacks\n";
+  }
+};
+
+[[maybe_unused]] auto* const report =
+    ::testing::AddGlobalTestEnvironment(new coverage_report);  // gtest owns it
+
+template <class Maker>
+class fault_injection : public ::testing::Test {};
+
+// The host configurations of the conformance list (resources.hpp), in its order.
+using makers = ::testing::Types<
+    cuda_maker, managed_maker, system_maker, sam_headroom_maker, cuda_async_maker,
+    cuda_async_view_maker, pool_maker, vmm_pool_maker, fixed_size_maker, binning_maker,
+    arena_maker, caching_maker, callback_maker, aligned_maker, failure_callback_maker,
+    limiting_maker, logging_maker, prefetch_maker, statistics_maker, thread_safe_maker,
+    tracking_maker, owning_wrapper_maker, thread_cache_pool_maker, thread_cache_arena_maker,
+    thread_cache_vmm_pool_maker, adaptor_stack_maker>;
+
+struct maker_names {
+  template <class M>
+  static std::string GetName(int)
+  {
+    return M::name;
+  }
+};
+
+TYPED_TEST_SUITE(fault_injection, makers, maker_names);
+
+TYPED_TEST(fault_injection, EveryCallSiteFailsCleanly)
+{
+  using maker = TypeParam;
+  run_result baseline;
+  try {
+    baseline = workload{std::nullopt}.run<maker>();
+  } catch (unsupported const& e) {
+    GTEST_SKIP() << maker::name << " unsupported on the host stand-in: " << e.what();
+  }
+  for (auto const& p : baseline.problems) { ADD_FAILURE() << "unarmed run: " << p; }
+  if (!baseline.problems.empty()) { return; }
+
+  std::size_t sites{};
+  std::string kinds;
+  for (std::size_t k = 0; k < fault_kind_count; ++k) {
+    auto const kind = static_cast<fault_kind>(k);
+    if (baseline.counts[k] == 0) { continue; }
+    auto const ns = sample(baseline.counts[k]);
+    kinds += detail::format(kinds.empty() ? "" : ", ", to_string(kind), " ", ns.size(), "/",
+                            baseline.counts[k]);
+    for (auto n : ns) {
+      site const s{kind, n};
+      auto const r = workload{s}.run<maker>();
+      ++sites;
+      EXPECT_TRUE(r.fired) << describe(s) << " was never reached";
+      for (auto const& p : r.problems) { ADD_FAILURE() << describe(s) << ": " << p; }
+    }
+  }
+  coverage()[maker::name] = {sites, kinds};
+  ::testing::Test::RecordProperty("call_sites", static_cast<int>(sites));
+  std::cout << maker::name << ": " << sites << " call sites: " << kinds << "\n";
+}
+
+}  // namespace
+}  // namespace gpumem::test
