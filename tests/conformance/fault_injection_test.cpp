@@ -15,6 +15,7 @@
 //     reservation or event (beyond what a refused free, unmap, release or unreserve kept, which
 //     the runtime then gives back).
 #include <conformance/resources.hpp>
+#include <gpumem/pool/vmm_ipc.hpp>
 #include <support/fault_injecting_runtime.hpp>
 
 #include <gpumem/detail/format.hpp>
@@ -120,6 +121,53 @@ class workload {
       }
       check("after freeing everything");
     }
+    return finish();
+  }
+
+  /// The virtual-memory pool's paths the random workload reaches little: a growth in several
+  /// handles (a partial growth must unwind completely: created but not mapped, mapped but not
+  /// granted access), moving free handles, a trim, and a single-handle allocation exported and
+  /// imported.
+  run_result run_vmm()
+  {
+    using vmm_mr              = mr::vmm_pool_memory_resource;
+    constexpr std::size_t mib = std::size_t{1} << 20;
+    auto const stream         = be_.create_stream();
+    if (armed_) { be_.faults().arm(armed_->kind, armed_->n); }
+    std::shared_ptr<vmm_mr> pool;
+    auto make = [&] {
+      pool = std::make_shared<vmm_mr>(mr::vmm_pool_options{.reserve_bytes       = 256 * mib,
+                                                           .busy_growth_percent = 0,
+                                                           .handle_bytes        = 2 * mib},
+                                      be_.runtime());
+    };
+    if (!attempt("construction", make)) { attempt("construction (again)", make); }
+    if (pool) {
+      mr_ = pool;
+      for (std::size_t n : {8 * mib, 4 * mib, 6 * mib}) {  // growths of 4, 2 and 3 handles
+        if (void* p = allocate(n, stream)) { live_.push_back({p, n, stream}); }
+        check("after a growth");
+      }
+      free_one(0);
+      free_one(1);
+      be_.synchronize();
+      if (void* p = allocate(12 * mib, stream)) { live_.push_back({p, 12 * mib, stream}); }
+      check("after a growth moving free handles");
+      while (!live_.empty()) { free_one(0); }
+      for (int tries = 0; tries < 2 && !attempt("trim_to", [&] { (void)pool->trim_to(0); });) {
+        ++tries;
+      }
+      check("after a trim");
+      single_handle(*pool, 4 * mib, stream);
+      check("after a single-handle allocation");
+    }
+    pool.reset();
+    return finish();
+  }
+
+ private:
+  run_result finish()
+  {
     mr_.reset();
     be_.host().complete_all();
     result_.counts = be_.faults().counts();
@@ -129,7 +177,29 @@ class workload {
     return std::move(result_);
   }
 
- private:
+  /// Allocates a single-handle block, exports it, imports it, and frees all (each step retried
+  /// once after the injected failure).
+  void single_handle(mr::vmm_pool_memory_resource& pool, std::size_t bytes, cudaStream_t stream)
+  {
+    void* p{};
+    for (int i = 0; i < 2 && p == nullptr; ++i) {
+      attempt("allocate_single_handle", [&] { p = pool.allocate_single_handle(bytes, stream); });
+    }
+    if (p == nullptr) { return; }
+    std::optional<vmm_export> e;
+    for (int i = 0; i < 2 && !e; ++i) {
+      attempt("export_single_handle", [&] { e.emplace(pool.export_single_handle(p)); });
+    }
+    if (e) {
+      std::optional<imported_vmm_memory> m;
+      for (int i = 0; i < 2 && !m; ++i) {
+        attempt("imported_vmm_memory",
+                [&] { m.emplace(e->fd.get(), e->bytes, 0, be_.runtime()); });
+      }
+    }
+    pool.deallocate_async(p, bytes, stream);
+  }
+
   struct block {
     void* ptr{};
     std::size_t bytes{};
@@ -237,8 +307,26 @@ class workload {
     try {
       check_resource(*mr_);
       be_.host().check_invariants();
+      check_vmm_backing();
     } catch (std::exception const& e) {
       problem(detail::format("invariant broken ", when, ": ", e.what()));
+    }
+  }
+
+  /// A virtual-memory pool's idea of what it maps is what the runtime maps: no handle or mapping
+  /// of a failed growth is left behind (unless a refused unmap or release kept one).
+  void check_vmm_backing()
+  {
+    auto const* pool = dynamic_cast<mr::vmm_pool_memory_resource const*>(mr_.get());
+    if (pool == nullptr || be_.faults().refused() != 0) { return; }
+    auto const mine = pool->stats();
+    auto const real = be_.host().vmm_state();
+    if (real.handles != mine.handles + mine.single_handle_allocations ||
+        real.physical_bytes != mine.mapped_bytes + mine.single_handle_bytes) {
+      problem(detail::format("the pool maps ", mine.mapped_bytes, " bytes in ", mine.handles,
+                             " handles (and ", mine.single_handle_allocations,
+                             " single handles) but the runtime holds ", real.handles,
+                             " handles of ", real.physical_bytes, " bytes"));
     }
   }
 
@@ -307,6 +395,30 @@ class coverage_report : public ::testing::Environment {
 [[maybe_unused]] auto* const report =
     ::testing::AddGlobalTestEnvironment(new coverage_report);  // gtest owns it
 
+/// Runs `run` armed at every site of the counts (sampled), failing the test for each problem.
+/// Returns the number of sites and a summary of the kinds ("allocate 12/42, ...").
+template <class Run>
+std::pair<std::size_t, std::string> for_each_site(fault_counts const& counts, Run run)
+{
+  std::size_t sites{};
+  std::string kinds;
+  for (std::size_t k = 0; k < fault_kind_count; ++k) {
+    auto const kind = static_cast<fault_kind>(k);
+    if (counts[k] == 0) { continue; }
+    auto const ns = sample(counts[k]);
+    kinds += detail::format(kinds.empty() ? "" : ", ", to_string(kind), " ", ns.size(), "/",
+                            counts[k]);
+    for (auto n : ns) {
+      site const s{kind, n};
+      auto const r = run(s);
+      ++sites;
+      EXPECT_TRUE(r.fired) << describe(s) << " was never reached";
+      for (auto const& p : r.problems) { ADD_FAILURE() << describe(s) << ": " << p; }
+    }
+  }
+  return {sites, kinds};
+}
+
 template <class Maker>
 class fault_injection : public ::testing::Test {};
 
@@ -341,25 +453,50 @@ TYPED_TEST(fault_injection, EveryCallSiteFailsCleanly)
   for (auto const& p : baseline.problems) { ADD_FAILURE() << "unarmed run: " << p; }
   if (!baseline.problems.empty()) { return; }
 
-  std::size_t sites{};
-  std::string kinds;
-  for (std::size_t k = 0; k < fault_kind_count; ++k) {
-    auto const kind = static_cast<fault_kind>(k);
-    if (baseline.counts[k] == 0) { continue; }
-    auto const ns = sample(baseline.counts[k]);
-    kinds += detail::format(kinds.empty() ? "" : ", ", to_string(kind), " ", ns.size(), "/",
-                            baseline.counts[k]);
-    for (auto n : ns) {
-      site const s{kind, n};
-      auto const r = workload{s}.run<maker>();
-      ++sites;
-      EXPECT_TRUE(r.fired) << describe(s) << " was never reached";
-      for (auto const& p : r.problems) { ADD_FAILURE() << describe(s) << ": " << p; }
-    }
-  }
+  auto const [sites, kinds] =
+      for_each_site(baseline.counts, [](site s) { return workload{s}.template run<maker>(); });
   coverage()[maker::name] = {sites, kinds};
   ::testing::Test::RecordProperty("call_sites", static_cast<int>(sites));
   std::cout << maker::name << ": " << sites << " call sites: " << kinds << "\n";
+}
+
+// The virtual-memory pool's multi-handle growth, trim and single-handle IPC, every call site.
+TEST(fault_injection_vmm_pool, GrowthTrimAndSingleHandlesFailCleanly)
+{
+  auto const baseline = workload{std::nullopt}.run_vmm();
+  for (auto const& p : baseline.problems) { ADD_FAILURE() << "unarmed run: " << p; }
+  ASSERT_TRUE(baseline.problems.empty());
+  auto const [sites, kinds] =
+      for_each_site(baseline.counts, [](site s) { return workload{s}.run_vmm(); });
+  coverage()["vmm_pool (growth, trim, single handles)"] = {sites, kinds};
+  ::testing::Test::RecordProperty("call_sites", static_cast<int>(sites));
+  std::cout << "vmm_pool (growth, trim, single handles): " << sites << " call sites: " << kinds
+            << "\n";
+}
+
+// Regression (found by the suite): a single-handle allocation freed on a stream still busy waits
+// behind an event; when the pool's destructor could not synchronize that event, the allocation's
+// mapping, handle, reservation and event were never given back.
+TEST(fault_injection_regressions, WaitingSingleHandleIsReleasedWhenTheLastSyncFails)
+{
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  fault_backend be;
+  auto const stream = be.create_stream();
+  {
+    mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 64 * mib},
+                                      be.runtime()};
+    be.hold(stream);  // the free below waits behind this work
+    void* p = pool.allocate_single_handle(2 * mib, stream);
+    pool.deallocate_async(p, 2 * mib, stream);
+    be.faults().arm(fault_kind::event_synchronize, 1);
+  }
+  EXPECT_TRUE(be.faults().fired());
+  auto const vmm = be.host().vmm_state();
+  EXPECT_EQ(vmm.handles, 0U);
+  EXPECT_EQ(vmm.mappings, 0U);
+  EXPECT_EQ(vmm.reservations, 0U);
+  EXPECT_EQ(be.host().live_events(), 0U);
+  EXPECT_EQ(be.host().used_bytes(), 0U);
 }
 
 }  // namespace
