@@ -405,11 +405,13 @@ class coverage_report : public ::testing::Environment {
     ::testing::AddGlobalTestEnvironment(new coverage_report);  // gtest owns it
 
 /// Runs `run` armed at every site of the counts (sampled), failing the test for each problem.
-/// Returns the number of sites and a summary of the kinds ("allocate 12/42, ...").
+/// Returns the number of sites and a summary: the kinds ("allocate 12/42, ...": sites run / calls
+/// made) and how many failures surfaced as typed errors.
 template <class Run>
 std::pair<std::size_t, std::string> for_each_site(fault_counts const& counts, Run run)
 {
   std::size_t sites{};
+  std::size_t reported{};
   std::string kinds;
   for (std::size_t k = 0; k < fault_kind_count; ++k) {
     auto const kind = static_cast<fault_kind>(k);
@@ -421,10 +423,13 @@ std::pair<std::size_t, std::string> for_each_site(fault_counts const& counts, Ru
       site const s{kind, n};
       auto const r = run(s);
       ++sites;
+      reported += r.reported ? 1 : 0;
       EXPECT_TRUE(r.fired) << describe(s) << " was never reached";
       for (auto const& p : r.problems) { ADD_FAILURE() << describe(s) << ": " << p; }
     }
   }
+  kinds += detail::format("; ", reported, " thrown to the caller, ", sites - reported,
+                          " absorbed");
   return {sites, kinds};
 }
 

@@ -20,6 +20,8 @@ constexpr std::array<kind_info, fault_kind_count> infos{{
     {"memory_info", "cudaMemGetInfo", false},
     {"prefetch", "cudaMemPrefetchAsync", false},
     {"advise", "cudaMemAdvise", false},
+    {"current_device", "cudaGetDevice", false},
+    {"device_attribute", "cudaDeviceGetAttribute", false},
     {"event_create", "cudaEventCreateWithFlags", false},
     {"event_destroy", "cudaEventDestroy", true},
     {"event_record", "cudaEventRecord", false},
@@ -28,6 +30,7 @@ constexpr std::array<kind_info, fault_kind_count> infos{{
     {"stream_wait_event", "cudaStreamWaitEvent", false},
     {"stream_synchronize", "cudaStreamSynchronize", false},
     {"device_synchronize", "cudaDeviceSynchronize", false},
+    {"vmm_granularity", "cuMemGetAllocationGranularity", false},
     {"vmm_reserve", "cuMemAddressReserve", false},
     {"vmm_unreserve", "cuMemAddressFree", true},
     {"vmm_create", "cuMemCreate", false},
@@ -46,12 +49,12 @@ kind_info const& info(fault_kind kind) noexcept
 
 bool is_vmm(fault_kind kind) noexcept
 {
-  return kind >= fault_kind::vmm_reserve;
+  return kind >= fault_kind::vmm_granularity;
 }
 
 /// The status CUDA documents for a failure of the runtime call of `kind`: out of memory where
 /// the call takes memory, an earlier asynchronous launch's failure for stream and event calls
-/// (every one of them may return it), an invalid value for advice.
+/// (every one of them may return it), an invalid value for advice and device queries.
 cudaError_t runtime_status(fault_kind kind) noexcept
 {
   switch (kind) {
@@ -60,6 +63,8 @@ cudaError_t runtime_status(fault_kind kind) noexcept
       return cudaErrorMemoryAllocation;
     case fault_kind::prefetch:
     case fault_kind::advise:
+    case fault_kind::current_device:
+    case fault_kind::device_attribute:
       return cudaErrorInvalidValue;
     default:
       return cudaErrorLaunchFailure;
@@ -251,6 +256,18 @@ void fault_injecting_runtime::advise_preferred_location(void const* ptr, std::si
   inner().advise_preferred_location(ptr, bytes, where);
 }
 
+int fault_injecting_runtime::current_device()
+{
+  maybe_fail(fault_kind::current_device);
+  return inner().current_device();
+}
+
+int fault_injecting_runtime::device_attribute(cudaDeviceAttr attr, int device)
+{
+  maybe_fail(fault_kind::device_attribute);
+  return inner().device_attribute(attr, device);
+}
+
 cudaEvent_t fault_injecting_runtime::event_create()
 {
   maybe_fail(fault_kind::event_create);
@@ -297,6 +314,12 @@ void fault_injecting_runtime::device_synchronize()
 {
   maybe_fail(fault_kind::device_synchronize);
   inner().device_synchronize();
+}
+
+std::size_t fault_injecting_runtime::vmm_granularity(int device)
+{
+  maybe_fail(fault_kind::vmm_granularity);
+  return inner().vmm_granularity(device);
 }
 
 void* fault_injecting_runtime::vmm_reserve(std::size_t bytes, std::size_t alignment)

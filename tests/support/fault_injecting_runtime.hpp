@@ -30,6 +30,8 @@ enum class fault_kind : std::uint8_t {
   memory_info,
   prefetch,
   advise,
+  current_device,
+  device_attribute,
   event_create,
   event_destroy,
   event_record,
@@ -38,6 +40,7 @@ enum class fault_kind : std::uint8_t {
   stream_wait_event,
   stream_synchronize,
   device_synchronize,
+  vmm_granularity,
   vmm_reserve,
   vmm_unreserve,
   vmm_create,
@@ -85,6 +88,8 @@ class fault_injecting_runtime final : public detail::forwarding_runtime {
                 cudaStream_t stream) override;
   void advise_preferred_location(void const* ptr, std::size_t bytes,
                                  detail::mem_location where) override;
+  int current_device() override;
+  int device_attribute(cudaDeviceAttr attr, int device) override;
   cudaEvent_t event_create() override;
   void event_destroy(cudaEvent_t event) noexcept override;
   void event_record(cudaEvent_t event, cudaStream_t stream) override;
@@ -93,6 +98,7 @@ class fault_injecting_runtime final : public detail::forwarding_runtime {
   void stream_wait_event(cudaStream_t stream, cudaEvent_t event) override;
   void stream_synchronize(cudaStream_t stream) override;
   void device_synchronize() override;
+  std::size_t vmm_granularity(int device) override;
   void* vmm_reserve(std::size_t bytes, std::size_t alignment) override;
   void vmm_unreserve(void* base, std::size_t bytes) noexcept override;
   detail::vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) override;
