@@ -225,9 +225,9 @@ class workload {
 
   /// Whether an exception from `what` is the injected failure, reported properly. Anything else
   /// is a problem: a failure nobody injected, an untyped exception, a message not naming the call.
-  void judge(char const* what, std::string const& type, std::string const& msg)
+  void judge(char const* what, bool fired_before, std::string const& type, std::string const& msg)
   {
-    bool const ours = armed_ && be_.faults().fired() && !result_.reported;
+    bool const ours = armed_ && !fired_before && be_.faults().fired();
     if (!ours) {
       // A refused unmap leaves a mapping the resource believes gone: a later map there fails, as
       // it would on CUDA. Tolerated (typed) — the rest of the checks still apply.
@@ -242,21 +242,23 @@ class workload {
     }
   }
 
-  /// Runs f; true when it returned. Typed exceptions are judged, others are problems.
+  /// Runs f; true when it returned. Typed exceptions are judged (the injected failure only when
+  /// it fired during f), others are problems.
   template <class F>
   bool attempt(char const* what, F&& f)
   {
+    bool const before = be_.faults().fired();
     try {
       f();
       return true;
     } catch (unsupported const&) {
       throw;  // the stack cannot exist here: the test skips
     } catch (gpumem::out_of_memory const& e) {
-      judge(what, "out_of_memory", e.what());
+      judge(what, before, "out_of_memory", e.what());
     } catch (gpumem::bad_alloc const& e) {
-      judge(what, "bad_alloc", e.what());
+      judge(what, before, "bad_alloc", e.what());
     } catch (gpumem::cuda_error const& e) {
-      judge(what, "cuda_error", e.what());
+      judge(what, before, "cuda_error", e.what());
     } catch (std::exception const& e) {
       problem(detail::format(what, " threw an exception gpumem does not throw: ", e.what()));
     }

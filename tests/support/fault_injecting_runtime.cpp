@@ -54,7 +54,8 @@ bool is_vmm(fault_kind kind) noexcept
 
 /// The status CUDA documents for a failure of the runtime call of `kind`: out of memory where
 /// the call takes memory, an earlier asynchronous launch's failure for stream and event calls
-/// (every one of them may return it), an invalid value for advice and device queries.
+/// (every one of them may return it), an invalid device for a prefetch, an unavailable device for
+/// cudaGetDevice, an invalid value for advice and attributes.
 cudaError_t runtime_status(fault_kind kind) noexcept
 {
   switch (kind) {
@@ -62,8 +63,10 @@ cudaError_t runtime_status(fault_kind kind) noexcept
     case fault_kind::event_create:
       return cudaErrorMemoryAllocation;
     case fault_kind::prefetch:
-    case fault_kind::advise:
+      return cudaErrorInvalidDevice;
     case fault_kind::current_device:
+      return cudaErrorDevicesUnavailable;
+    case fault_kind::advise:
     case fault_kind::device_attribute:
       return cudaErrorInvalidValue;
     default:
