@@ -65,9 +65,9 @@ class prefetch_resource_adaptor
 
   void prefetch(void* ptr, std::size_t bytes, cuda_stream_view stream)
   {
-    detail::mem_location const here{runtime_->current_device()};  // its failure is no "not managed"
     try {
-      runtime_->prefetch(ptr, bytes, here, stream.value());
+      runtime_->prefetch(ptr, bytes, detail::mem_location{runtime_->current_device()},
+                         stream.value());
     } catch (cuda_error const& e) {
       if (e.status() != cudaErrorInvalidValue) { throw; }  // not managed memory: nothing to move
     }
