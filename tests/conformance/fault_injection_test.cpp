@@ -52,7 +52,8 @@ class fault_backend final : public backend {
   static detail::host_runtime_options options()
   {
     detail::host_runtime_options o;
-    o.backed = false;
+    o.backed       = false;
+    o.device_count = 2;  // a peer for the virtual-memory pool's access grants
     return o;
   }
   detail::host_runtime host_;
@@ -135,8 +136,8 @@ class workload {
 
   /// The virtual-memory pool's paths the random workload reaches little: a growth in several
   /// handles (a partial growth must unwind completely: created but not mapped, mapped but not
-  /// granted access), moving free handles, a trim, and a single-handle allocation exported and
-  /// imported.
+  /// granted access to the device or to the peer), moving free handles, releasing free memory
+  /// above the threshold, a trim, and a single-handle allocation exported and imported.
   run_result run_vmm()
   {
     using vmm_mr              = mr::vmm_pool_memory_resource;
@@ -145,10 +146,13 @@ class workload {
     if (armed_) { be_.faults().arm(armed_->kind, armed_->n); }
     std::shared_ptr<vmm_mr> pool;
     auto make = [&] {
-      pool = std::make_shared<vmm_mr>(mr::vmm_pool_options{.reserve_bytes       = 256 * mib,
-                                                           .busy_growth_percent = 0,
-                                                           .handle_bytes        = 2 * mib},
-                                      be_.runtime());
+      pool = std::make_shared<vmm_mr>(
+          mr::vmm_pool_options{.reserve_bytes           = 256 * mib,
+                               .busy_growth_percent     = 0,
+                               .handle_bytes            = 2 * mib,
+                               .release_threshold_bytes = 4 * mib,
+                               .peer_devices            = {1}},
+          be_.runtime());
     };
     if (!attempt("construction", make)) { attempt("construction (again)", make); }
     if (pool) {
