@@ -540,5 +540,19 @@ TEST(fault_injection_regressions, ArenaFreeSurvivesAFailedReleaseEvent)
   arena.deallocate_async(q, 40 * mib, stream);
 }
 
+// Regression (found by the suite under LeakSanitizer): when cudaMemGetInfo failed after the system
+// allocation, sam_headroom threw without freeing it. (The leak is host memory, which the runtime
+// does not hold: the ASan build of this test is what sees it.)
+TEST(fault_injection_regressions, SamHeadroomFreesWhenMemGetInfoFails)
+{
+  fault_backend be;
+  mr::sam_headroom_memory_resource sam{std::size_t{1} << 20, be.runtime()};
+  be.faults().arm(fault_kind::memory_info, 1);
+  EXPECT_THROW((void)sam.allocate(std::size_t{4} << 20), gpumem::cuda_error);
+  EXPECT_TRUE(be.faults().fired());
+  void* p = sam.allocate(std::size_t{4} << 20);
+  sam.deallocate(p, std::size_t{4} << 20);
+}
+
 }  // namespace
 }  // namespace gpumem::test
