@@ -31,6 +31,8 @@
 namespace gpumem::test {
 namespace {
 
+constexpr std::size_t mib = std::size_t{1} << 20;
+
 /// The host stand-in (simulated addresses: the same workload lays memory out the same way every
 /// run, so call counts repeat) behind a fault-injecting runtime. Test controls go to the host.
 class fault_backend final : public backend {
@@ -125,7 +127,7 @@ class workload {
       be_.synchronize();
       check("after the random operations");
       while (!live_.empty()) { free_one(0); }
-      for (std::size_t n : {std::size_t{512}, std::size_t{5} << 20}) {  // still usable
+      for (std::size_t n : {std::size_t{512}, 5 * mib}) {  // still usable
         void* p = allocate(n, streams[1]);
         if (p != nullptr) { mr_->deallocate_async(p, n, streams[1]); }
       }
@@ -140,19 +142,17 @@ class workload {
   /// above the threshold, a trim, and a single-handle allocation exported and imported.
   run_result run_vmm()
   {
-    using vmm_mr              = mr::vmm_pool_memory_resource;
-    constexpr std::size_t mib = std::size_t{1} << 20;
-    auto const stream         = be_.create_stream();
+    using vmm_mr      = mr::vmm_pool_memory_resource;
+    auto const stream = be_.create_stream();
     if (armed_) { be_.faults().arm(armed_->kind, armed_->n); }
     std::shared_ptr<vmm_mr> pool;
     auto make = [&] {
-      pool = std::make_shared<vmm_mr>(
-          mr::vmm_pool_options{.reserve_bytes           = 256 * mib,
-                               .busy_growth_percent     = 0,
-                               .handle_bytes            = 2 * mib,
-                               .release_threshold_bytes = 4 * mib,
-                               .peer_devices            = {1}},
-          be_.runtime());
+      pool = std::make_shared<vmm_mr>(mr::vmm_pool_options{.reserve_bytes           = 256 * mib,
+                                                           .busy_growth_percent     = 0,
+                                                           .handle_bytes            = 2 * mib,
+                                                           .release_threshold_bytes = 4 * mib,
+                                                           .peer_devices            = {1}},
+                                      be_.runtime());
     };
     if (!attempt("construction", make)) { attempt("construction (again)", make); }
     if (pool) {
@@ -206,8 +206,7 @@ class workload {
     if (e) {
       std::optional<imported_vmm_memory> m;
       for (int i = 0; i < 2 && !m; ++i) {
-        attempt("imported_vmm_memory",
-                [&] { m.emplace(e->fd.get(), e->bytes, 0, be_.runtime()); });
+        attempt("imported_vmm_memory", [&] { m.emplace(e->fd.get(), e->bytes, 0, be_.runtime()); });
       }
     }
     pool.deallocate_async(p, bytes, stream);
@@ -295,10 +294,8 @@ class workload {
 
   void random_operations(cudaStream_t const (&streams)[3])
   {
-    static constexpr std::size_t sizes[] = {256,       1000,          4096,          65536,
-                                            300'000,   std::size_t{1} << 20, std::size_t{3} << 20,
-                                            std::size_t{6} << 20, std::size_t{10} << 20,
-                                            std::size_t{12} << 20};
+    static constexpr std::size_t sizes[] = {256,     1000,    4096,    65536,    300'000,
+                                            1 * mib, 3 * mib, 6 * mib, 10 * mib, 12 * mib};
     for (int op = 0; op < 80; ++op) {
       auto const r = next(100);
       // The first quarter on one stream (the pools' solo mode), then on all three.
@@ -347,7 +344,7 @@ class workload {
 
   void check_holds_nothing()
   {
-    auto& host = be_.host();
+    auto& host     = be_.host();
     auto const vmm = host.vmm_state();
     if (host.live_allocations() != 0 || vmm.handles != 0 || vmm.mappings != 0 ||
         vmm.reservations != 0 || host.live_events() != 0 || host.used_bytes() != 0) {
@@ -423,8 +420,8 @@ std::pair<std::size_t, std::string> for_each_site(fault_counts const& counts, Ru
     auto const kind = static_cast<fault_kind>(k);
     if (counts[k] == 0) { continue; }
     auto const ns = sample(counts[k]);
-    kinds += detail::format(kinds.empty() ? "" : ", ", to_string(kind), " ", ns.size(), "/",
-                            counts[k]);
+    kinds +=
+        detail::format(kinds.empty() ? "" : ", ", to_string(kind), " ", ns.size(), "/", counts[k]);
     for (auto n : ns) {
       site const s{kind, n};
       auto const r = run(s);
@@ -434,22 +431,23 @@ std::pair<std::size_t, std::string> for_each_site(fault_counts const& counts, Ru
       for (auto const& p : r.problems) { ADD_FAILURE() << describe(s) << ": " << p; }
     }
   }
-  kinds += detail::format("; ", reported, " thrown to the caller, ", sites - reported,
-                          " absorbed");
+  kinds += detail::format("; ", reported, " thrown to the caller, ", sites - reported, " absorbed");
   return {sites, kinds};
 }
 
 template <class Maker>
-class fault_injection : public ::testing::Test {};
+class fault_injection : public ::testing::Test {
+};
 
 // The host configurations of the conformance list (resources.hpp), in its order.
-using makers = ::testing::Types<
-    cuda_maker, managed_maker, system_maker, sam_headroom_maker, cuda_async_maker,
-    cuda_async_view_maker, pool_maker, vmm_pool_maker, fixed_size_maker, binning_maker,
-    arena_maker, caching_maker, callback_maker, aligned_maker, failure_callback_maker,
-    limiting_maker, logging_maker, prefetch_maker, statistics_maker, thread_safe_maker,
-    tracking_maker, owning_wrapper_maker, thread_cache_pool_maker, thread_cache_arena_maker,
-    thread_cache_vmm_pool_maker, adaptor_stack_maker>;
+using makers =
+    ::testing::Types<cuda_maker, managed_maker, system_maker, sam_headroom_maker, cuda_async_maker,
+                     cuda_async_view_maker, pool_maker, vmm_pool_maker, fixed_size_maker,
+                     binning_maker, arena_maker, caching_maker, callback_maker, aligned_maker,
+                     failure_callback_maker, limiting_maker, logging_maker, prefetch_maker,
+                     statistics_maker, thread_safe_maker, tracking_maker, owning_wrapper_maker,
+                     thread_cache_pool_maker, thread_cache_arena_maker, thread_cache_vmm_pool_maker,
+                     adaptor_stack_maker>;
 
 struct maker_names {
   template <class M>
@@ -499,7 +497,6 @@ TEST(fault_injection_vmm_pool, GrowthTrimAndSingleHandlesFailCleanly)
 // mapping, handle, reservation and event were never given back.
 TEST(fault_injection_regressions, WaitingSingleHandleIsReleasedWhenTheLastSyncFails)
 {
-  constexpr std::size_t mib = std::size_t{1} << 20;
   fault_backend be;
   auto const stream = be.create_stream();
   {
@@ -523,7 +520,6 @@ TEST(fault_injection_regressions, WaitingSingleHandleIsReleasedWhenTheLastSyncFa
 // block was dropped (counted as a bad deallocation and never reusable).
 TEST(fault_injection_regressions, ArenaFreeSurvivesAFailedReleaseEvent)
 {
-  constexpr std::size_t mib = std::size_t{1} << 20;
   fault_backend be;
   auto const stream = be.create_stream();
   mr::cuda_memory_resource upstream{be.runtime()};
@@ -546,12 +542,12 @@ TEST(fault_injection_regressions, ArenaFreeSurvivesAFailedReleaseEvent)
 TEST(fault_injection_regressions, SamHeadroomFreesWhenMemGetInfoFails)
 {
   fault_backend be;
-  mr::sam_headroom_memory_resource sam{std::size_t{1} << 20, be.runtime()};
+  mr::sam_headroom_memory_resource sam{mib, be.runtime()};
   be.faults().arm(fault_kind::memory_info, 1);
-  EXPECT_THROW((void)sam.allocate(std::size_t{4} << 20), gpumem::cuda_error);
+  EXPECT_THROW((void)sam.allocate(4 * mib), gpumem::cuda_error);
   EXPECT_TRUE(be.faults().fired());
-  void* p = sam.allocate(std::size_t{4} << 20);
-  sam.deallocate(p, std::size_t{4} << 20);
+  void* p = sam.allocate(4 * mib);
+  sam.deallocate(p, 4 * mib);
 }
 
 }  // namespace

@@ -166,9 +166,8 @@ void fault_injecting_runtime::maybe_fail(fault_kind kind)
   } else {  // as GPUMEM_CUDA_TRY reports a runtime failure
     status = runtime_status(kind);
     oom    = status == cudaErrorMemoryAllocation;
-    msg    = detail::cuda_message(__FILE__, __LINE__,
-                                  detail::format(cuda_call(kind), " (fault injected)").c_str(),
-                                  status);
+    msg    = detail::cuda_message(
+           __FILE__, __LINE__, detail::format(cuda_call(kind), " (fault injected)").c_str(), status);
   }
   {
     std::lock_guard lock{mutex_};
@@ -193,9 +192,7 @@ bool fault_injecting_runtime::refuse(refusal const& r) noexcept
   std::lock_guard lock{mutex_};
   bool const follows = r.kind == fault_kind::vmm_unreserve && holds_refused_mapping(r.ptr, r.bytes);
   if (!failed && !follows) { return false; }
-  if (failed) {
-    message_ = detail::format(cuda_call(r.kind), " (fault injected) refused");
-  }
+  if (failed) { message_ = detail::format(cuda_call(r.kind), " (fault injected) refused"); }
   refused_.push_back(r);
   return true;
 }
@@ -213,13 +210,21 @@ void fault_injecting_runtime::settle() noexcept
     for (auto const& r : todo) {
       if (r.kind != order) { continue; }
       switch (r.kind) {
-        case fault_kind::vmm_unmap: rt.vmm_unmap(r.ptr, r.bytes); break;
-        case fault_kind::vmm_release: rt.vmm_release(r.handle); break;
-        case fault_kind::free: rt.free(r.memory, r.ptr); break;
+        case fault_kind::vmm_unmap:
+          rt.vmm_unmap(r.ptr, r.bytes);
+          break;
+        case fault_kind::vmm_release:
+          rt.vmm_release(r.handle);
+          break;
+        case fault_kind::free:
+          rt.free(r.memory, r.ptr);
+          break;
         case fault_kind::event_destroy:
           rt.event_destroy(static_cast<cudaEvent_t>(r.ptr));
           break;
-        default: rt.vmm_unreserve(r.ptr, r.bytes); break;
+        default:
+          rt.vmm_unreserve(r.ptr, r.bytes);
+          break;
       }
     }
   }
