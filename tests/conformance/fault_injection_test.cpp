@@ -4,7 +4,7 @@
 // A call site is (kind, n): the n-th call of a kind during a fixed, deterministic workload (the
 // stack's construction, 80 random allocations and frees on three streams with work held on them,
 // freeing what is left, a few more allocations, destruction). The workload runs once unarmed to
-// count the calls of each kind; then, for every kind it reaches and every n (a spread sample of 12
+// count the calls of each kind; then, for every kind it reaches and every n (a spread sample of 64
 // where there are more), once more with that call failing. Each run checks:
 //   * the operation that reached the failure throws a gpumem exception (bad_alloc, out_of_memory
 //     or cuda_error) whose message names the failed CUDA call — or swallows the failure (an event
@@ -368,11 +368,11 @@ class workload {
   run_result result_;
 };
 
-/// The n of each site of a kind called `count` times: all of them up to 12, else 12 spread evenly
-/// (the first and the last included).
+/// The n of each site of a kind called `count` times: all of them up to 64 (every site of
+/// today's workloads), else 64 spread evenly (the first and the last included).
 std::vector<std::uint64_t> sample(std::uint64_t count)
 {
-  constexpr std::uint64_t most = 12;
+  constexpr std::uint64_t most = 64;
   std::vector<std::uint64_t> out;
   if (count <= most) {
     for (std::uint64_t n = 1; n <= count; ++n) { out.push_back(n); }
@@ -408,7 +408,7 @@ class coverage_report : public ::testing::Environment {
     ::testing::AddGlobalTestEnvironment(new coverage_report);  // gtest owns it
 
 /// Runs `run` armed at every site of the counts (sampled), failing the test for each problem.
-/// Returns the number of sites and a summary: the kinds ("allocate 12/42, ...": sites run / calls
+/// Returns the number of sites and a summary: the kinds ("allocate 42/42, ...": sites run / calls
 /// made) and how many failures surfaced as typed errors.
 template <class Run>
 std::pair<std::size_t, std::string> for_each_site(fault_counts const& counts, Run run)
