@@ -40,6 +40,15 @@ constexpr std::array<kind_info, fault_kind_count> infos{{
     {"vmm_set_access", "cuMemSetAccess", false},
     {"vmm_export_fd", "cuMemExportToShareableHandle", false},
     {"vmm_import_fd", "cuMemImportFromShareableHandle", false},
+    {"mem_pool_create", "cudaMemPoolCreate", false},
+    {"mem_pool_destroy", "cudaMemPoolDestroy", true},
+    {"mem_pool_set_attribute", "cudaMemPoolSetAttribute", false},
+    {"mem_pool_get_attribute", "cudaMemPoolGetAttribute", false},
+    {"mem_pool_trim_to", "cudaMemPoolTrimTo", false},
+    {"malloc_from_pool_async", "cudaMallocFromPoolAsync", false},
+    {"free_async", "cudaFreeAsync", true},
+    {"device_get_default_mem_pool", "cudaDeviceGetDefaultMemPool", false},
+    {"device_get_mem_pool", "cudaDeviceGetMemPool", false},
 }};
 
 kind_info const& info(fault_kind kind) noexcept
@@ -49,7 +58,7 @@ kind_info const& info(fault_kind kind) noexcept
 
 bool is_vmm(fault_kind kind) noexcept
 {
-  return kind >= fault_kind::vmm_granularity;
+  return kind >= fault_kind::vmm_granularity && kind <= fault_kind::vmm_import_fd;
 }
 
 /// The status CUDA documents for a failure of the runtime call of `kind`: out of memory where
@@ -61,7 +70,17 @@ cudaError_t runtime_status(fault_kind kind) noexcept
   switch (kind) {
     case fault_kind::allocate:
     case fault_kind::event_create:
+    case fault_kind::malloc_from_pool_async:
       return cudaErrorMemoryAllocation;
+    case fault_kind::mem_pool_create:
+    case fault_kind::mem_pool_destroy:
+    case fault_kind::mem_pool_set_attribute:
+    case fault_kind::mem_pool_get_attribute:
+    case fault_kind::mem_pool_trim_to:
+    case fault_kind::free_async:
+    case fault_kind::device_get_default_mem_pool:
+    case fault_kind::device_get_mem_pool:
+      return cudaErrorInvalidValue;
     case fault_kind::prefetch:
       return cudaErrorInvalidDevice;
     case fault_kind::current_device:
@@ -131,6 +150,12 @@ std::string fault_injecting_runtime::fired_message() const
   return message_;
 }
 
+std::string fault_injecting_runtime::fired_status() const
+{
+  std::lock_guard lock{mutex_};
+  return status_;
+}
+
 fault_counts fault_injecting_runtime::counts() const
 {
   std::lock_guard lock{mutex_};
@@ -172,6 +197,9 @@ void fault_injecting_runtime::maybe_fail(fault_kind kind)
   {
     std::lock_guard lock{mutex_};
     message_ = msg;
+    status_  = !is_vmm(kind) ? cudaGetErrorName(status)
+               : oom         ? "CUDA_ERROR_OUT_OF_MEMORY"
+                             : "CUDA_ERROR_INVALID_VALUE";
   }
   if (oom) { throw out_of_memory{msg}; }
   throw cuda_error{status, msg};
@@ -197,6 +225,17 @@ bool fault_injecting_runtime::refuse(refusal const& r) noexcept
   return true;
 }
 
+cudaError_t fault_injecting_runtime::pool_status(fault_kind kind) noexcept
+{
+  if (!hit(kind)) { return cudaSuccess; }
+  auto const status = runtime_status(kind);
+  std::lock_guard lock{mutex_};
+  message_ =
+      detail::format(cuda_call(kind), " (fault injected) returned ", cudaGetErrorName(status));
+  status_ = cudaGetErrorName(status);
+  return status;
+}
+
 void fault_injecting_runtime::settle() noexcept
 {
   std::vector<refusal> todo;
@@ -205,8 +244,9 @@ void fault_injecting_runtime::settle() noexcept
     todo.swap(refused_);
   }
   auto& rt = inner();
-  for (auto order : {fault_kind::vmm_unmap, fault_kind::vmm_release, fault_kind::free,
-                     fault_kind::event_destroy, fault_kind::vmm_unreserve}) {
+  for (auto order :
+       {fault_kind::vmm_unmap, fault_kind::vmm_release, fault_kind::free, fault_kind::free_async,
+        fault_kind::mem_pool_destroy, fault_kind::event_destroy, fault_kind::vmm_unreserve}) {
     for (auto const& r : todo) {
       if (r.kind != order) { continue; }
       switch (r.kind) {
@@ -221,6 +261,12 @@ void fault_injecting_runtime::settle() noexcept
           break;
         case fault_kind::event_destroy:
           rt.event_destroy(static_cast<cudaEvent_t>(r.ptr));
+          break;
+        case fault_kind::free_async:
+          (void)rt.free_async(r.ptr, r.stream);
+          break;
+        case fault_kind::mem_pool_destroy:
+          (void)rt.mem_pool_destroy(static_cast<cudaMemPool_t>(r.ptr));
           break;
         default:
           rt.vmm_unreserve(r.ptr, r.bytes);
@@ -383,6 +429,84 @@ detail::vmm_handle fault_injecting_runtime::vmm_import_fd(int fd)
 {
   maybe_fail(fault_kind::vmm_import_fd);
   return inner().vmm_import_fd(fd);
+}
+
+// -- memory pools: a failure is the status; free_async and mem_pool_destroy are refused ----------
+
+cudaError_t fault_injecting_runtime::mem_pool_create(cudaMemPool_t* pool,
+                                                     cudaMemPoolProps const* props) noexcept
+{
+  if (auto const st = pool_status(fault_kind::mem_pool_create); st != cudaSuccess) { return st; }
+  return inner().mem_pool_create(pool, props);
+}
+
+cudaError_t fault_injecting_runtime::mem_pool_destroy(cudaMemPool_t pool) noexcept
+{
+  if (refuse({fault_kind::mem_pool_destroy, {}, static_cast<void*>(pool)})) {
+    return runtime_status(fault_kind::mem_pool_destroy);
+  }
+  return inner().mem_pool_destroy(pool);
+}
+
+cudaError_t fault_injecting_runtime::mem_pool_set_attribute(cudaMemPool_t pool,
+                                                            cudaMemPoolAttr attr,
+                                                            void* value) noexcept
+{
+  if (auto const st = pool_status(fault_kind::mem_pool_set_attribute); st != cudaSuccess) {
+    return st;
+  }
+  return inner().mem_pool_set_attribute(pool, attr, value);
+}
+
+cudaError_t fault_injecting_runtime::mem_pool_get_attribute(cudaMemPool_t pool,
+                                                            cudaMemPoolAttr attr,
+                                                            void* value) noexcept
+{
+  if (auto const st = pool_status(fault_kind::mem_pool_get_attribute); st != cudaSuccess) {
+    return st;
+  }
+  return inner().mem_pool_get_attribute(pool, attr, value);
+}
+
+cudaError_t fault_injecting_runtime::mem_pool_trim_to(cudaMemPool_t pool, std::size_t keep) noexcept
+{
+  if (auto const st = pool_status(fault_kind::mem_pool_trim_to); st != cudaSuccess) { return st; }
+  return inner().mem_pool_trim_to(pool, keep);
+}
+
+cudaError_t fault_injecting_runtime::malloc_from_pool_async(void** ptr, std::size_t bytes,
+                                                            cudaMemPool_t pool,
+                                                            cudaStream_t stream) noexcept
+{
+  if (auto const st = pool_status(fault_kind::malloc_from_pool_async); st != cudaSuccess) {
+    return st;
+  }
+  return inner().malloc_from_pool_async(ptr, bytes, pool, stream);
+}
+
+cudaError_t fault_injecting_runtime::free_async(void* ptr, cudaStream_t stream) noexcept
+{
+  if (ptr != nullptr && refuse({fault_kind::free_async, {}, ptr, 0, {}, stream})) {
+    return runtime_status(fault_kind::free_async);
+  }
+  return inner().free_async(ptr, stream);
+}
+
+cudaError_t fault_injecting_runtime::device_get_default_mem_pool(cudaMemPool_t* pool,
+                                                                 int device) noexcept
+{
+  if (auto const st = pool_status(fault_kind::device_get_default_mem_pool); st != cudaSuccess) {
+    return st;
+  }
+  return inner().device_get_default_mem_pool(pool, device);
+}
+
+cudaError_t fault_injecting_runtime::device_get_mem_pool(cudaMemPool_t* pool, int device) noexcept
+{
+  if (auto const st = pool_status(fault_kind::device_get_mem_pool); st != cudaSuccess) {
+    return st;
+  }
+  return inner().device_get_mem_pool(pool, device);
 }
 
 }  // namespace gpumem::test

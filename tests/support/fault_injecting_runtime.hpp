@@ -5,8 +5,11 @@
 //   * a call that may throw throws the gpumem exception the real runtime throws for the error
 //     CUDA documents for it (out_of_memory for cudaErrorMemoryAllocation and
 //     CUDA_ERROR_OUT_OF_MEMORY, cuda_error otherwise); the message names the CUDA call;
+//   * a memory-pool call returns the status CUDA documents for it (the pool API turns it into its
+//     own error, naming the status);
 //   * a call that cannot report (free, event_destroy, vmm_unmap, vmm_release, vmm_unreserve: the
-//     real runtime swallows their status) is refused: the work is not done, as when CUDA returns
+//     real runtime swallows their status; free_async and mem_pool_destroy, whose status the pool
+//     API ignores) is refused: the work is not done, as when CUDA returns
 //     an error. The refused calls are kept, and settle() performs them late, so that a test can
 //     tell what the stack leaked from what the refusal left behind. An unreserve of a range in
 //     which a refused unmap left a mapping is refused as well (CUDA refuses it too).
@@ -50,6 +53,15 @@ enum class fault_kind : std::uint8_t {
   vmm_set_access,
   vmm_export_fd,
   vmm_import_fd,
+  mem_pool_create,
+  mem_pool_destroy,
+  mem_pool_set_attribute,
+  mem_pool_get_attribute,
+  mem_pool_trim_to,
+  malloc_from_pool_async,
+  free_async,
+  device_get_default_mem_pool,
+  device_get_mem_pool,
   count_,
 };
 
@@ -75,6 +87,8 @@ class fault_injecting_runtime final : public detail::forwarding_runtime {
   [[nodiscard]] bool fired() const;
   /// What the failure said (empty before it fired).
   [[nodiscard]] std::string fired_message() const;
+  /// The CUDA status of the failure ("cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY").
+  [[nodiscard]] std::string fired_status() const;
   /// Calls of each kind so far (a refused or failed call counts).
   [[nodiscard]] fault_counts counts() const;
   /// Performs the refused calls (unmaps, releases, frees, event destroys, then unreserves).
@@ -108,6 +122,18 @@ class fault_injecting_runtime final : public detail::forwarding_runtime {
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override;
   int vmm_export_fd(detail::vmm_handle handle) override;
   detail::vmm_handle vmm_import_fd(int fd) override;
+  cudaError_t mem_pool_create(cudaMemPool_t* pool, cudaMemPoolProps const* props) noexcept override;
+  cudaError_t mem_pool_destroy(cudaMemPool_t pool) noexcept override;
+  cudaError_t mem_pool_set_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                     void* value) noexcept override;
+  cudaError_t mem_pool_get_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                     void* value) noexcept override;
+  cudaError_t mem_pool_trim_to(cudaMemPool_t pool, std::size_t keep) noexcept override;
+  cudaError_t malloc_from_pool_async(void** ptr, std::size_t bytes, cudaMemPool_t pool,
+                                     cudaStream_t stream) noexcept override;
+  cudaError_t free_async(void* ptr, cudaStream_t stream) noexcept override;
+  cudaError_t device_get_default_mem_pool(cudaMemPool_t* pool, int device) noexcept override;
+  cudaError_t device_get_mem_pool(cudaMemPool_t* pool, int device) noexcept override;
 
  private:
   struct refusal {
@@ -116,12 +142,15 @@ class fault_injecting_runtime final : public detail::forwarding_runtime {
     void* ptr{};
     std::size_t bytes{};
     detail::vmm_handle handle{};
+    cudaStream_t stream{};
   };
 
   /// Counts a call of `kind`; true when it is the armed one (then it has fired).
   [[nodiscard]] bool hit(fault_kind kind) noexcept;
   /// Counts a call of `kind` and throws what CUDA gives when it is the armed one.
   void maybe_fail(fault_kind kind);
+  /// Counts a memory-pool call; the status it fails with when it is the armed one, else success.
+  [[nodiscard]] cudaError_t pool_status(fault_kind kind) noexcept;
   /// Counts a silent call; true when it is refused (then `r` is kept for settle()).
   [[nodiscard]] bool refuse(refusal const& r) noexcept;
   /// True when a refused unmap left a mapping in [base, base + bytes).
@@ -133,6 +162,7 @@ class fault_injecting_runtime final : public detail::forwarding_runtime {
   std::uint64_t armed_at_{};  ///< the count of armed_kind_ that fails; 0: disarmed
   bool fired_{};
   std::string message_;
+  std::string status_;
   std::vector<refusal> refused_;
 };
 
