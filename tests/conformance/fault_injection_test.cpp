@@ -536,6 +536,38 @@ TEST(fault_injection_vmm_pool, GrowthTrimAndSingleHandlesFailCleanly)
             << "\n";
 }
 
+// The injector itself: the n-th call of the armed kind fails once, as CUDA fails it; a refused
+// free is done late by settle().
+TEST(fault_injecting_runtime, FailsTheNthCallOnceAndSettlesRefusals)
+{
+  fault_backend be;
+  auto& rt = be.faults();
+  rt.arm(fault_kind::allocate, 2);
+  void* a = rt.allocate(detail::memory_kind::device, 256);
+  EXPECT_FALSE(rt.fired());
+  try {
+    (void)rt.allocate(detail::memory_kind::device, 256);
+    ADD_FAILURE() << "the second allocate did not fail";
+  } catch (gpumem::out_of_memory const& e) {
+    EXPECT_NE(std::string{e.what()}.find("cudaMalloc"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(rt.fired());
+  void* b = rt.allocate(detail::memory_kind::device, 256);  // once only
+  rt.arm(fault_kind::event_record, 1);
+  auto const event = rt.event_create();
+  EXPECT_THROW(rt.event_record(event, nullptr), gpumem::cuda_error);
+  rt.event_destroy(event);
+  rt.arm(fault_kind::free, 1);
+  rt.free(detail::memory_kind::device, a);
+  EXPECT_EQ(rt.refused(), 1U);
+  EXPECT_EQ(be.host().live_allocations(), 2U);  // the refused free kept `a`
+  rt.free(detail::memory_kind::device, b);
+  rt.settle();
+  EXPECT_EQ(rt.refused(), 0U);
+  EXPECT_EQ(be.host().live_allocations(), 0U);
+  EXPECT_EQ(rt.counts()[static_cast<std::size_t>(fault_kind::allocate)], 3U);
+}
+
 // Regression (found by the suite): a single-handle allocation freed on a stream still busy waits
 // behind an event; when the pool's destructor could not synchronize that event, the allocation's
 // mapping, handle, reservation and event were never given back.
