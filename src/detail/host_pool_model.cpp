@@ -146,6 +146,15 @@ host_pool_model::~host_pool_model()
   }
 }
 
+std::size_t host_pool_model::reserved_bytes() const noexcept
+{
+  std::size_t sum{};
+  for (auto const& [handle, p] : pools_) {
+    if (p->origin == nullptr) { sum += p->reserved; }
+  }
+  return sum;
+}
+
 host_pool_model::pool_rec* host_pool_model::find(cudaMemPool_t pool) const
 {
   auto it = pools_.find(pool);

@@ -57,6 +57,13 @@ class host_pool_model {
   /// cudaFree of pool memory (the caller synchronized): freed and reusable at once.
   cudaError_t free_now(void* ptr);
   [[nodiscard]] bool owns(void const* ptr) const;
+  /// Device memory the pools reserve (what take_memory gave them and they have not given back).
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept;
+  /// Pools created (or imported) and not yet dropped; the devices' default pools do not count.
+  [[nodiscard]] std::size_t created_pools() const noexcept
+  {
+    return pools_.size() - defaults_.size();
+  }
   cudaError_t default_pool(cudaMemPool_t* pool, int device);
   cudaError_t current_pool(cudaMemPool_t* pool, int device);
   cudaError_t set_current_pool(int device, cudaMemPool_t pool);

@@ -353,6 +353,18 @@ std::size_t host_runtime::live_allocations() const
   return state_->live.size();
 }
 
+std::size_t host_runtime::live_events() const
+{
+  std::lock_guard lock{state_->mutex};
+  return state_->events.size();
+}
+
+std::size_t host_runtime::live_pools() const
+{
+  std::lock_guard lock{state_->mutex};
+  return state_->pools.created_pools();
+}
+
 host_runtime_calls host_runtime::calls() const
 {
   std::lock_guard lock{state_->mutex};
@@ -368,11 +380,11 @@ void host_runtime::check_invariants() const
 {
   std::lock_guard lock{state_->mutex};
   state_->vmm.check_invariants();
-  std::size_t sum{state_->vmm.physical_bytes()};
+  std::size_t sum{state_->vmm.physical_bytes() + state_->pools.reserved_bytes()};
   for (auto const& [ptr, size] : state_->live) { sum += size; }
   GPUMEM_EXPECTS(sum == state_->used, logic_error,
                  format("host_runtime: used_bytes ", state_->used,
-                        " != sum of live allocations and physical handles ", sum));
+                        " != sum of live allocations, physical handles and pool reserves ", sum));
   GPUMEM_EXPECTS(state_->used <= state_->options.capacity_bytes, logic_error,
                  "host_runtime: used_bytes exceeds capacity");
   for (auto* s : const_cast<state&>(*state_).all_streams()) {

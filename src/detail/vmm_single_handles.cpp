@@ -21,6 +21,12 @@ vmm_single_handles::~vmm_single_handles()
   release_passed(true);
   std::lock_guard lock{mutex_};
   for (auto const& [ptr, a] : live_) { destroy(ptr, a); }  // never freed: the owner is gone
+  // Still waiting only when the synchronization failed (the device failed): nothing could free
+  // them after the owner is gone, so they go now, as the pool's own memory does.
+  for (auto const& w : waiting_) {
+    if (w.event != nullptr) { runtime_->event_destroy(w.event); }
+    destroy(w.ptr, w.a);
+  }
 }
 
 void* vmm_single_handles::allocate(std::size_t bytes)

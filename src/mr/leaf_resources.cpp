@@ -88,12 +88,12 @@ sam_headroom_memory_resource::sam_headroom_memory_resource(std::size_t headroom,
 
 void* sam_headroom_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view stream)
 {
-  void* ptr         = system_.allocate(bytes, stream);
-  auto& rt          = system_.get_runtime();
-  auto const free   = rt.memory_info().free_bytes;
-  auto const usable = free > headroom_ ? free - headroom_ : 0;
-  auto const gpu    = align_down(std::min(usable, bytes), CUDA_ALLOCATION_ALIGNMENT);
-  try {
+  void* ptr = system_.allocate(bytes, stream);
+  auto& rt  = system_.get_runtime();
+  try {  // every runtime call below may fail: the memory goes back then
+    auto const free   = rt.memory_info().free_bytes;
+    auto const usable = free > headroom_ ? free - headroom_ : 0;
+    auto const gpu    = align_down(std::min(usable, bytes), CUDA_ALLOCATION_ALIGNMENT);
     if (gpu > 0) { rt.advise_preferred_location(ptr, gpu, {rt.current_device()}); }
     if (bytes > gpu) {
       rt.advise_preferred_location(static_cast<char*>(ptr) + gpu, bytes - gpu, {});

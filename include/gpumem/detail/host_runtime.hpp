@@ -21,6 +21,7 @@
 //
 // Invariants (checked by check_invariants()):
 //   used_bytes == sum of live allocation sizes (rounded to granularity) + physical handle bytes
+//                 + memory the memory pools reserve
 //              <= capacity_bytes
 //   for every stream: completed <= enqueued
 // Thread safety: all members are thread-safe (one mutex; this is a slow-path object).
@@ -126,6 +127,11 @@ class host_runtime final : public runtime {
   [[nodiscard]] std::size_t used_bytes() const;
   [[nodiscard]] std::size_t peak_used_bytes() const;
   [[nodiscard]] std::size_t live_allocations() const;
+  /// Events created and not yet destroyed.
+  [[nodiscard]] std::size_t live_events() const;
+  /// Memory pools created or imported and not yet gone (a destroyed pool lives on until its last
+  /// allocation is freed); the default pools do not count.
+  [[nodiscard]] std::size_t live_pools() const;
   [[nodiscard]] host_runtime_calls calls() const;
   /// The advise_preferred_location calls so far, in order (the first 4096; advice is only
   /// recorded).

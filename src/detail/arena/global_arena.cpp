@@ -49,7 +49,15 @@ void global_arena::order_after_releases(stream_party const& taker)
 
 void global_arena::note_release(stream_party const& releaser)
 {
-  runtime_->event_record(releaser.release_event, releaser.stream);
+  try {
+    runtime_->event_record(releaser.release_event, releaser.stream);
+  } catch (cuda_error const&) {
+    // No event to order a later taker after this release: the releasing stream finishes its work
+    // here instead, and the range is free for anyone. (When that fails too, it throws and the
+    // range stays out of use: nothing can tell when the device is done with it.)
+    runtime_->stream_synchronize(releaser.stream);
+    return;
+  }
   auto const known = std::any_of(pending_.begin(), pending_.end(),
                                  [&](stream_party const& p) { return p.id == releaser.id; });
   if (!known) { pending_.push_back(releaser); }

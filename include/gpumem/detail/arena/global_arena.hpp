@@ -5,6 +5,7 @@
 // Stream rule: whoever returns memory records its arena's release event on the stream the memory
 // was last used on; whoever takes memory next is ordered after every pending release event of
 // another arena (stream_wait_event), or finds it already complete (event_query, then forgotten).
+// When the release event cannot be recorded, the releasing stream is synchronized instead.
 //
 // Thread safety: every member locks mutex_ (lock order: registry -> arena -> global).
 // Invariants (check_invariants()):
