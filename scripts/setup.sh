@@ -29,7 +29,7 @@ if [ -z "${GPUMEM_CUDA_ROOT:-}" ] &&
   gpumem_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   cuda_venv="$gpumem_root/build-cuda-pypi"
   if ! compgen -G "$cuda_venv/lib/python3*/site-packages/nvidia/cu13/lib/libcudart_static.a" >/dev/null; then
-    echo "gpumem setup: no CUDA toolkit; installing CUDA's headers and runtime from PyPI into $cuda_venv" >&2
+    echo "gpumem setup: installing CUDA's headers and runtime from PyPI (no CUDA toolkit needed) into $cuda_venv" >&2
     python3 -m venv "$cuda_venv"
     "$cuda_venv/bin/python" -m pip install -q --upgrade pip
     "$cuda_venv/bin/python" -m pip install -q 'nvidia-cuda-runtime==13.0.*' \
@@ -37,5 +37,5 @@ if [ -z "${GPUMEM_CUDA_ROOT:-}" ] &&
   fi
   GPUMEM_CUDA_ROOT=$(compgen -G "$cuda_venv/lib/python3*/site-packages/nvidia/cu13" | head -1)
   export GPUMEM_CUDA_ROOT
-  echo "gpumem setup: CUDA headers and runtime from $GPUMEM_CUDA_ROOT (no nvcc: GPU kernel tests off)" >&2
+  echo "gpumem setup: CUDA headers and runtime from $GPUMEM_CUDA_ROOT (the GPU tests with kernels need nvcc and are left out)" >&2
 fi
