@@ -24,6 +24,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/gpumem-config-version.cma
 install(FILES ${PROJECT_BINARY_DIR}/gpumem-config.cmake
               ${PROJECT_BINARY_DIR}/gpumem-config-version.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gpumem)
+install(FILES cmake/cuda_root.cmake RENAME gpumem-cuda-root.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gpumem)
 
 # pkg-config: the defaults of the CUDA variables are this build's toolkit.
 set(GPUMEM_PC_CUDA_LIBDIR ${CUDAToolkit_LIBRARY_DIR})

@@ -104,7 +104,11 @@ consumers() {
   local config pcdir
   config=$(dirname "$(find "$moved" -name gpumem-config.cmake -print -quit)")
   local cuda_home cuda_real
-  cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
+  if command -v nvcc >/dev/null; then
+    cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
+  else  # CUDA's headers and runtime from PyPI (scripts/setup.sh)
+    cuda_home=${GPUMEM_CUDA_ROOT:?no nvcc and no GPUMEM_CUDA_ROOT}
+  fi
   cuda_real=$(cd "$cuda_home" && pwd -P)
   if grep -rnF -e "$root" -e "$cuda_home" -e "$cuda_real" "$config"; then
     echo "the CMake package names a folder of this machine (above)"; return 1

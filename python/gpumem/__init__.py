@@ -11,7 +11,12 @@ The C++ library's resources under Python names (``PoolMemoryResource`` is
 * ``HostRuntime``: a host stand-in for CUDA, so resources run (and are tested) with no GPU;
 * ``DeviceBuffer``: memory owned by a Python object;
 * ``gpumem.torch`` and ``gpumem.cupy``: drop-in allocators for PyTorch and CuPy;
-* ``replay(traces, resources)``: the ``gpumem replay`` command's results (its JSON) as a dict.
+* ``replay(traces, resources)``: the ``gpumem replay`` command's results (its JSON) as a dict;
+* ``reinitialize(pool=True, initial_pool_size="2GiB")``: each device's resource in one call;
+  ``free_all_blocks()`` gives cached memory back;
+* ``enable_statistics()``, ``with statistics():``, ``@profiler``: memory statistics of the
+  current resource, of a block of code, per function;
+* ``gpumem.numba``: Numba's external memory manager plugin.
 
 Errors: ``OutOfMemoryError`` (a ``MemoryError``) carries the C++ message: how much was asked,
 how much is free and how fragmented the resource is.
@@ -282,3 +287,24 @@ class _CppNames:
 
 
 mr = _CppNames()
+
+
+# -- statistics, setup, giving memory back -----------------------------------------------------------
+
+from ._setup import free_all_blocks, reinitialize  # noqa: E402
+from ._statistics import (  # noqa: E402
+    ProfilerRecord,
+    ProfilerRecords,
+    Statistics,
+    StatisticsNotEnabledError,
+    StatisticsScope,
+    default_profiler_records,
+    enable_statistics,
+    get_statistics,
+    pop_statistics,
+    profiler,
+    push_statistics,
+    statistics,
+)
+
+DeviceMemoryResource.free_all_blocks = free_all_blocks

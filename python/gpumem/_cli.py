@@ -19,18 +19,24 @@ class ReplayError(RuntimeError):
 
 def tool_path() -> Path:
     """The path of the bundled ``gpumem`` binary."""
-    path = Path(__file__).resolve().parent / "bin" / "gpumem"
-    if not path.is_file():
+    path = Path(__file__).absolute().parent / "bin" / "gpumem"
+    if path.is_file():
+        return path
+    if path.is_symlink():  # a CMake build tree's package: the link is there, the tool not built
         raise FileNotFoundError(
-            f"the gpumem command-line tool is not in this installation ({path}); install the "
-            "gpumem-cuda wheel, or build the tool with CMake (target gpumem_cli)"
+            f"the gpumem command-line tool is not built yet ({path} links to the missing "
+            f"{os.readlink(path)}); build it: cmake --build <build folder> --target gpumem_python"
         )
-    return path
+    raise FileNotFoundError(
+        f"the gpumem command-line tool is not in this installation ({path}); install the "
+        "gpumem-cuda wheel (pip install gpumem-cuda), or in a CMake build with "
+        "-DGPUMEM_BUILD_PYTHON=ON build the target gpumem_python, which stages it there"
+    )
 
 
 def bundled_traces() -> list[str]:
     """The example traces that ship with the package (GPT-2 and ResNet-50 training runs)."""
-    folder = Path(__file__).resolve().parent / "traces"
+    folder = Path(__file__).absolute().parent / "traces"
     return sorted(str(p) for p in folder.glob("*.csv"))
 
 

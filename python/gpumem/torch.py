@@ -1,14 +1,14 @@
 """PyTorch on gpumem: route every CUDA tensor allocation of PyTorch through gpumem.
 
     import torch, gpumem.torch
-    gpumem.torch.use("pool")            # before any CUDA tensor; every GPU gets its own pool
+    gpumem.torch.use()                  # before any CUDA tensor; every GPU gets its own vmm_pool
     ...train...
     print(gpumem.torch.max_memory_allocated(), gpumem.torch.memory_summary())
 
 or, with no change to the program (the spec comes from the environment variable
-``GPUMEM_TORCH_ALLOC``, default ``pool>cuda``)::
+``GPUMEM_TORCH_ALLOC``, default ``vmm_pool:peers=all``)::
 
-    GPUMEM_TORCH_ALLOC="pool" python -m gpumem.torch train.py --its --own --arguments
+    GPUMEM_TORCH_ALLOC="vmm_pool" python -m gpumem.torch train.py --its --own --arguments
 
 ``use()`` installs gpumem's allocator library (``library_path()``) as PyTorch's CUDA allocator
 through ``torch.cuda.memory.CUDAPluggableAllocator``. Each device gets its own resource, built
@@ -41,8 +41,12 @@ from . import DeviceMemoryResource, SpecError, canonical_spec, from_spec, get_cu
 ENV_VAR = "GPUMEM_TORCH_ALLOC"
 """The environment variable ``use()`` reads when it is given no spec."""
 
-DEFAULT_SPEC = "pool>cuda"
-"""What ``use()`` installs when given no spec and ``GPUMEM_TORCH_ALLOC`` is not set."""
+DEFAULT_SPEC = "vmm_pool:peers=all"
+"""What ``use()`` installs when given no spec and ``GPUMEM_TORCH_ALLOC`` is not set: on every
+device a pool over reserved address space that maps memory as it grows and gives it back on
+``empty_cache()`` (it holds less than PyTorch's own allocator in our measurements; see
+docs/python.md). ``peers=all`` gives every other GPU access to its memory, which copies between
+devices and ``torch.nn.DataParallel`` need; with one GPU it changes nothing."""
 
 _LIBRARY = "_torch_allocator.so"
 _installed: dict = {}  # device (None: every device) -> canonical spec or resource
@@ -261,7 +265,8 @@ def use(spec=None, devices=None, *, device: int | None = None, runtime=None,
 
     ``spec`` is
 
-    * None: the spec in ``GPUMEM_TORCH_ALLOC`` if set, else ``"pool>cuda"``;
+    * None: the spec in ``GPUMEM_TORCH_ALLOC`` if set, else ``DEFAULT_SPEC``
+      (``"vmm_pool:peers=all"``);
     * a spec string (the ``gpumem`` tool's grammar, e.g. ``"pool:initial=1GiB"``), for every
       device, or per device as in ``GPUMEM_TORCH_ALLOC`` (``"0=pool;1=vmm_pool"``, see
       ``parse_config``);
@@ -690,7 +695,7 @@ def _patch_torch(torch) -> None:
 _USAGE = """usage: python -m gpumem.torch [--alloc SPEC] (SCRIPT | -m MODULE) [ARGS...]
 
 Runs a Python program with gpumem as PyTorch's CUDA allocator, without changing it.
-SPEC defaults to $GPUMEM_TORCH_ALLOC, else 'pool>cuda'; per device: '0=pool;1=vmm_pool'.
+SPEC defaults to $GPUMEM_TORCH_ALLOC, else 'vmm_pool:peers=all'; per device: '0=pool;1=vmm_pool'.
 """
 
 

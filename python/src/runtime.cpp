@@ -120,6 +120,8 @@ runtime (``cuda_runtime()``) and ``HostRuntime``, a host stand-in for tests with
           "(free_bytes, total_bytes) of the current device.")
       .def("device_count", &detail::runtime::device_count)
       .def("current_device", &detail::runtime::current_device)
+      .def("set_device", &detail::runtime::set_device, py::arg("device"),
+           "Makes `device` the calling thread's current device.")
       .def("synchronize", &detail::runtime::device_synchronize, "Waits for all work of the device.",
            py::call_guard<py::gil_scoped_release>())
       .def(

@@ -5,9 +5,18 @@
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 #include <gpumem/spec/resource_spec.hpp>
+#include <gpumem/mr/capabilities.hpp>
+
+#include <mutex>
+#include <unordered_map>
 
 namespace gpumem::python {
 namespace {
+
+/// The stacks built from specs, by their top layer: trim() of a stack reaches every layer,
+/// which Python cannot walk (it sees only the top).
+std::mutex stacks_mutex;
+std::unordered_map<mr::device_memory_resource const*, std::weak_ptr<spec::resource_stack>> stacks;
 
 /// Builds `text`; the returned holder owns the whole stack and points at its top.
 holder<mr::device_memory_resource> build_stack(std::string const& text, py::handle runtime)
@@ -17,7 +26,34 @@ holder<mr::device_memory_resource> build_stack(std::string const& text, py::hand
   bool const simulated = host != nullptr && !host->options().backed;
   auto stack           = std::make_shared<spec::resource_stack>(spec::build(text, rt, simulated));
   auto* top            = &stack->top();
+  {
+    std::lock_guard lock{stacks_mutex};
+    std::erase_if(stacks, [](auto const& entry) { return entry.second.expired(); });
+    stacks[top] = stack;
+  }
   return holder<mr::device_memory_resource>{std::move(stack), top};
+}
+
+/// Gives free memory back where the layer (or, for a stack built from a spec, any of its layers)
+/// can; true when it could.
+bool trim_layer(py::handle resource)
+{
+  auto& r = to_resource(resource);
+  std::shared_ptr<spec::resource_stack> stack;
+  {
+    std::lock_guard lock{stacks_mutex};
+    if (auto it = stacks.find(&r); it != stacks.end()) { stack = it->second.lock(); }
+  }
+  py::gil_scoped_release unlocked;
+  if (stack) {
+    stack->trim();
+    return true;
+  }
+  if (auto* t = dynamic_cast<mr::trimmable*>(&r)) {
+    t->trim();
+    return true;
+  }
+  return false;
 }
 
 py::list factory_list()
@@ -50,6 +86,8 @@ void bind_spec(py::module_& m)
       "and says what to write instead. Subclass of LogicError (ValueError).";
   m.def("_build_spec", &build_stack, py::arg("spec"), py::arg("runtime") = py::none(),
         py::keep_alive<0, 2>());
+  m.def("_trim", &trim_layer, py::arg("resource"),
+        "Gives the free memory of one layer (or of a whole stack built from a spec) back.");
   m.def(
       "canonical_spec",
       [](std::string const& text) { return spec::to_string(spec::parse_resource_spec(text)); },

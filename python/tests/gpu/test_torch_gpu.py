@@ -70,13 +70,16 @@ def test_each_device_gets_its_resource_on_first_use():
 
 
 @pytest.mark.parametrize("specs", [("pool:initial=64MiB", "pool:initial=32MiB"),
-                                   ("vmm_pool:peers=all", "vmm_pool:peers=all")])
+                                   ("vmm_pool:peers=all", "vmm_pool:peers=all"),
+                                   None])
 def test_two_devices_in_one_process(specs):
     """A tensor on each device, a copy between them and a data-parallel training step, with the
     statistics of each device its own (skips on a machine with one GPU). vmm_pool needs
-    peers=all: without it the other device may not reach its memory."""
+    peers=all: without it the other device may not reach its memory. None: use() with no spec,
+    whose default (vmm_pool:peers=all) must work for this too."""
+    install = "gt.use()" if specs is None else 'gt.use({0: "%s", None: "%s"})' % specs
     r = check("""
-        gt.use({0: "%s", None: "%s"})
+        %s
         n = torch.cuda.device_count()
         if n < 2:
             result(n=n)
@@ -98,14 +101,15 @@ def test_two_devices_in_one_process(specs):
                    peaks=[gt.max_memory_allocated(d) for d in (0, 1)],
                    reserved=[gt.memory_reserved(d) for d in (0, 1)],
                    allocs=[gt.memory_stats(d)["allocation.all.allocated"] for d in (0, 1)])
-    """ % specs)
+    """ % install)
     if r["n"] < 2:
         pytest.skip(f"needs 2 GPUs; this machine has {r['n']}")
     assert r["same"]
     assert r["loss"] == r["loss"]  # not NaN
     assert all(v >= 4 << 20 for v in r["peaks"]), r  # a 4 MiB tensor on each device at least
     assert all(v > 0 for v in r["allocs"]), r
-    assert r["reserved"][0] >= (64 << 20 if specs[0].startswith("pool") else 1) and r["reserved"][1] > 0, r
+    pool_first = specs is not None and specs[0].startswith("pool")
+    assert r["reserved"][0] >= (64 << 20 if pool_first else 1) and r["reserved"][1] > 0, r
 
 
 def test_memory_stats_under_pytorchs_names_and_torch_cuda_functions():
@@ -282,7 +286,12 @@ def test_two_processes_share_one_gpu_each_under_gpumem():
 
 
 def compare(script, specs):
-    runs = {"torch": python([script], timeout=600)}
+    """Runs `script` under PyTorch's allocator, PyTorch's allocator with expandable segments,
+    `python -m gpumem.torch` with no spec (gpumem.torch.DEFAULT_SPEC) and each of `specs`."""
+    runs = {"torch": python([script], timeout=600),
+            "torch expandable_segments": python(
+                [script], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, timeout=600),
+            "default": python(["-m", "gpumem.torch", script], timeout=600)}
     for spec in specs:
         runs[spec] = python(["-m", "gpumem.torch", script], {"GPUMEM_TORCH_ALLOC": spec},
                             timeout=600)
@@ -302,11 +311,12 @@ def compare(script, specs):
 
 def test_training_gives_the_same_losses_under_gpumem():
     r = compare("torch_train_bench.py", ["pool", "vmm_pool"])
-    for name in ("pool", "vmm_pool"):
+    assert r["default"]["allocator"] == "gpumem all=vmm_pool:peers=all"
+    for name in ("torch expandable_segments", "default", "pool", "vmm_pool"):
         assert r[name]["losses"] == r["torch"]["losses"], name
 
 
 def test_generation_gives_the_same_tokens_under_gpumem():
     r = compare("torch_generate_bench.py", ["pool", "vmm_pool"])
-    for name in ("pool", "vmm_pool"):
+    for name in ("torch expandable_segments", "default", "pool", "vmm_pool"):
         assert r[name]["tokens_sha256"] == r["torch"]["tokens_sha256"], name

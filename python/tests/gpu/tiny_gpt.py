@@ -66,13 +66,17 @@ class TinyGPT(nn.Module):
 
 
 def allocator_name() -> str:
-    """'torch' (PyTorch's caching allocator) or what gpumem.torch installed."""
+    """'torch' (PyTorch's caching allocator), 'torch expandable_segments' (the same with
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or what gpumem.torch installed."""
+    import os
     import sys
 
     gt = sys.modules.get("gpumem.torch")
     if gt is not None and gt.installed():
         return "gpumem " + "; ".join(
             f"{'all' if d is None else d}={s}" for d, s in gt.installed().items())
+    if "expandable_segments:true" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").lower():
+        return "torch expandable_segments"
     return "torch"
 
 
