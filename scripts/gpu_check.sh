@@ -4,6 +4,10 @@
 #   scripts/gpu_check.sh                      # everything ctest knows
 #   TESTS="conformance_test leaf_resources_gpu_test" scripts/gpu_check.sh
 #   SANITIZE="leaf_resources_gpu_test" BENCH="gpumem bench ..." scripts/gpu_check.sh
+#   BUILD_ONLY=1 scripts/gpu_check.sh         # configure and build, run nothing (a visit in parts)
+#   SKIP_BUILD=1 TESTS=... scripts/gpu_check.sh  # run what an earlier call built
+#   PYTHON=1 scripts/gpu_check.sh             # also the Python package from the build tree
+#                                             # (PYTHONPATH=<build>/python/pkg) and its tests
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-out}
@@ -13,14 +17,20 @@ build=/tmp/gpumem-build
   echo "commit: ${GPUMEM_COMMIT:-unknown (pass GPUMEM_COMMIT)}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 } | tee "$out/summary.txt"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-  >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-if [ -n "${TESTS:-}" ]; then
-  ninja -C "$build" -k 0 $TESTS >"$out/build.log" 2>&1
-else
-  ninja -C "$build" -k 0 >"$out/build.log" 2>&1
+python_flag=""
+[ -n "${PYTHON:-}" ] && python_flag="-DGPUMEM_BUILD_PYTHON=ON"
+if [ -z "${SKIP_BUILD:-}" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
+    $python_flag >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+  if [ -n "${TESTS:-}" ]; then
+    ninja -C "$build" -k 0 $TESTS >"$out/build.log" 2>&1
+  else
+    ninja -C "$build" -k 0 >"$out/build.log" 2>&1
+  fi
+  grep -E 'error|FAILED' "$out/build.log" | head -20
+  echo "build: $(tail -1 "$out/build.log")" | tee -a "$out/summary.txt"
 fi
-grep -E 'error|FAILED' "$out/build.log" | head -20
+[ -n "${BUILD_ONLY:-}" ] && exit 0
 cd "$build"
 if [ -n "${TESTS:-}" ]; then
   for t in $TESTS; do
@@ -38,4 +48,9 @@ for t in ${SANITIZE:-}; do
     echo "compute-sanitizer $tool $t: rc=$? $(grep -E 'ERROR SUMMARY' "$out/san-$tool-$t.log" | tail -1)" | tee -a "$out/summary.txt"
   done
 done
+if [ -n "${PYTHON:-}" ]; then
+  (cd "$root/python/tests" && PYTHONPATH="$build/python/pkg" python3 -m pytest -q -rs "$root/python/tests") \
+    >"$out/python.log" 2>&1
+  echo "python: rc=$? $(tail -1 "$out/python.log")" | tee -a "$out/summary.txt"
+fi
 if [ -n "${BENCH:-}" ]; then (cd "$root" && eval "$BENCH") >"$out/bench.log" 2>&1; tail -60 "$out/bench.log"; fi
