@@ -82,7 +82,7 @@ TEST(host_memory_resource, a_seed_style_resource_compiles_and_round_trips)
   mr::host_memory_resource& base = r;
   base.deallocate(base.allocate(8), 8);
   host_resource_ref ref{r};
-  ref.deallocate(ref.allocate(16, 16), 16, 16);
+  detail::sync_deallocate(ref, detail::sync_allocate(ref, 16, 16), 16, 16);  // any CCCL
   EXPECT_EQ(r.allocations, 3);
   EXPECT_EQ(r.deallocations, 3);
 }
