@@ -150,6 +150,50 @@ if [ "$rc" -lt 128 ] && has "n/a" out.txt; then
   ok "bench: an allocation failing inside the threads workload is n/a, not std::terminate"
 else fail "bench threads failure (rc=$rc)"; fi
 
+# -- outputs through symbolic links: written through, the link stays a link ---------------------
+printf 'old\n' > real.csv && ln -s real.csv link.csv
+if run 0 synth link.csv --events 10 && [ -L link.csv ] && has "Thread,Time" real.csv; then
+  ok "synth through a link writes the link's target; the link stays"
+else fail "synth through a link (rc=$rc)"; fi
+mkdir -p elsewhere linked && printf 'old\n' > elsewhere/results.csv &&
+  ln -s ../elsewhere/results.csv linked/results.csv
+if run 0 replay golden.csv -r pool --simulate --report linked && [ -L linked/results.csv ] &&
+   has "golden.csv" elsewhere/results.csv; then
+  ok "a report file that is a link: written through, the link stays"
+else fail "report through a link (rc=$rc)"; fi
+ln -s snap.pickle.csv snaplink.csv && printf 'old\n' > snap.pickle.csv
+if run 0 convert snap.pickle -o snaplink.csv && [ -L snaplink.csv ] && has "Thread" snap.pickle.csv; then
+  ok "convert -o a link writes the link's target; the link stays"
+else fail "convert through a link (rc=$rc)"; fi
+ln -s nowhere/none.csv dangling.csv
+if run 1 synth dangling.csv --events 10 && has "does not exist" err.txt && [ -L dangling.csv ]; then
+  ok "a link to nothing is refused with a message"
+else fail "dangling link (rc=$rc)"; fi
+ln -s /dev/stdout so.csv
+"$bin" synth so.csv --events 10 >redirected.csv 2>err.txt; rc=$?
+if [ "$rc" -eq 0 ] && [ -L so.csv ] && [ "$(head -1 redirected.csv)" = "Thread,Time,Action,Pointer,Size,Stream" ] &&
+   [ "$(wc -l <redirected.csv)" -eq 11 ]; then
+  ok "a link to /dev/stdout writes the trace into the shell's redirection; the link stays"
+else fail "link to /dev/stdout (rc=$rc)"; fi
+# (/proc/self/fd/1 is what /dev/stdout links to; named through a link of this folder, so that a
+# regression run as root cannot replace the system's /dev/stdout)
+ln -s /proc/self/fd/1 fd1.csv
+"$bin" synth fd1.csv --events 10 >stdout.csv 2>err.txt; rc=$?
+if [ "$rc" -eq 0 ] && [ -L fd1.csv ] && [ "$(wc -l <stdout.csv)" -eq 11 ]; then
+  ok "synth to a link to /proc/self/fd/1 > file: the link stays a link, the file has the trace"
+else fail "synth to /proc/self/fd/1 (rc=$rc)"; fi
+
+# -- bench --profile is a checked output -----------------------------------------------------------
+if run 1 bench -w replay --trace golden.csv --profile golden.csv -r pool --smoke --simulate --no-progress &&
+   has "it is also an input" err.txt && [ "$(sum golden.csv)" = "$golden" ]; then
+  ok "bench --profile onto the benchmarked trace is refused; the trace is intact"
+else fail "bench --profile onto its trace (rc=$rc)"; fi
+if [ -w /dev/full ]; then
+  if run 1 bench -w pair --profile /dev/full -r pool --smoke --simulate --no-progress && has "/dev/full" err.txt; then
+    ok "bench --profile to a full disk fails with the path"
+  else fail "bench --profile /dev/full (rc=$rc)"; fi
+fi
+
 [ "$(sum golden.csv)" = "$golden" ] || fail "golden.csv changed during the run"
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
