@@ -112,9 +112,9 @@ bool layer_args::given(std::string_view key) const
   return false;
 }
 
-std::size_t layer_args::bytes(std::string_view key) const
+std::size_t layer_args::bytes(std::string_view key, std::size_t least, std::size_t most) const
 {
-  return parse_size(raw(key), detail::format(entry_->name, " parameter ", key));
+  return parse_size_in(raw(key), detail::format(entry_->name, " parameter ", key), least, most);
 }
 
 double layer_args::number(std::string_view key) const
@@ -147,7 +147,7 @@ std::uint64_t layer_args::count(std::string_view key, std::uint64_t most) const
 
 std::size_t layer_args::aligned_bytes(std::string_view key, std::size_t alignment) const
 {
-  auto const v = bytes(key);
+  auto const v = bytes(key, 0, most_device_bytes);
   if (!can_align_up(v, alignment)) {
     throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", raw(key),
                                     "' cannot be rounded up to a multiple of ", alignment,

@@ -167,6 +167,17 @@ std::size_t parse_size(std::string_view text, std::string_view what)
   return static_cast<std::size_t>(rounded);
 }
 
+std::size_t parse_size_in(std::string_view text, std::string_view what, std::size_t least,
+                          std::size_t most)
+{
+  auto const bytes = parse_size(text, what);
+  if (bytes < least || bytes > most) {
+    throw spec_error{detail::format(what, ": '", text, "' is out of range; give a size from ",
+                                    size_to_string(least), " to ", size_to_string(most))};
+  }
+  return bytes;
+}
+
 std::string size_to_string(std::size_t bytes)
 {
   static constexpr char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -81,11 +81,42 @@ TEST(ResourceFactory, CountsAndAlignedSizesAreChecked)
 {
   detail::host_runtime rt;
   auto e = error_of([&] { (void)build("pool:initial=max", rt, true); });
-  EXPECT_NE(e.find("cannot be rounded up to a multiple of 256"), std::string::npos) << e;
+  EXPECT_NE(e.find("pool parameter initial: 'max' is out of range; give a size from 0B to "
+                   "65536TiB"),
+            std::string::npos)
+      << e;
   e = error_of([&] { (void)build("fixed_size:blocks=-3", rt, true); });
   EXPECT_NE(e.find("'-3' is not a whole number from 0 to"), std::string::npos) << e;
   e = error_of([&] { (void)build("fixed_size:blocks=99999999999999999999", rt, true); });
   EXPECT_NE(e.find("is not a whole number"), std::string::npos) << e;
+}
+
+// Sizes near 2^64 once wrapped: handle=max gave the smallest handles, binning:min=max meant 2^62.
+// Every size parameter is range-checked where it is read, with the parameter, value and range.
+TEST(ResourceFactory, SizeParametersAreRangeChecked)
+{
+  detail::host_runtime rt;
+  auto e = error_of([&] { (void)build("vmm_pool:handle=max", rt, true); });
+  EXPECT_NE(e.find("vmm_pool parameter handle: 'max' is out of range; give a size from 1B to "
+                   "65536TiB"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { (void)build("vmm_pool:reserve=16777215TiB", rt, true); });
+  EXPECT_NE(e.find("vmm_pool parameter reserve: '16777215TiB' is out of range"), std::string::npos)
+      << e;
+  e = error_of([&] { (void)build("binning:min=max>pool", rt, true); });
+  EXPECT_NE(e.find("binning parameter min: 'max' is out of range; give a size from 1B to 1TiB"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { (void)build("binning:max=2TiB>pool", rt, true); });
+  EXPECT_NE(e.find("binning parameter max: '2TiB' is out of range"), std::string::npos) << e;
+  e = error_of([&] { (void)build("fixed_size:block=0", rt, true); });
+  EXPECT_NE(e.find("fixed_size parameter block: '0' is out of range"), std::string::npos) << e;
+  e = error_of([&] { (void)build("arena:size=max", rt, true); });
+  EXPECT_NE(e.find("arena parameter size: 'max' is out of range"), std::string::npos) << e;
+  EXPECT_EQ(parse_size_in("1TiB", "x", 1, most_device_bytes), std::size_t{1} << 40);
+  EXPECT_EQ(parse_size_in("max", "x", 0, SIZE_MAX), SIZE_MAX);
+  EXPECT_THROW((void)parse_size_in("0", "x", 1, 2), spec_error);
 }
 
 TEST(ResourceFactory, UnknownNameListsTheValidOnes)

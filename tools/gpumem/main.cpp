@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -166,6 +167,17 @@ bool is(std::string const& arg, char const* name)
   return arg == name || arg.rfind(std::string{name} + "=", 0) == 0;
 }
 
+/// Whether `word` reads as a size (4096, 16GiB, max).
+bool looks_like_size(std::string const& word)
+{
+  try {
+    (void)spec::parse_size(word);
+    return true;
+  } catch (spec::spec_error const&) {
+    return false;
+  }
+}
+
 /// A whole number in [lo, hi]: digits only (no sign, no spaces), no overflow.
 std::uint64_t count_value(std::string const& opt, std::string const& v, std::uint64_t lo,
                           std::uint64_t hi)
@@ -186,6 +198,23 @@ std::uint64_t count_value(std::string const& opt, std::string const& v, std::uin
   return n;
 }
 
+/// --simulate's optional capacity, as `--simulate=16GiB` or `--simulate 16GiB` (the next word,
+/// when it reads as a size and names no file): a size from 1 KiB to spec::most_device_bytes.
+void simulate_capacity(args& a, std::string const& arg, std::size_t& capacity)
+{
+  auto const eq = arg.find('=');
+  std::string value;
+  if (eq != std::string::npos) {
+    value = arg.substr(eq + 1);
+  } else if (!a.done() && looks_like_size(a.peek()) && !std::filesystem::exists(a.peek())) {
+    value = a.take();
+  } else {
+    return;
+  }
+  capacity = spec::parse_size_in(value, "--simulate capacity", std::size_t{1} << 10,
+                                 spec::most_device_bytes);
+}
+
 /// Options shared by the default run and `replay`; false when `a` is not one of them.
 bool replay_option(args& a, std::string const& arg, replay_command_options& o)
 {
@@ -193,9 +222,7 @@ bool replay_option(args& a, std::string const& arg, replay_command_options& o)
     o.resources.push_back(a.value("--resource", arg));
   } else if (is(arg, "--simulate")) {
     o.simulate = true;
-    if (arg.find('=') != std::string::npos) {
-      o.capacity_bytes = spec::parse_size(arg.substr(arg.find('=') + 1), "--simulate capacity");
-    }
+    simulate_capacity(a, arg, o.capacity_bytes);
   } else if (arg == "--threads") {
     o.threads = true;
   } else if (arg == "--json") {
@@ -264,9 +291,7 @@ int cmd_bench(args& a)
       o.traces.push_back(a.value("--trace", arg));
     } else if (is(arg, "--simulate")) {
       o.simulate = true;
-      if (arg.find('=') != std::string::npos) {
-        o.capacity_bytes = spec::parse_size(arg.substr(arg.find('=') + 1), "--simulate capacity");
-      }
+      simulate_capacity(a, arg, o.capacity_bytes);
     } else if (arg == "--smoke") {
       o.smoke = true;
     } else if (arg == "--json") {

@@ -85,9 +85,18 @@ else fail "synth limits (rc=$rc)"; fi
 if run 2 replay golden.csv --simulate=18446744073709551616 && has "more than 2^64-1 bytes" err.txt; then
   ok "a size past 2^64-1 is refused, not misread"
 else fail "size overflow (rc=$rc)"; fi
-if run 2 replay golden.csv -r pool:initial=max --simulate && has "cannot be rounded up" err.txt; then
+if run 2 replay golden.csv -r pool:initial=max --simulate && has "'max' is out of range" err.txt; then
   ok "pool:initial=max is refused instead of becoming 0"
 else fail "initial=max (rc=$rc)"; fi
+for bad in "--simulate=max" "--simulate=16777215TiB" "-r vmm_pool:handle=max --simulate" \
+           "-r binning:min=max>pool --simulate" "-r vmm_pool:reserve=max --simulate"; do
+  if run 2 replay golden.csv $bad && has "is out of range; give a size from" err.txt; then
+    ok "replay $bad is refused with the range"
+  else fail "replay $bad (rc=$rc)"; fi
+done
+if run 0 replay golden.csv -r cuda --simulate 16GiB && has "16GiB" out.txt && ! has "cannot open" err.txt; then
+  ok "--simulate 16GiB (a space before the value) sets the capacity"
+else fail "--simulate with a space (rc=$rc)"; fi
 if run 2 replay golden.csv -r fixed_size:blocks=-5 --simulate && has "whole number from 0 to" err.txt; then
   ok "a negative count in a spec is refused"
 else fail "negative spec count (rc=$rc)"; fi
