@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace gpumem::spec {
 namespace {
@@ -63,7 +64,17 @@ layer_spec parse_layer(std::string_view text, std::string_view part)
   auto rest = part.substr(colon + 1);
   while (true) {
     auto const comma = rest.find(',');
-    layer.params.push_back(parse_param(text, rest.substr(0, comma)));
+    auto const item  = rest.substr(0, comma);
+    auto p           = parse_param(text, item);
+    for (auto const& earlier : layer.params) {
+      if (earlier.key == p.key) {
+        fail_at(text, item,
+                detail::format("parameter '", p.key, "' of ", layer.name, " is given twice (",
+                               earlier.key, "=", earlier.value, " and ", p.key, "=", p.value,
+                               "); give it once"));
+      }
+    }
+    layer.params.push_back(std::move(p));
     if (comma == std::string_view::npos) { break; }
     rest = rest.substr(comma + 1);
   }

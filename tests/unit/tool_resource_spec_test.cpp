@@ -91,6 +91,15 @@ TEST(ResourceFactory, CountsAndAlignedSizesAreChecked)
   EXPECT_NE(e.find("is not a whole number"), std::string::npos) << e;
 }
 
+TEST(ResourceSpec, AKeyGivenTwiceIsRefused)
+{
+  auto e = error_of([] { (void)parse_resource_spec("pool:initial=1GiB,initial=2GiB>cuda"); });
+  EXPECT_NE(e.find("parameter 'initial' of pool is given twice (initial=1GiB and initial=2GiB)"),
+            std::string::npos)
+      << e;
+  EXPECT_NO_THROW((void)parse_resource_spec("pool:initial=1GiB>pool:initial=2GiB>cuda"));
+}
+
 // Sizes near 2^64 once wrapped: handle=max gave the smallest handles, binning:min=max meant 2^62.
 // Every size parameter is range-checked where it is read, with the parameter, value and range.
 TEST(ResourceFactory, SizeParametersAreRangeChecked)
