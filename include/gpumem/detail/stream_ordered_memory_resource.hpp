@@ -104,6 +104,12 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   [[nodiscard]] runtime& get_runtime() const noexcept { return *runtime_; }
   /// Deallocations of pointers that were not handed out (double or foreign frees), so far.
   [[nodiscard]] std::uint64_t bad_deallocations() const noexcept { return bad_frees_.load(); }
+  /// The size of the block handed out at `ptr`, or nothing when this resource did not hand it
+  /// out (lets a resource over several of these find a pointer's owner).
+  [[nodiscard]] std::optional<std::size_t> handed_out_size(void const* ptr) const noexcept
+  {
+    return table_.size_of(ptr);
+  }
   /// Free memory over all lists (takes every list's lock in turn).
   [[nodiscard]] free_stats get_free_stats() const;
   void check_invariants() const;
