@@ -93,8 +93,12 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   [[nodiscard]] device_async_resource_ref upstream() const noexcept { return upstream_; }
   [[nodiscard]] options const& opts() const noexcept { return opts_; }
   /// The cap on all caches' bytes now: min(total cap, pool fraction x upstream pool size), the
-  /// latter never below 4 of the largest cached blocks nor the thread floor x caches.
+  /// latter never below 4 of the largest cached blocks nor, unless the pool is lean, the thread
+  /// floor x caches.
   [[nodiscard]] std::size_t total_cap() const;
+  /// What the growing thread's cache keeps when a pool below grows: the thread floor, over a
+  /// lean pool at most an even share of total_cap() (the floors stay within it in total).
+  [[nodiscard]] std::size_t growth_floor() const;
   /// What each thread's cache may always hold: min(thread floor, per-thread cap).
   [[nodiscard]] std::size_t thread_floor() const noexcept
   {
@@ -122,6 +126,11 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   /// The pool-fraction cap never goes below this many blocks of the largest cached size.
   static constexpr std::size_t min_fraction_cap_blocks = 4;
 
+  /// Over a lean pool, when a growth finds the caches holding more than one cache's floor in
+  /// all: asks the other threads' caches to flush at their next calls (does not wait).
+  void bound_other_caches(local_cache const* mine) noexcept;
+  /// Whether the upstream is a lean pool (its growth hook says so).
+  [[nodiscard]] bool lean_upstream() const noexcept;
   /// The upstream's growth hook: flushes the calling thread's cache (see options).
   static bool flush_before_growth(void* self) noexcept;
   void* allocate_large(std::size_t bytes, cudaStream_t stream);
