@@ -84,9 +84,14 @@ void report_bad_deallocation(char const* resource, void const* ptr, std::size_t 
 /// "pool size P, free F in N blocks, largest free block L (fragmentation X%)".
 [[nodiscard]] std::string describe_free(std::size_t pool_bytes, free_stats const& stats);
 /// Throws logic_error "<resource>: invariant broken: <what>" when !cond; `what` is only built then.
-#define GPUMEM_INVARIANT(cond, resource, what) \
-  GPUMEM_EXPECTS(cond, ::gpumem::logic_error,  \
-                 ::gpumem::detail::format(resource, ": invariant broken: ", what))
+/// An internal logic error: the message keeps the place in the sources (site_message).
+#define GPUMEM_INVARIANT(cond, resource, what)                                                    \
+  do {                                                                                            \
+    if (!(cond)) [[unlikely]] {                                                                   \
+      throw ::gpumem::logic_error{::gpumem::detail::site_message(                                 \
+          __FILE__, __LINE__, ::gpumem::detail::format(resource, ": invariant broken: ", what))}; \
+    }                                                                                             \
+  } while (0)
 /// Checks that blocks (any order) lie within their chunks and do not overlap.
 void check_blocks(char const* resource, std::vector<free_block> blocks,
                   std::vector<free_block> const& chunks);
