@@ -134,6 +134,24 @@ if run 2 replay mid.csv -r pool --simulate && has "mid.csv:2:" err.txt; then
   ok "a malformed line that is not the last is still an error"
 else fail "malformed middle line (rc=$rc)"; fi
 
+# -- messages: what was wrong, with the values, no source locations, no huge echoes --------------
+: > empty.csv
+if run 0 replay empty.csv -r pool --simulate && has "empty.csv holds no events" err.txt; then
+  ok "a 0-byte trace replays with a warning"
+else fail "empty trace (rc=$rc)"; fi
+printf 'Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,0x100,0\n' > hexsize.csv
+if run 2 replay hexsize.csv -r pool --simulate && has "found '0x100'" err.txt; then
+  ok "a hex Size is shown whole in the message"
+else fail "hex size message (rc=$rc)"; fi
+{ printf 'Thread,Time,Action,Pointer,Size,Stream\n0,1,'; head -c 1000000 /dev/zero | tr '\0' a; printf ',0x10,8,0\n'; } > longline.csv
+if run 2 replay longline.csv -r pool --simulate && [ "$(wc -c <err.txt)" -lt 1000 ] && has "...' (1000000 bytes)" err.txt; then
+  ok "a 1 MB field is not echoed whole"
+else fail "long line echoed (rc=$rc, $(wc -c <err.txt) bytes of stderr)"; fi
+if run 3 replay golden.csv -r 'aligned:alignment=3>pool' --simulate && ! grep -q "failure at\|\.cpp:\|\.hpp:" out.txt err.txt &&
+   has "could not be built: gpumem: aligned_resource_adaptor: alignment must be a power of two, got 3" out.txt; then
+  ok "a bad value's message carries no source location"
+else fail "source location in a message (rc=$rc)"; fi
+
 # -- bounded resources ---------------------------------------------------------------------------
 TMPDIR=/nonexistent-gpumem "$bin" replay golden.csv -r pool --simulate >out.txt 2>err.txt; rc=$?
 if [ "$rc" -eq 1 ] && has "/nonexistent-gpumem" err.txt && has "TMPDIR" err.txt; then
@@ -154,10 +172,36 @@ else fail "1000 threads (rc=$rc)"; fi
 if run 3 replay two.csv -r 'limiting:limit=64KiB>pool' --simulate --threads && has "OUT OF MEMORY" out.txt; then
   ok "an allocation failing in a threaded replay is reported (no abort)"
 else fail "threaded failure (rc=$rc)"; fi
+# The lean pool with many threads: each thread's cache floor was kept while the pool grew
+# (thread_cache>vmm_pool held 1.19x what vmm_pool alone held on this trace; now within 1.10x).
+"$bin" synth t128.csv --events 150000 --threads 128 --seed 5 >/dev/null 2>&1
+if run 0 replay t128.csv -r vmm_pool -r 'thread_cache>vmm_pool' --simulate --threads --csv --no-progress &&
+   python3 - out.txt <<'PY'
+import csv, sys
+rows = {r["resource"]: float(r["footprint_ratio"]) for r in csv.DictReader(open(sys.argv[1]))}
+alone, cached = rows["vmm_pool"], rows["thread_cache>vmm_pool"]
+assert cached <= alone * 1.10, (alone, cached)
+PY
+then ok "thread_cache>vmm_pool with 128 threads holds within 1.10x of vmm_pool alone"
+else fail "thread cache over a lean pool with 128 threads (rc=$rc)"; fi
 "$bin" bench -r 'limiting:limit=4KiB>pool' -w threads --smoke --simulate --no-progress >out.txt 2>err.txt; rc=$?
 if [ "$rc" -lt 128 ] && has "n/a" out.txt; then
   ok "bench: an allocation failing inside the threads workload is n/a, not std::terminate"
 else fail "bench threads failure (rc=$rc)"; fi
+
+# -- what convert writes, replay reads: a recorded stack of more than 1 MiB of text ---------------
+python3 - huge.pickle <<'PY'
+import pickle, sys
+f = [{"filename": "deep_%d.py" % i, "line": i, "name": "f, \"quoted\" " + "x" * 90} for i in range(20000)]
+t = [{"action": "alloc", "addr": 0x1000, "size": 512, "stream": 0, "time_us": 10, "frames": f},
+     {"action": "free_completed", "addr": 0x1000, "size": 512, "stream": 0, "time_us": 20}]
+pickle.dump({"segments": [], "device_traces": [t]}, open(sys.argv[1], "wb"))
+PY
+if run 0 convert huge.pickle -o huge.csv && has "1 call stack(s) longer than 256 KiB" err.txt &&
+   run 0 replay huge.csv -r pool --simulate --report hugereport && has "2 events" out.txt &&
+   python3 -c 'import json,sys; f=json.load(open("hugereport/results.json"))["traces"][0]["frames"]; assert 1000 < len(f) < 20000 and f[0].startswith("f, "), len(f)'; then
+  ok "convert cuts a stack of 2 MB of text to its innermost frames (said), and replay reads it"
+else fail "huge stack round trip (rc=$rc)"; fi
 
 # -- outputs through symbolic links: written through, the link stays a link ---------------------
 printf 'old\n' > real.csv && ln -s real.csv link.csv
