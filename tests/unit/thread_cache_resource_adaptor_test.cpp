@@ -299,11 +299,9 @@ TEST_F(thread_cache_lean_pool, ACacheWithinItsFloorIsKeptWhenThePoolGrows)
   pool.check_invariants();
 }
 
-// Over a small lean pool the floors of the threads' caches do not add up: cached blocks there are
-// bytes the pool holds beside the live ones, and 128 threads' floors made vmm_pool hold 1.25x
-// the live bytes. The cap stays at the pool fraction (at least 4 of the largest blocks) however
-// many threads cache, and each thread's floor at a growth is its share of that cap.
-TEST(thread_cache_growth, TheCapOverASmallLeanPoolDoesNotGrowWithTheThreads)
+// Over a small lean pool, the cap on all caches is never below the floor of each thread that has
+// a cache: every thread keeps room for its blocks however many threads share the pool.
+TEST(thread_cache_growth, TheCapOverASmallPoolGrowsWithTheThreadsThatCache)
 {
   detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 256 * MiB}};
   mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = 512 * MiB}, rt};
@@ -312,8 +310,7 @@ TEST(thread_cache_growth, TheCapOverASmallLeanPoolDoesNotGrowWithTheThreads)
   auto const a = rt.create_stream();
   EXPECT_EQ(cache.stats().cap_bytes, 256 * KiB) << "4 of the largest blocks, no thread yet";
   cache.deallocate(cache.allocate(KiB, a), KiB, a);
-  auto const one = cache.stats().cap_bytes;
-  EXPECT_LT(one, 3 * MiB) << "one thread's floor is not added to the cap over a lean pool";
+  EXPECT_EQ(cache.stats().cap_bytes, 3 * MiB);
   std::vector<std::thread> threads;
   std::atomic<int> ready{0};
   std::atomic<bool> done{false};
@@ -326,24 +323,11 @@ TEST(thread_cache_growth, TheCapOverASmallLeanPoolDoesNotGrowWithTheThreads)
     });
   }
   while (ready.load() < 3) { std::this_thread::yield(); }
-  EXPECT_EQ(cache.stats().cap_bytes, one) << "four threads with a cache: the same cap";
+  EXPECT_EQ(cache.stats().cap_bytes, 12 * MiB) << "four threads with a cache";
   done.store(true);
   for (auto& t : threads) { t.join(); }
-  EXPECT_EQ(cache.stats().cap_bytes, one);
+  EXPECT_EQ(cache.stats().cap_bytes, 3 * MiB) << "the exited threads' floors are gone";
   cache.check_invariants();
-}
-
-// Over a pool that is not lean, the floors still add up (those pools keep freed memory anyway).
-TEST(thread_cache_growth, TheCapOverAPoolThatIsNotLeanGrowsWithTheThreadsThatCache)
-{
-  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 256 * MiB}};
-  mr::cuda_memory_resource cuda{rt};
-  mr::pool_memory_resource<mr::cuda_memory_resource> pool{&cuda, MiB, std::nullopt, rt};
-  mr::thread_cache_resource_adaptor<decltype(pool)> cache{
-      &pool, {.max_cached_size_bytes = 64 * KiB, .thread_floor_bytes = 3 * MiB}};
-  auto const a = rt.create_stream();
-  cache.deallocate(cache.allocate(KiB, a), KiB, a);
-  EXPECT_EQ(cache.stats().cap_bytes, 3 * MiB);
 }
 
 // Another thread's growth does not touch this thread's cache (its bins are its own), and the

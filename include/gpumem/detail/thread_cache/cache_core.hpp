@@ -93,12 +93,8 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   [[nodiscard]] device_async_resource_ref upstream() const noexcept { return upstream_; }
   [[nodiscard]] options const& opts() const noexcept { return opts_; }
   /// The cap on all caches' bytes now: min(total cap, pool fraction x upstream pool size), the
-  /// latter never below 4 of the largest cached blocks nor, unless the pool is lean, the thread
-  /// floor x caches.
+  /// latter never below 4 of the largest cached blocks nor the thread floor x caches.
   [[nodiscard]] std::size_t total_cap() const;
-  /// What the growing thread's cache keeps when a pool below grows: the thread floor, over a
-  /// lean pool at most an even share of total_cap() (the floors stay within it in total).
-  [[nodiscard]] std::size_t growth_floor() const;
   /// What each thread's cache may always hold: min(thread floor, per-thread cap).
   [[nodiscard]] std::size_t thread_floor() const noexcept
   {
@@ -125,9 +121,12 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   static constexpr std::size_t shard_count = 64;
   /// The pool-fraction cap never goes below this many blocks of the largest cached size.
   static constexpr std::size_t min_fraction_cap_blocks = 4;
+  /// Over a lean pool, the caches together are bounded at a growth to this share of the pool
+  /// fraction (1/16 of 12.5 %: 0.8 % of the pool); see bound_other_caches().
+  static constexpr double growth_bound_share = 1.0 / 16;
 
-  /// Over a lean pool, when a growth finds the caches holding more than one cache's floor in
-  /// all: asks the other threads' caches to flush at their next calls (does not wait).
+  /// Over a lean pool, when a growth finds all caches holding more than growth_bound_share of
+  /// the pool fraction: asks the other threads' caches to flush at their next calls.
   void bound_other_caches(local_cache const* mine) noexcept;
   /// Whether the upstream is a lean pool (its growth hook says so).
   [[nodiscard]] bool lean_upstream() const noexcept;
