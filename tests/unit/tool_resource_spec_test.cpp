@@ -91,6 +91,19 @@ TEST(ResourceFactory, CountsAndAlignedSizesAreChecked)
   EXPECT_NE(e.find("is not a whole number"), std::string::npos) << e;
 }
 
+// A spec of a megabyte is not echoed whole: 80 bytes around the place, and the size.
+TEST(ResourceSpec, AHugeSpecIsNotEchoedWhole)
+{
+  std::string const huge = "pool:initial=" + std::string(1 << 20, '1') + "KiB,bad";
+  auto e                 = error_of([&] { (void)parse_resource_spec(huge); });
+  EXPECT_LT(e.size(), 600U) << e.substr(0, 600);
+  EXPECT_NE(e.find("... (1048596 bytes)"), std::string::npos) << e.substr(0, 600);
+  EXPECT_NE(e.find("expected key=value (e.g. initial=1GiB), found 'bad'"), std::string::npos)
+      << e.substr(0, 600);
+  e = error_of([] { (void)parse_size(std::string(5000, 'x'), "size"); });
+  EXPECT_LT(e.size(), 300U) << e.substr(0, 300);
+}
+
 TEST(ResourceSpec, AKeyGivenTwiceIsRefused)
 {
   auto e = error_of([] { (void)parse_resource_spec("pool:initial=1GiB,initial=2GiB>cuda"); });

@@ -130,6 +130,14 @@ Sizes are log-uniform 256 B..64 MiB; allocations and frees interleave at random 
 --max-live (default 4096) blocks live. Example: gpumem synth big.csv --events 20000000
 )";
 
+/// A command-line word as a message repeats it: at most 80 bytes, then "..." and its size.
+std::string shown(std::string const& word)
+{
+  constexpr std::size_t most = 80;
+  if (word.size() <= most) { return word; }
+  return word.substr(0, most) + "... (" + std::to_string(word.size()) + " bytes)";
+}
+
 /// Thrown for bad command lines; main prints it with the command's --help hint.
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -151,8 +159,8 @@ class args {
   }
   [[noreturn]] void unknown(std::string const& arg) const
   {
-    throw usage_error{"unknown option '" + arg + "' for 'gpumem" + (cmd_.empty() ? "" : " ") +
-                      cmd_ + "'"};
+    throw usage_error{"unknown option '" + shown(arg) + "' for 'gpumem" +
+                      (cmd_.empty() ? "" : " ") + cmd_ + "'"};
   }
   std::string const& command() const { return cmd_; }
 
@@ -187,13 +195,15 @@ std::uint64_t count_value(std::string const& opt, std::string const& v, std::uin
   std::uint64_t n = 0;
   bool overflow   = false;
   for (char c : v) {
-    if (c < '0' || c > '9') { throw usage_error{opt + ": '" + v + "' is not a count" + range}; }
+    if (c < '0' || c > '9') {
+      throw usage_error{opt + ": '" + shown(v) + "' is not a count" + range};
+    }
     overflow = overflow || __builtin_mul_overflow(n, 10U, &n) ||
                __builtin_add_overflow(n, static_cast<std::uint64_t>(c - '0'), &n);
   }
   if (v.empty()) { throw usage_error{opt + " needs a value" + range}; }
   if (overflow || n < lo || n > hi) {
-    throw usage_error{opt + ": " + v + " is out of range" + range};
+    throw usage_error{opt + ": " + shown(v) + " is out of range" + range};
   }
   return n;
 }
@@ -283,7 +293,7 @@ int cmd_bench(args& a)
     } else if (arg == "-w" || is(arg, "--workload")) {
       auto w = a.value("--workload", arg);
       if (std::find(workloads.begin(), workloads.end(), w) == workloads.end()) {
-        throw usage_error{"unknown workload '" + w +
+        throw usage_error{"unknown workload '" + shown(w) +
                           "'; the workloads are pair, random_small, random_large, threads, replay"};
       }
       o.workloads.push_back(w);
@@ -395,7 +405,7 @@ int dispatch(std::vector<std::string> v)
   if (cmd == "convert") { return cmd_convert(a); }
   if (cmd == "synth") { return cmd_synth(a); }
   if (cmd == "help") { return std::cout << main_help, 0; }
-  throw usage_error{"unknown command '" + cmd +
+  throw usage_error{"unknown command '" + shown(cmd) +
                     "'; the commands are replay, bench, info, "
                     "convert, synth"};
 }
