@@ -36,7 +36,9 @@ bool is_open_file_alias(std::string const& path)
   fs::path p = fs::absolute(path, ec);
   for (int step = 0; step < 40; ++step) {
     auto const where = p.lexically_normal().string();
-    if (where.rfind("/dev/", 0) == 0 || where.rfind("/proc/", 0) == 0) { return true; }
+    for (char const* alias : {"/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/"}) {
+      if (where.rfind(alias, 0) == 0) { return true; }
+    }
     if (!fs::is_symlink(fs::symlink_status(p, ec))) { return false; }
     auto const next = fs::read_symlink(p, ec);
     if (ec) { return false; }
