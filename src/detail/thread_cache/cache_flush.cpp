@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 namespace gpumem::detail::thread_cache {
@@ -44,7 +45,7 @@ std::size_t cache_core::total_cap() const
 // floors of many threads add up (thread_cache>vmm_pool with 128 threads held 1.19x what vmm_pool
 // alone held on a synthetic trace). A growth there bounds them in total: when all caches hold
 // more than growth_bound_share of the pool fraction, the other threads' caches are asked to flush
-// (at their owners' next calls; the growth does not wait).
+// (at their owners' next calls; the growth does not wait, nor does it wait for the registry).
 void cache_core::bound_other_caches(local_cache const* mine) noexcept
 {
   if (!lean_upstream() || !opts_.upstream_pool_bytes ||
@@ -54,8 +55,15 @@ void cache_core::bound_other_caches(local_cache const* mine) noexcept
   try {
     auto const pool  = static_cast<double>(opts_.upstream_pool_bytes());
     auto const bound = static_cast<std::size_t>(opts_.pool_fraction * pool * growth_bound_share);
-    if (credit_used_.load(std::memory_order_relaxed) > bound) {
-      (void)request_flushes(mine, false);
+    if (credit_used_.load(std::memory_order_relaxed) <= bound) { return; }
+    // Under the pool's grow lock, while shutdown() takes the registry lock before the grow lock
+    // (clear_before_growth): only try the registry lock here, never wait for it.
+    std::unique_lock lock{mutex_, std::try_to_lock};
+    if (!lock.owns_lock()) { return; }
+    for (auto const& c : caches_) {
+      if (c.get() != mine && c->bytes_cached_.get() != 0) {
+        c->flush_requested_.store(true, std::memory_order_release);
+      }
     }
   } catch (...) {  // NOLINT(bugprone-empty-catch): the growth goes on; the caches stay
   }
