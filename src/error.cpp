@@ -25,10 +25,14 @@ std::string site_message(char const* file, int line, std::string const& msg)
   return format("gpumem failure at ", source_name(file), ":", line, ": ", msg);
 }
 
-std::string cuda_message(char const* file, int line, char const* call, cudaError_t s)
+std::string user_message(std::string const& msg)
 {
-  return site_message(file, line,
-                      format(call, " failed: ", cudaGetErrorName(s), " ", cudaGetErrorString(s)));
+  return format("gpumem: ", msg);
+}
+
+std::string cuda_message(char const*, int, char const* call, cudaError_t s)
+{
+  return user_message(format(call, " failed: ", cudaGetErrorName(s), " ", cudaGetErrorString(s)));
 }
 
 void throw_cuda_error(char const* file, int line, char const* call, cudaError_t status)
@@ -42,8 +46,7 @@ void throw_cuda_error(char const* file, int line, char const* call, cudaError_t 
 void throw_cuda_failure(cudaError_t status, std::string const& context)
 {
   (void)cudaGetLastError();
-  throw cuda_error{status, site_message(__FILE__, __LINE__,
-                                        format(context, ": ", cudaGetErrorName(status), " (",
+  throw cuda_error{status, user_message(format(context, ": ", cudaGetErrorName(status), " (",
                                                cudaGetErrorString(status), ")"))};
 }
 

@@ -66,8 +66,12 @@ namespace detail {
 /// `file` without the folder the project was built in: "gpumem/mr/pool_memory_resource.hpp",
 /// "src/error.cpp" (a file outside include/ and src/: its name alone).
 [[nodiscard]] std::string_view source_name(std::string_view file) noexcept;
-/// "file:line: msg" — the call site prefix used by every GPUMEM_ macro (file as source_name).
+/// "gpumem failure at file:line: msg" (file as source_name): only for internal logic errors (a
+/// broken invariant), where the place in the code is what a bug report needs.
 [[nodiscard]] std::string site_message(char const* file, int line, std::string const& msg);
+/// "gpumem: msg" — what GPUMEM_EXPECTS, GPUMEM_FAIL and failed CUDA calls say: what was wrong,
+/// with the values, and no place in gpumem's sources (nothing a user can act on).
+[[nodiscard]] std::string user_message(std::string const& msg);
 /// Builds the message of a failed CUDA call: site, call text, error name and string.
 [[nodiscard]] std::string cuda_message(char const* file, int line, char const* call, cudaError_t s);
 /// Throws the exception that matches `status` (out_of_memory for cudaErrorMemoryAllocation).
@@ -79,20 +83,18 @@ namespace detail {
 
 }  // namespace gpumem
 
-/// Throws `exception_type` with the call site when `cond` is false. The message may be any
+/// Throws `exception_type` with user_message(msg) when `cond` is false. The message may be any
 /// expression convertible to std::string (build it with detail::format or std::to_string).
-#define GPUMEM_EXPECTS(cond, exception_type, msg)                                      \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]] {                                                        \
-      throw exception_type{::gpumem::detail::site_message(__FILE__, __LINE__, (msg))}; \
-    }                                                                                  \
+#define GPUMEM_EXPECTS(cond, exception_type, msg)                                            \
+  do {                                                                                       \
+    if (!(cond)) [[unlikely]] { throw exception_type{::gpumem::detail::user_message(msg)}; } \
   } while (0)
 
-/// Throws `exception_type` with the call site, unconditionally.
-#define GPUMEM_FAIL(exception_type, msg)                      \
-  throw exception_type                                        \
-  {                                                           \
-    ::gpumem::detail::site_message(__FILE__, __LINE__, (msg)) \
+/// Throws `exception_type` with user_message(msg), unconditionally.
+#define GPUMEM_FAIL(exception_type, msg) \
+  throw exception_type                   \
+  {                                      \
+    ::gpumem::detail::user_message(msg)  \
   }
 
 /// Calls a CUDA runtime function and throws cuda_error (or out_of_memory) if it fails.

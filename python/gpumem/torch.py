@@ -715,14 +715,24 @@ def _main(argv: list) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         sys.stderr.write(_USAGE)
         return 0 if argv else 2
-    try:
+    if argv[0] == "-m" and len(argv) < 2:
+        sys.stderr.write(_USAGE)
+        return 2
+    try:  # the spec first: a bad one is said whether PyTorch is there or not
+        if spec is not None:
+            this.parse_config(spec, "--alloc")
+        else:
+            this.config_from_env()
+        import torch  # noqa: F401
         this.use(spec)
     except this.AllocatorConfigError as e:
         sys.stderr.write(f"gpumem.torch: {e}\n")
         return 2
-    if argv[0] == "-m" and len(argv) < 2:
-        sys.stderr.write(_USAGE)
-        return 2
+    except ImportError as e:
+        sys.stderr.write(f"gpumem.torch: cannot run {argv[-1] if argv[0] == '-m' else argv[0]}: "
+                         f"PyTorch is not installed here ({e}); install it (pip install torch) "
+                         "or run the program without gpumem.torch\n")
+        return 1
     with this.out_of_memory_errors():
         if argv[0] == "-m":
             sys.argv = argv[1:]

@@ -581,6 +581,30 @@ def test_the_runner_switches_an_unchanged_script(fake_torch, tmp_path):
     assert "GPUMEM_TORCH_ALLOC='nonsense': unknown resource 'nonsense'" in out.stderr
 
 
+def test_main_without_torch_says_so_in_one_line_and_still_checks_the_spec(tmp_path):
+    """Without PyTorch, `python -m gpumem.torch` printed a traceback and never said a spec was
+    bad: now one line and a non-zero exit, and the spec is checked first."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError(\"No module named 'torch'\")\n")
+    (tmp_path / "script.py").write_text("print('ran')\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(tmp_path), os.path.dirname(os.path.dirname(gpumem.__file__)),
+         env.get("PYTHONPATH", "")])
+    env.pop(gt.ENV_VAR, None)
+    out = run(None, env, "-m", "gpumem.torch", str(tmp_path / "script.py"))
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert "PyTorch is not installed" in out.stderr and "ran" not in out.stdout
+    env[gt.ENV_VAR] = "pool:initial=1GiB,initial=2GiB"
+    out = run(None, env, "-m", "gpumem.torch", str(tmp_path / "script.py"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "GPUMEM_TORCH_ALLOC='pool:initial=1GiB,initial=2GiB'" in out.stderr
+    assert "given twice" in out.stderr
+    out = run(None, env, "-m", "gpumem.torch", "--alloc", "poool", str(tmp_path / "script.py"))
+    assert out.returncode == 2 and "unknown resource 'poool'" in out.stderr, out.stderr
+
+
 def test_out_of_memory_becomes_torchs_error_in_every_build(fake_torch):
     out = run("""
         import torch, gpumem.torch as gt

@@ -38,6 +38,15 @@ caching_memory_resource::~caching_memory_resource()
     core_.free_all_cached();
   } catch (...) {  // NOLINT(bugprone-empty-catch): destructors do not throw
   }
+  auto const live = core_.release_live();  // what it owns goes back upstream, said on stderr
+  if (live.count == 0) { return; }
+  try {
+    std::cerr << detail::format("gpumem::caching_memory_resource: destroyed with ", live.count,
+                                " block", live.count == 1 ? "" : "s", " (", live.bytes,
+                                " B) still allocated; freed to the upstream (using them now "
+                                "is a use after free)\n");
+  } catch (...) {  // NOLINT(bugprone-empty-catch): reporting must not throw
+  }
 }
 
 void* caching_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view stream)

@@ -265,8 +265,7 @@ access_request make_request(runtime& rt, pool_location owner, access_descriptor 
 {
   bool const known = r.accessor >= 0 && r.accessor < r.device_count;
   if (known && !r.peer_capable && is_other_device(r.owner, r)) {
-    throw cuda_error{cudaErrorPeerAccessUnsupported,
-                     site_message(__FILE__, __LINE__, "pool access refused: " + why)};
+    throw cuda_error{cudaErrorPeerAccessUnsupported, user_message("pool access refused: " + why)};
   }
   GPUMEM_FAIL(logic_error, "pool access refused: " + why);
 }
@@ -459,10 +458,8 @@ memory_pool::memory_pool(pool_properties const& props, detail::runtime& rt) : pr
   auto const caps = query_pool_capabilities(cuda_device_id{device_of(rt, props)}, rt);
   auto const why  = diagnose_unsupported(props, caps);
   if (!why.empty()) {
-    throw cuda_error{
-        cudaErrorNotSupported,
-        detail::site_message(__FILE__, __LINE__,
-                             "cannot create memory pool (" + to_string(props) + "): " + why)};
+    throw cuda_error{cudaErrorNotSupported, detail::user_message("cannot create memory pool (" +
+                                                                 to_string(props) + "): " + why)};
   }
   auto const cuda_props = to_cuda(props);
   cudaMemPool_t pool{};

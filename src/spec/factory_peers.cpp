@@ -134,7 +134,7 @@ class cuda_async_layer final : public mr::device_memory_resource, public footpri
 std::optional<std::size_t> optional_size(layer_args const& a, char const* key)
 {
   if (a.text(key) == "none") { return std::nullopt; }
-  return a.bytes(key);
+  return a.bytes(key, 0, most_device_bytes);
 }
 
 unsigned bin_param(layer_args const& args, char const* key)

@@ -57,8 +57,8 @@ std::vector<factory_entry> leaves()
            throw spec_error{"vmm_pool: peers must be all or none, got " + peers};
          }
          o.all_peers   = peers == "all";
-         auto bytes_or = [&](char const* key, std::size_t none) {
-           return a.text(key) == "none" ? none : a.bytes(key);
+         auto bytes_or = [&](char const* key, std::size_t none, std::size_t least = 1) {
+           return a.text(key) == "none" ? none : a.bytes(key, least, most_device_bytes);
          };
          o.reserve_bytes     = bytes_or("reserve", 0);
          o.granularity_bytes = bytes_or("granularity", 0);
@@ -73,7 +73,7 @@ std::vector<factory_entry> leaves()
          };
          o.growth_percent          = percent("growth");
          o.busy_growth_percent     = percent("busy_growth");
-         o.release_threshold_bytes = bytes_or("release_threshold", SIZE_MAX);
+         o.release_threshold_bytes = bytes_or("release_threshold", SIZE_MAX, 0);
          return std::make_unique<mr::vmm_pool_memory_resource>(o, *c.runtime);
        },
        "vmm_pool"});

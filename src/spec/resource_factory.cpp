@@ -10,6 +10,8 @@
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 
+#include "shown.hpp"
+
 #include <cstdlib>
 
 namespace gpumem::spec {
@@ -112,9 +114,9 @@ bool layer_args::given(std::string_view key) const
   return false;
 }
 
-std::size_t layer_args::bytes(std::string_view key) const
+std::size_t layer_args::bytes(std::string_view key, std::size_t least, std::size_t most) const
 {
-  return parse_size(raw(key), detail::format(entry_->name, " parameter ", key));
+  return parse_size_in(raw(key), detail::format(entry_->name, " parameter ", key), least, most);
 }
 
 double layer_args::number(std::string_view key) const
@@ -123,7 +125,7 @@ double layer_args::number(std::string_view key) const
   char* end      = nullptr;
   double const v = std::strtod(s.c_str(), &end);
   if (s.empty() || end != s.c_str() + s.size()) {
-    throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", s,
+    throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", detail_shown::shown(s),
                                     "' is not a number; ", param_list(*entry_))};
   }
   return v;
@@ -139,7 +141,7 @@ std::uint64_t layer_args::count(std::string_view key, std::uint64_t most) const
          !__builtin_add_overflow(v, static_cast<std::uint64_t>(c - '0'), &v);
   }
   if (!ok || v > most) {
-    throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", s,
+    throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", detail_shown::shown(s),
                                     "' is not a whole number from 0 to ", most)};
   }
   return v;
@@ -147,9 +149,10 @@ std::uint64_t layer_args::count(std::string_view key, std::uint64_t most) const
 
 std::size_t layer_args::aligned_bytes(std::string_view key, std::size_t alignment) const
 {
-  auto const v = bytes(key);
+  auto const v = bytes(key, 0, most_device_bytes);
   if (!can_align_up(v, alignment)) {
-    throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", raw(key),
+    throw spec_error{detail::format(entry_->name, " parameter ", key, ": '",
+                                    detail_shown::shown(raw(key)),
                                     "' cannot be rounded up to a multiple of ", alignment,
                                     " bytes; give at most ", v & ~(alignment - 1))};
   }
@@ -161,7 +164,7 @@ bool layer_args::flag(std::string_view key) const
   auto const s = raw(key);
   if (s == "true" || s == "1" || s == "yes" || s == "on") { return true; }
   if (s == "false" || s == "0" || s == "no" || s == "off") { return false; }
-  throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", s,
+  throw spec_error{detail::format(entry_->name, " parameter ", key, ": '", detail_shown::shown(s),
                                   "' is not a boolean; write true or false")};
 }
 
@@ -265,7 +268,7 @@ factory_entry const& find_entry(std::string_view name)
   for (auto const& e : factory_table()) {
     if (e.name == name) { return e; }
   }
-  throw spec_error{detail::format("unknown resource '", name,
+  throw spec_error{detail::format("unknown resource '", detail_shown::shown(name),
                                   "'; the valid names are:", valid_names(),
                                   "\n(`gpumem replay --list-resources` describes them)")};
 }

@@ -3,11 +3,14 @@
 #include <gpumem/detail/stack_links.hpp>
 #include <gpumem/spec/resource_spec.hpp>
 
+#include "shown.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace gpumem::spec {
 namespace {
@@ -28,12 +31,17 @@ bool is_identifier(std::string_view s)
   return true;
 }
 
-/// "in spec 'a>b:x'\n          ^ here"
+/// "in spec 'a>b:x'\n          ^ here"; a long spec is shown as the 80 bytes around the place.
 [[noreturn]] void fail_at(std::string_view text, std::string_view part, std::string const& why)
 {
-  auto const col = static_cast<std::size_t>(part.data() - text.data());
-  throw spec_error{detail::format("resource spec '", text, "': ", why, "\n  ", text, "\n  ",
-                                  std::string(col, ' '), "^")};
+  auto const col         = static_cast<std::size_t>(part.data() - text.data());
+  auto const width       = detail_shown::shown_bytes;
+  auto const from        = text.size() <= width || col < width / 2 ? 0 : col - width / 2;
+  auto const shown       = text.substr(from, width);
+  std::string const lead = from > 0 ? "..." : "";
+  throw spec_error{detail::format("resource spec '", detail_shown::shown(text), "': ", why, "\n  ",
+                                  lead, shown, from + shown.size() < text.size() ? "..." : "",
+                                  "\n  ", std::string(lead.size() + col - from, ' '), "^")};
 }
 
 param parse_param(std::string_view text, std::string_view part)
@@ -42,10 +50,13 @@ param parse_param(std::string_view text, std::string_view part)
   auto key      = trim(part.substr(0, eq));
   if (eq == std::string_view::npos || !is_identifier(key)) {
     fail_at(text, part,
-            detail::format("expected key=value (e.g. initial=1GiB), found '", trim(part), "'"));
+            detail::format("expected key=value (e.g. initial=1GiB), found '",
+                           detail_shown::shown(trim(part)), "'"));
   }
   auto value = trim(part.substr(eq + 1));
-  if (value.empty()) { fail_at(text, part, detail::format("parameter '", key, "' has no value")); }
+  if (value.empty()) {
+    fail_at(text, part, detail::format("parameter '", detail_shown::shown(key), "' has no value"));
+  }
   return {std::string{key}, std::string{value}};
 }
 
@@ -55,7 +66,8 @@ layer_spec parse_layer(std::string_view text, std::string_view part)
   auto name        = trim(part.substr(0, colon));
   if (!is_identifier(name)) {
     fail_at(text, part,
-            detail::format("expected a resource name (e.g. pool, cuda), found '", trim(part),
+            detail::format("expected a resource name (e.g. pool, cuda), found '",
+                           detail_shown::shown(trim(part)),
                            "'; stack layers with '>' as in pool:initial=1GiB>cuda"));
   }
   layer_spec layer{std::string{name}, {}};
@@ -63,7 +75,18 @@ layer_spec parse_layer(std::string_view text, std::string_view part)
   auto rest = part.substr(colon + 1);
   while (true) {
     auto const comma = rest.find(',');
-    layer.params.push_back(parse_param(text, rest.substr(0, comma)));
+    auto const item  = rest.substr(0, comma);
+    auto p           = parse_param(text, item);
+    for (auto const& earlier : layer.params) {
+      if (earlier.key == p.key) {
+        fail_at(text, item,
+                detail::format("parameter '", detail_shown::shown(p.key), "' of ",
+                               detail_shown::shown(layer.name), " is given twice (",
+                               detail_shown::shown(earlier.key + "=" + earlier.value), " and ",
+                               detail_shown::shown(p.key + "=" + p.value), "); give it once"));
+      }
+    }
+    layer.params.push_back(std::move(p));
     if (comma == std::string_view::npos) { break; }
     rest = rest.substr(comma + 1);
   }
@@ -140,13 +163,13 @@ std::size_t parse_size(std::string_view text, std::string_view what)
   if (number.empty() || number == "." || unit == 0 ||
       (dot != std::string_view::npos && number.find('.', dot + 1) != std::string_view::npos)) {
     throw spec_error{detail::format(
-        what, ": cannot read '", text,
+        what, ": cannot read '", detail_shown::shown(text),
         "' as a size; write a number with an optional unit: 4096, 256KiB, 1.5GiB, 80GB or max")};
   }
   auto too_large = [&] {
-    return spec_error{detail::format(what, ": '", text, "' is more than 2^64-1 bytes (",
-                                     std::numeric_limits<std::size_t>::max(),
-                                     "); write max for no limit")};
+    return spec_error{
+        detail::format(what, ": '", detail_shown::shown(text), "' is more than 2^64-1 bytes (",
+                       std::numeric_limits<std::size_t>::max(), "); write max for no limit")};
   };
   if (dot == std::string_view::npos) {  // whole numbers exactly, however large
     std::size_t v = 0;
@@ -165,6 +188,18 @@ std::size_t parse_size(std::string_view text, std::string_view what)
   auto const rounded = std::roundl(bytes);
   if (!(rounded < 0x1p64L)) { throw too_large(); }
   return static_cast<std::size_t>(rounded);
+}
+
+std::size_t parse_size_in(std::string_view text, std::string_view what, std::size_t least,
+                          std::size_t most)
+{
+  auto const bytes = parse_size(text, what);
+  if (bytes < least || bytes > most) {
+    throw spec_error{detail::format(what, ": '", detail_shown::shown(text),
+                                    "' is out of range; give a size from ", size_to_string(least),
+                                    " to ", size_to_string(most))};
+  }
+  return bytes;
 }
 
 std::string size_to_string(std::size_t bytes)

@@ -24,14 +24,22 @@ struct cursor {
   char const* end;
   std::string const& file;
   std::size_t line;
+  char const* field_start{p};  ///< where the field being read begins (shown whole on failure)
+
+  /// The most of a field a message shows; a longer one ends with "...".
+  static constexpr std::size_t shown_bytes = 80;
 
   [[noreturn]] void fail(std::string const& expected) const
   {
+    auto const* from = field_start <= p ? field_start : p;
     auto const* stop = static_cast<char const*>(std::memchr(p, ',', end - p));
-    std::string_view found{p, static_cast<std::size_t>((stop ? stop : end) - p)};
-    throw trace_error{file, line,
-                      detail::format("expected ", expected, ", found '",
-                                     found.empty() ? std::string_view{"<nothing>"} : found, "'")};
+    std::string_view found{from, static_cast<std::size_t>((stop ? stop : end) - from)};
+    auto const cut = found.size() > shown_bytes;
+    throw trace_error{
+        file, line,
+        detail::format("expected ", expected, ", found '",
+                       found.empty() ? std::string_view{"<nothing>"} : found.substr(0, shown_bytes),
+                       cut ? "...' (" : "'", cut ? detail::format(found.size(), " bytes)") : "")};
   }
 
   void comma(char const* field)
@@ -40,10 +48,11 @@ struct cursor {
       fail(detail::format("',' before the ", field,
                           " column (6 columns: Thread,Time,Action,Pointer,Size,Stream)"));
     }
-    ++p;
+    field_start = ++p;
   }
 
-  std::uint64_t decimal(char const* field)
+  /// A decimal number; `whole`: the field holds nothing after it (Time may go on: 12.5).
+  std::uint64_t decimal(char const* field, bool whole = true)
   {
     char const* start = p;
     std::uint64_t v   = 0;
@@ -51,7 +60,9 @@ struct cursor {
       v = v * 10 + static_cast<std::uint64_t>(*p - '0');
       ++p;
     }
-    if (p == start) { fail(detail::format("a decimal ", field)); }
+    if (p == start || (whole && p != end && *p != ',')) {
+      fail(detail::format("a decimal ", field));
+    }
     if (p - start > 19) { v = checked_decimal(start, field); }  // may not fit: slow path
     return v;
   }
@@ -105,7 +116,7 @@ struct cursor {
   /// Leading integer of the Time column; the rest (fraction, clock separators) is skipped.
   std::uint64_t time()
   {
-    std::uint64_t v = decimal("Time");
+    std::uint64_t v = decimal("Time", false);
     while (p != end && (static_cast<unsigned>(*p - '0') < 10U || *p == '.' || *p == ':')) { ++p; }
     return v;
   }
@@ -152,6 +163,7 @@ struct cursor {
   void finish()
   {
     if (p != end) {
+      field_start = p;
       fail(
           "end of line after the Stream column (6 columns: Thread,Time,Action,Pointer,Size,"
           "Stream)");

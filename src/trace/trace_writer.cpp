@@ -10,10 +10,11 @@
 
 namespace gpumem::trace {
 
-std::string frames_field(std::string const& frames)
+std::string frames_field(std::string const& whole)
 {
-  bool const quote = frames.find_first_of(",\"") != std::string::npos;
-  std::string out  = quote ? "\"" : "";
+  auto const frames = cut_stack(whole);  // a line the reader accepts
+  bool const quote  = frames.find_first_of(",\"") != std::string_view::npos;
+  std::string out   = quote ? "\"" : "";
   for (char c : frames) {
     if (c == '"') { out += '"'; }
     out += c == '\n' || c == '\r' ? ' ' : c;  // a field never spans lines

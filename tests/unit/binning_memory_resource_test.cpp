@@ -67,6 +67,31 @@ TEST(binning, RejectsNullUpstreamAndBadExponents)
   EXPECT_THROW(binning_mr(&up.cuda, std::int8_t{10}, std::int8_t{63}, up.rt), gpumem::logic_error);
 }
 
+// Wrong-size frees were counted nowhere: the block reached another bin (or upstream) by its
+// wrong size. Now they are reported, counted in bad_deallocations(), and the block goes back to
+// the bin that handed it out.
+TEST(binning, WrongSizeFreesAreCountedAndFreedIntoTheirOwnBin)
+{
+  host_upstream up{false};
+  binning_mr bin{&up.cuda, std::int8_t{10}, std::int8_t{12}, up.rt};
+  void* small = bin.allocate(1000);  // the 1 KiB bin
+  void* mid   = bin.allocate(3000);  // the 4 KiB bin
+  ::testing::internal::CaptureStderr();
+  bin.deallocate(small, 4000);     // 4 KiB bin's size: goes back to the 1 KiB bin
+  bin.deallocate(mid, 100 * KiB);  // upstream's size: goes back to the 4 KiB bin
+  bin.deallocate(mid, 3000);       // double free: no bin holds it
+  auto const text = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(bin.bad_deallocations(), 3U);
+  EXPECT_NE(text.find("size differs from the allocation"), std::string::npos) << text;
+  EXPECT_NE(text.find("not handed out by any of its bins"), std::string::npos) << text;
+  bin.check_invariants();
+  EXPECT_EQ(bin.allocate(1000), small);  // reusable where it belongs
+  EXPECT_EQ(bin.allocate(3000), mid);
+  bin.deallocate(small, 1000);
+  bin.deallocate(mid, 3000);
+  EXPECT_EQ(bin.bad_deallocations(), 3U);
+}
+
 TEST(binning, ReleasesEverythingUpstream)
 {
   host_upstream up{false};

@@ -526,6 +526,39 @@ TEST(caching_memory_resource_test, FreeStreamBecomesTheReuseStreamAndBadFreesAre
                gpumem::logic_error);
 }
 
+// A resource destroyed with blocks still allocated gave none of them back (10 runtime
+// allocations were left); now it frees them and the cache to upstream and says so on stderr.
+TEST(caching_memory_resource_test, DestroyedWithLiveBlocksFreesThemAndReports)
+{
+  detail::host_runtime rt{simulated()};
+  mr::cuda_memory_resource up{rt};
+  ::testing::internal::CaptureStderr();
+  {
+    mr::caching_memory_resource mr{&up, {}, rt};
+    for (int i = 0; i < 10; ++i) { (void)mr.allocate(1000 + 100000 * i); }  // binned and through
+    void* cached = mr.allocate(512);
+    mr.deallocate(cached, 512);
+    EXPECT_EQ(rt.live_allocations(), 11U);
+  }
+  auto const text = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rt.live_allocations(), 0U);
+  EXPECT_NE(text.find("destroyed with 10 blocks ("), std::string::npos) << text;
+  EXPECT_NE(text.find("still allocated; freed to the upstream"), std::string::npos) << text;
+}
+
+TEST(caching_memory_resource_test, DestroyedEmptySaysNothing)
+{
+  detail::host_runtime rt{simulated()};
+  mr::cuda_memory_resource up{rt};
+  ::testing::internal::CaptureStderr();
+  {
+    mr::caching_memory_resource mr{&up, {}, rt};
+    mr.deallocate(mr.allocate(1000), 1000);
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(rt.live_allocations(), 0U);
+}
+
 TEST(caching_memory_resource_test, UnboundedPowerOfTwoBinsCacheEverySize)
 {
   detail::host_runtime rt{simulated()};

@@ -376,5 +376,28 @@ TEST_F(thread_cache_lean_pool, OnlyTheGrowingThreadsCacheIsFlushedAndTheHookLeav
   pool.check_invariants();
 }
 
+// With many threads over a lean pool the floors add up (128 threads: 1.19x the pool alone's
+// footprint): a growth asks the other threads' caches to flush once all caches hold more than
+// 1/16 of the pool fraction. Here another thread's growth empties this thread's cache at its next
+// call (the growth itself does not wait for it).
+TEST_F(thread_cache_lean_pool, AGrowthAsksTheOtherCachesToFlushWhenTheyHoldTooMuchInAll)
+{
+  mr::thread_cache_resource_adaptor<mr::vmm_pool_memory_resource> cache{&pool};
+  void* p = cache.allocate(MiB, a);
+  cache.deallocate(p, MiB, a);
+  EXPECT_EQ(cache.stats().bytes_cached, MiB);
+  std::thread([&] {
+    auto const b = rt.create_stream();
+    cache.deallocate(cache.allocate(KiB, b), KiB, b);  // a cache of its own: two caches
+    void* big = cache.allocate(8 * MiB, b);            // the pool grows
+    cache.deallocate(big, 8 * MiB, b);
+  }).join();
+  EXPECT_EQ(cache.stats().bytes_cached, MiB) << "not flushed by the other thread";
+  void* q = cache.allocate(KiB, a);  // this thread's next call flushes its cache
+  EXPECT_EQ(cache.stats().bytes_cached, 0U);
+  cache.deallocate(q, KiB, a);
+  cache.check_invariants();
+}
+
 }  // namespace
 }  // namespace gpumem::test

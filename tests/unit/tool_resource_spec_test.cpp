@@ -81,11 +81,64 @@ TEST(ResourceFactory, CountsAndAlignedSizesAreChecked)
 {
   detail::host_runtime rt;
   auto e = error_of([&] { (void)build("pool:initial=max", rt, true); });
-  EXPECT_NE(e.find("cannot be rounded up to a multiple of 256"), std::string::npos) << e;
+  EXPECT_NE(e.find("pool parameter initial: 'max' is out of range; give a size from 0B to "
+                   "65536TiB"),
+            std::string::npos)
+      << e;
   e = error_of([&] { (void)build("fixed_size:blocks=-3", rt, true); });
   EXPECT_NE(e.find("'-3' is not a whole number from 0 to"), std::string::npos) << e;
   e = error_of([&] { (void)build("fixed_size:blocks=99999999999999999999", rt, true); });
   EXPECT_NE(e.find("is not a whole number"), std::string::npos) << e;
+}
+
+// A spec of a megabyte is not echoed whole: 80 bytes around the place, and the size.
+TEST(ResourceSpec, AHugeSpecIsNotEchoedWhole)
+{
+  std::string const huge = "pool:initial=" + std::string(1 << 20, '1') + "KiB,bad";
+  auto e                 = error_of([&] { (void)parse_resource_spec(huge); });
+  EXPECT_LT(e.size(), 600U) << e.substr(0, 600);
+  EXPECT_NE(e.find("... (1048596 bytes)"), std::string::npos) << e.substr(0, 600);
+  EXPECT_NE(e.find("expected key=value (e.g. initial=1GiB), found 'bad'"), std::string::npos)
+      << e.substr(0, 600);
+  e = error_of([] { (void)parse_size(std::string(5000, 'x'), "size"); });
+  EXPECT_LT(e.size(), 300U) << e.substr(0, 300);
+}
+
+TEST(ResourceSpec, AKeyGivenTwiceIsRefused)
+{
+  auto e = error_of([] { (void)parse_resource_spec("pool:initial=1GiB,initial=2GiB>cuda"); });
+  EXPECT_NE(e.find("parameter 'initial' of pool is given twice (initial=1GiB and initial=2GiB)"),
+            std::string::npos)
+      << e;
+  EXPECT_NO_THROW((void)parse_resource_spec("pool:initial=1GiB>pool:initial=2GiB>cuda"));
+}
+
+// Sizes near 2^64 once wrapped: handle=max gave the smallest handles, binning:min=max meant 2^62.
+// Every size parameter is range-checked where it is read, with the parameter, value and range.
+TEST(ResourceFactory, SizeParametersAreRangeChecked)
+{
+  detail::host_runtime rt;
+  auto e = error_of([&] { (void)build("vmm_pool:handle=max", rt, true); });
+  EXPECT_NE(e.find("vmm_pool parameter handle: 'max' is out of range; give a size from 1B to "
+                   "65536TiB"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { (void)build("vmm_pool:reserve=16777215TiB", rt, true); });
+  EXPECT_NE(e.find("vmm_pool parameter reserve: '16777215TiB' is out of range"), std::string::npos)
+      << e;
+  e = error_of([&] { (void)build("binning:min=max>pool", rt, true); });
+  EXPECT_NE(e.find("binning parameter min: 'max' is out of range; give a size from 1B to 1TiB"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { (void)build("binning:max=2TiB>pool", rt, true); });
+  EXPECT_NE(e.find("binning parameter max: '2TiB' is out of range"), std::string::npos) << e;
+  e = error_of([&] { (void)build("fixed_size:block=0", rt, true); });
+  EXPECT_NE(e.find("fixed_size parameter block: '0' is out of range"), std::string::npos) << e;
+  e = error_of([&] { (void)build("arena:size=max", rt, true); });
+  EXPECT_NE(e.find("arena parameter size: 'max' is out of range"), std::string::npos) << e;
+  EXPECT_EQ(parse_size_in("1TiB", "x", 1, most_device_bytes), std::size_t{1} << 40);
+  EXPECT_EQ(parse_size_in("max", "x", 0, SIZE_MAX), SIZE_MAX);
+  EXPECT_THROW((void)parse_size_in("0", "x", 1, 2), spec_error);
 }
 
 TEST(ResourceFactory, UnknownNameListsTheValidOnes)

@@ -91,6 +91,19 @@ TEST(TraceReader, MalformedLinesNameFileLineAndExpectation)
   EXPECT_NE(e.find("at most 16 hex digits"), std::string::npos) << e;
 }
 
+// A message shows the whole field that was wrong ("0x100", not "x100"), and at most 80 bytes of
+// it: a line of 1 MiB was once echoed whole.
+TEST(TraceReader, MessagesShowTheWholeFieldButNotAWholeHugeLine)
+{
+  std::string const hdr = "Thread,Time,Action,Pointer,Size,Stream\n";
+  auto e                = error_of(hdr + "0,1,allocate,0x10,0x100,0\n");
+  EXPECT_NE(e.find(":2: expected a decimal Size, found '0x100'"), std::string::npos) << e;
+  e = error_of(hdr + "0,1," + std::string(500000, 'a') + ",0x10,8,0\n");
+  EXPECT_NE(e.find("found '" + std::string(80, 'a') + "...' (500000 bytes)"), std::string::npos)
+      << e.substr(0, 300);
+  EXPECT_LT(e.size(), 400U);
+}
+
 TEST(TraceReader, MissingFileSaysWhatToDo)
 {
   try {
@@ -138,6 +151,32 @@ TEST(TraceReader, SmallBufferStreamsManyLinesAndRewinds)
   ASSERT_TRUE(r.next(e));
   EXPECT_EQ(e.pointer, 0x1000U);
   std::remove(path.c_str());
+}
+
+// What the writer writes, the reader reads: a stack of more than 1 MiB of text (every byte
+// quoted) once made a line the reader refused. The writer cuts it at a frame boundary.
+TEST(TraceReader, ReadsAStackOfMoreThanItsBufferAsTheWriterCutIt)
+{
+  auto path =
+      (std::filesystem::temp_directory_path() / ("stack." + std::to_string(::getpid()) + ".csv"))
+          .string();
+  std::string frames;
+  for (int i = 0; i < 90000; ++i) {
+    frames += std::string(i == 0 ? "" : "|") + "f(\",\",\")" + std::to_string(i);
+  }
+  ASSERT_GT(frames.size(), std::size_t{1} << 20);
+  {
+    trace_writer w{path, true};
+    w.write({.pointer = 0x1000, .size = 256, .act = action::allocate, .frames = frames});
+  }
+  trace_reader r{path};
+  event e;
+  ASSERT_TRUE(r.next(e));
+  std::remove(path.c_str());
+  EXPECT_LE(e.frames.size(), max_stack_bytes);
+  EXPECT_GT(e.frames.size(), max_stack_bytes - 100);
+  EXPECT_EQ(e.frames, frames.substr(0, e.frames.size()));  // the innermost frames, whole
+  EXPECT_EQ(frames[e.frames.size()], frame_separator);
 }
 
 TEST(TraceReader, LineLongerThanBufferIsAnError)

@@ -1,5 +1,6 @@
 // `gpumem bench`: the workloads of BENCHMARKS.md over chosen stacks, with the peers beside them on
 // a GPU. Each workload starts from a freshly built stack (cold). Host time only.
+#include "checked_output.hpp"
 #include "commands.hpp"
 #include "device.hpp"
 #include "progress.hpp"
@@ -453,10 +454,10 @@ int run_bench(bench_options const& options)
                options.workloads.end();
   };
   std::optional<sampling_profile> profile;
+  std::optional<checked_output> profile_out;  // opened before the run, so that it fails first
   if (!options.profile.empty()) {
-    if (!std::ofstream{options.profile}) {  // fail before the run, not after it
-      throw std::runtime_error{"--profile: could not open " + options.profile + " for writing"};
-    }
+    auto inputs = options.traces.empty() ? bundled_traces() : options.traces;
+    profile_out.emplace(options.profile, inputs);
     c.profile = &profile.emplace();
   }
   std::vector<bench_table> tables;
@@ -479,9 +480,8 @@ int run_bench(bench_options const& options)
     print_text(tables, c);
   }
   if (profile) {
-    std::ofstream out{options.profile};
-    profile->write(out);
-    if (!out) { throw std::runtime_error{"--profile: could not write " + options.profile}; }
+    profile->write(profile_out->stream());
+    profile_out->commit();
   }
   return 0;
 }

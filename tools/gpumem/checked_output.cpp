@@ -27,6 +27,42 @@ std::string temporary_beside(std::string const& path)
   return path + ".gpumem-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
 }
 
+/// Whether `path`, or a link on its way to a file, is a process's open file (/dev/stdout,
+/// /dev/fd/N, /proc/self/fd/N): written in place, so that what the shell opened (a redirection,
+/// `>>` included) receives the output.
+bool is_open_file_alias(std::string const& path)
+{
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  for (int step = 0; step < 40; ++step) {
+    auto const where = p.lexically_normal().string();
+    for (char const* alias : {"/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/"}) {
+      if (where.rfind(alias, 0) == 0) { return true; }
+    }
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) { return false; }
+    auto const next = fs::read_symlink(p, ec);
+    if (ec) { return false; }
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  return false;
+}
+
+/// The file that `path` names: `path` itself, or for a symbolic link the file at the end of
+/// its chain, so that the finished file replaces the link's target and the link stays a link.
+/// A link to nothing is refused (a new file would land wherever the link points).
+std::string link_target(std::string const& path)
+{
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(path, ec))) { return path; }
+  auto target = fs::canonical(path, ec);
+  if (ec) {
+    throw output_error{"cannot write " + path +
+                       ": it is a symbolic link to a file that does not exist; give the "
+                       "target's path instead"};
+  }
+  return target.string();
+}
+
 }  // namespace
 
 void refuse_input_as_output(std::string const& output, std::vector<std::string> const& inputs)
@@ -46,10 +82,13 @@ checked_output::checked_output(std::string path, std::vector<std::string> const&
   refuse_input_as_output(path_, inputs);
   std::error_code ec;
   auto const st = fs::status(path_, ec);
-  in_place_     = fs::exists(st) && !fs::is_regular_file(st);
   if (fs::is_directory(st)) { throw output_error{"cannot write " + path_ + ": it is a folder"}; }
-  writing_ = in_place_ ? path_ : temporary_beside(path_);
-  file_.open(writing_, std::ios::out | std::ios::trunc | std::ios::binary);
+  in_place_ = fs::exists(st) && (!fs::is_regular_file(st) || is_open_file_alias(path_));
+  target_   = in_place_ ? path_ : link_target(path_);
+  writing_  = in_place_ ? path_ : temporary_beside(target_);
+  // In place: appended, so that a file the shell opened (`>` or `>>`) is not cut short again.
+  file_.open(writing_,
+             (in_place_ ? std::ios::app : std::ios::trunc) | std::ios::out | std::ios::binary);
   if (!file_.is_open()) {
     throw output_error{"cannot create " + (in_place_ ? path_ : "a file beside " + path_) + ": " +
                        std::strerror(errno)};
@@ -92,7 +131,7 @@ void checked_output::commit()
     file_.close();
     if (file_.fail()) { fail("closing the file failed (is the disk full?)"); }
   }
-  if (!in_place_ && std::rename(writing_.c_str(), path_.c_str()) != 0) {
+  if (!in_place_ && std::rename(writing_.c_str(), target_.c_str()) != 0) {
     fail("cannot move the finished file into place");
   }
   committed_ = true;

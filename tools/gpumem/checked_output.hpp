@@ -4,8 +4,10 @@
 // A checked_output refuses a path that names one of the command's inputs (the same file by path,
 // link or hard link), writes a regular file to a temporary beside it and renames that over the
 // target only when every write and the close succeeded (a failure leaves an existing file as it
-// was). A target that exists and is not a regular file (a terminal, a pipe, /dev/null) is written
-// in place, with every write still checked.
+// was). A symbolic link is written through: the temporary goes beside the file at the end of the
+// link and replaces that file, never the link (a link to nothing is refused). A target that
+// exists and is not a regular file (a terminal, a pipe, a device, /dev/null, or /dev/stdout
+// where it leads to one) is written in place, never replaced, with every write still checked.
 // Errors: output_error naming the path and the reason; the temporary is removed.
 // Thread safety: none.
 #pragma once
@@ -48,6 +50,7 @@ class checked_output {
   [[noreturn]] void fail(std::string const& why);
 
   std::string path_;
+  std::string target_;   ///< path_, or the file a symbolic link path_ points to
   std::string writing_;  ///< path_ + a unique suffix, or path_ for a special file
   std::ofstream file_;
   bool in_place_{};

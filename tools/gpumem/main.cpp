@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -129,6 +130,14 @@ Sizes are log-uniform 256 B..64 MiB; allocations and frees interleave at random 
 --max-live (default 4096) blocks live. Example: gpumem synth big.csv --events 20000000
 )";
 
+/// A command-line word as a message repeats it: at most 80 bytes, then "..." and its size.
+std::string shown(std::string const& word)
+{
+  constexpr std::size_t most = 80;
+  if (word.size() <= most) { return word; }
+  return word.substr(0, most) + "... (" + std::to_string(word.size()) + " bytes)";
+}
+
 /// Thrown for bad command lines; main prints it with the command's --help hint.
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -150,8 +159,8 @@ class args {
   }
   [[noreturn]] void unknown(std::string const& arg) const
   {
-    throw usage_error{"unknown option '" + arg + "' for 'gpumem" + (cmd_.empty() ? "" : " ") +
-                      cmd_ + "'"};
+    throw usage_error{"unknown option '" + shown(arg) + "' for 'gpumem" +
+                      (cmd_.empty() ? "" : " ") + cmd_ + "'"};
   }
   std::string const& command() const { return cmd_; }
 
@@ -166,6 +175,17 @@ bool is(std::string const& arg, char const* name)
   return arg == name || arg.rfind(std::string{name} + "=", 0) == 0;
 }
 
+/// Whether `word` reads as a size (4096, 16GiB, max).
+bool looks_like_size(std::string const& word)
+{
+  try {
+    (void)spec::parse_size(word);
+    return true;
+  } catch (spec::spec_error const&) {
+    return false;
+  }
+}
+
 /// A whole number in [lo, hi]: digits only (no sign, no spaces), no overflow.
 std::uint64_t count_value(std::string const& opt, std::string const& v, std::uint64_t lo,
                           std::uint64_t hi)
@@ -175,15 +195,34 @@ std::uint64_t count_value(std::string const& opt, std::string const& v, std::uin
   std::uint64_t n = 0;
   bool overflow   = false;
   for (char c : v) {
-    if (c < '0' || c > '9') { throw usage_error{opt + ": '" + v + "' is not a count" + range}; }
+    if (c < '0' || c > '9') {
+      throw usage_error{opt + ": '" + shown(v) + "' is not a count" + range};
+    }
     overflow = overflow || __builtin_mul_overflow(n, 10U, &n) ||
                __builtin_add_overflow(n, static_cast<std::uint64_t>(c - '0'), &n);
   }
   if (v.empty()) { throw usage_error{opt + " needs a value" + range}; }
   if (overflow || n < lo || n > hi) {
-    throw usage_error{opt + ": " + v + " is out of range" + range};
+    throw usage_error{opt + ": " + shown(v) + " is out of range" + range};
   }
   return n;
+}
+
+/// --simulate's optional capacity, as `--simulate=16GiB` or `--simulate 16GiB` (the next word,
+/// when it reads as a size and names no file): a size from 1 KiB to spec::most_device_bytes.
+void simulate_capacity(args& a, std::string const& arg, std::size_t& capacity)
+{
+  auto const eq = arg.find('=');
+  std::string value;
+  if (eq != std::string::npos) {
+    value = arg.substr(eq + 1);
+  } else if (!a.done() && looks_like_size(a.peek()) && !std::filesystem::exists(a.peek())) {
+    value = a.take();
+  } else {
+    return;
+  }
+  capacity = spec::parse_size_in(value, "--simulate capacity", std::size_t{1} << 10,
+                                 spec::most_device_bytes);
 }
 
 /// Options shared by the default run and `replay`; false when `a` is not one of them.
@@ -193,9 +232,7 @@ bool replay_option(args& a, std::string const& arg, replay_command_options& o)
     o.resources.push_back(a.value("--resource", arg));
   } else if (is(arg, "--simulate")) {
     o.simulate = true;
-    if (arg.find('=') != std::string::npos) {
-      o.capacity_bytes = spec::parse_size(arg.substr(arg.find('=') + 1), "--simulate capacity");
-    }
+    simulate_capacity(a, arg, o.capacity_bytes);
   } else if (arg == "--threads") {
     o.threads = true;
   } else if (arg == "--json") {
@@ -256,7 +293,7 @@ int cmd_bench(args& a)
     } else if (arg == "-w" || is(arg, "--workload")) {
       auto w = a.value("--workload", arg);
       if (std::find(workloads.begin(), workloads.end(), w) == workloads.end()) {
-        throw usage_error{"unknown workload '" + w +
+        throw usage_error{"unknown workload '" + shown(w) +
                           "'; the workloads are pair, random_small, random_large, threads, replay"};
       }
       o.workloads.push_back(w);
@@ -264,9 +301,7 @@ int cmd_bench(args& a)
       o.traces.push_back(a.value("--trace", arg));
     } else if (is(arg, "--simulate")) {
       o.simulate = true;
-      if (arg.find('=') != std::string::npos) {
-        o.capacity_bytes = spec::parse_size(arg.substr(arg.find('=') + 1), "--simulate capacity");
-      }
+      simulate_capacity(a, arg, o.capacity_bytes);
     } else if (arg == "--smoke") {
       o.smoke = true;
     } else if (arg == "--json") {
@@ -370,7 +405,7 @@ int dispatch(std::vector<std::string> v)
   if (cmd == "convert") { return cmd_convert(a); }
   if (cmd == "synth") { return cmd_synth(a); }
   if (cmd == "help") { return std::cout << main_help, 0; }
-  throw usage_error{"unknown command '" + cmd +
+  throw usage_error{"unknown command '" + shown(cmd) +
                     "'; the commands are replay, bench, info, "
                     "convert, synth"};
 }

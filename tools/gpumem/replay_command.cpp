@@ -130,6 +130,12 @@ void run_trace(trace_run& tr, std::string const& path, std::vector<std::string> 
         path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});
   }
   tr.profile.compact.reset();  // the events' temporary file is not needed any more
+  if (tr.profile.events == 0) {  // an empty file, or one of a header only: nothing replayed
+    bar.finish();
+    std::cerr << "gpumem: warning: " << path
+              << " holds no events (is it empty, or was it written by a program that stopped "
+                 "before its first allocation?); its results are all zero\n";
+  }
   if (tr.profile.truncated_line != 0) {
     bar.finish();
     std::cerr << "gpumem: warning: " << path << ":" << tr.profile.truncated_line

@@ -83,7 +83,8 @@ table.results td.error { text-align: left; color: #b00020; }
 #selftest { white-space: pre-wrap; font-size: 10px; }
 )css";
 
-/// JSON inside <script>: "</" must not end the element.
+/// JSON inside <script>: "</" must not end the element (json_string() already writes every '<',
+/// '>', '&' and U+2028/2029 as \u escapes; this guards the rest of the text).
 std::string script_safe(std::string s)
 {
   for (std::size_t i = s.find("</"); i != std::string::npos; i = s.find("</", i + 3)) {

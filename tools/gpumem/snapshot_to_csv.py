@@ -138,12 +138,30 @@ def frame_text(frame, where):
     return text.replace("|", "/").replace("\n", " ").replace("\r", " ")
 
 
+# The longest stack text (UTF-8 bytes) a Frames column carries: gpumem's trace::max_stack_bytes.
+# A longer stack is cut after its last whole frame that fits (innermost frames kept), so that
+# every line written fits the reader's 1 MiB line buffer even quoted; main() says how many were.
+MAX_STACK_BYTES = 256 * 1024
+cut_stacks = 0
+
+
+def cut_stack(text):
+    """`text` within MAX_STACK_BYTES, cut at a frame boundary; counts the stacks cut."""
+    global cut_stacks
+    data = text.encode("utf-8", "replace")
+    if len(data) <= MAX_STACK_BYTES:
+        return text
+    cut_stacks += 1
+    last = data.rfind(b"|", 0, MAX_STACK_BYTES + 1)
+    return data[:last if last >= 0 else MAX_STACK_BYTES].decode("utf-8", "ignore")
+
+
 def stack_text(frames, where):
     """The Frames column of an entry: its frames joined by '|' ('' when there are none)."""
     if frames is None:
         return ""
     frames = _list(frames, f"{where}.frames")
-    return "|".join(frame_text(f, f"{where}.frames[{i}]") for i, f in enumerate(frames))
+    return cut_stack("|".join(frame_text(f, f"{where}.frames[{i}]") for i, f in enumerate(frames)))
 
 
 def history_rows(trace, device):
@@ -237,6 +255,9 @@ def main():
     out = sys.stdout if args.output == "-" else open(args.output, "w")
     with out:
         write_csv(rows, out)
+    if cut_stacks:
+        print(f"{args.snapshot}: {cut_stacks} call stack(s) longer than {MAX_STACK_BYTES // 1024} "
+              "KiB of text were cut to their innermost frames", file=sys.stderr)
     if args.output != "-":
         print(f"wrote {len(rows)} events to {args.name or args.output}", file=sys.stderr)
 

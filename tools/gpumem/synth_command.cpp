@@ -63,7 +63,7 @@ int run_synth(synth_options const& o)
     throw output_error{"cannot write " + o.out + " (" + e.what() + "); nothing was left behind"};
   }
   out.commit();
-  std::cout << "wrote " << o.events << " events to " << o.out << "\n";
+  std::cerr << "wrote " << o.events << " events to " << o.out << "\n";  // stdout may be the trace
   return 0;
 }
 

@@ -42,6 +42,15 @@ class allocation_table {
     return free_block{static_cast<char*>(ptr), b.size, b.chunk};
   }
 
+  /// The size of the block handed out at `ptr`, or nothing when `ptr` is not handed out.
+  [[nodiscard]] std::optional<std::size_t> size_of(void const* ptr) const noexcept
+  {
+    auto const& s = shard_of(ptr);
+    std::lock_guard lock{s.mutex};
+    auto const* b = s.blocks.find(static_cast<char const*>(ptr));
+    return b == nullptr ? std::nullopt : std::optional<std::size_t>{b->size};
+  }
+
   /// Calls f(free_block) for every handed-out block (locks one shard at a time).
   template <class F>
   void for_each(F&& f) const
@@ -72,12 +81,14 @@ class allocation_table {
   };
   static constexpr std::size_t shard_bits = 6;
 
-  shard& shard_of(void const* ptr) noexcept
+  static std::size_t shard_index(void const* ptr) noexcept
   {
     auto v = reinterpret_cast<std::uintptr_t>(ptr) >> 8;  // blocks are 256-byte aligned
     v *= 0x9E3779B97F4A7C15ULL;                           // Fibonacci hashing
-    return shards_[v >> (64 - shard_bits)];
+    return v >> (64 - shard_bits);
   }
+  shard& shard_of(void const* ptr) noexcept { return shards_[shard_index(ptr)]; }
+  shard const& shard_of(void const* ptr) const noexcept { return shards_[shard_index(ptr)]; }
 
   std::array<shard, std::size_t{1} << shard_bits> shards_;
 };

@@ -1,12 +1,15 @@
-// gpumem/detail/stack_links.hpp — a resource's place in a stack: how deep it sits and, in debug
-// builds, how many resources are built over it. Held by device_memory_resource; an adaptor or
+// gpumem/detail/stack_links.hpp — a resource's place in a stack: how deep it sits and how many
+// resources are built over it. Held by device_memory_resource; an adaptor or
 // suballocator links to its upstream when it is given one as a gpumem resource pointer.
 //
 // Lifetime rule: an upstream must outlive every resource built over it (destroy a stack from the
-// top down, or let owning_wrapper own the upstream). In debug builds (NDEBUG unset) each resource
-// counts the resources linked over it, and destroying one while that count is not zero prints
-// what happened and aborts: the resources over it would otherwise use freed memory. Release
-// builds keep no count (nothing is touched after the upstream is gone).
+// top down, or let owning_wrapper own the upstream). Each resource counts the resources linked
+// over it, and destroying one while that count is not zero prints what happened and aborts: the
+// resources over it would otherwise use freed memory. The count is kept in every build, whatever
+// NDEBUG says: a link is made by inline code (compiled with the consumer's flags) and undone by a
+// destructor that may live in the library (compiled with the library's), so both sides must
+// count alike. It costs one atomic add when a resource is built and one when it is destroyed;
+// allocations do not touch it.
 // Depth: a stack holds at most max_stack_depth resources. Each call goes down the whole stack on
 // the calling thread's native stack, so a chain thousands deep would overflow it; linking a
 // resource over an upstream that is already max_stack_depth deep throws logic_error.
@@ -62,12 +65,12 @@ class stack_node {
 
  private:
   friend class upstream_link;
-  std::atomic<std::size_t> dependents_{0};  ///< debug builds only; 0 in release builds
+  std::atomic<std::size_t> dependents_{0};  ///< resources linked over this one
   std::size_t depth_{1};                    ///< this resource and everything below it
 };
 
-/// A resource's link to its upstream's node: sets the depth, and counts it as a dependent in
-/// debug builds for as long as the link lives.
+/// A resource's link to its upstream's node: sets the depth, and counts it as a dependent for as
+/// long as the link lives.
 class upstream_link {
  public:
   upstream_link() = default;
@@ -98,15 +101,11 @@ class upstream_link {
  private:
   void add() noexcept
   {
-#ifndef NDEBUG
     if (upstream_ != nullptr) { upstream_->dependents_.fetch_add(1, std::memory_order_relaxed); }
-#endif
   }
   void remove() noexcept
   {
-#ifndef NDEBUG
     if (upstream_ != nullptr) { upstream_->dependents_.fetch_sub(1, std::memory_order_release); }
-#endif
   }
 
   stack_node* upstream_{nullptr};

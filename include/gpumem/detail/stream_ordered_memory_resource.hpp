@@ -85,9 +85,14 @@ void report_bad_deallocation(char const* resource, void const* ptr, std::size_t 
 /// "pool size P, free F in N blocks, largest free block L (fragmentation X%)".
 [[nodiscard]] std::string describe_free(std::size_t pool_bytes, free_stats const& stats);
 /// Throws logic_error "<resource>: invariant broken: <what>" when !cond; `what` is only built then.
-#define GPUMEM_INVARIANT(cond, resource, what) \
-  GPUMEM_EXPECTS(cond, ::gpumem::logic_error,  \
-                 ::gpumem::detail::format(resource, ": invariant broken: ", what))
+/// An internal logic error: the message keeps the place in the sources (site_message).
+#define GPUMEM_INVARIANT(cond, resource, what)                                                    \
+  do {                                                                                            \
+    if (!(cond)) [[unlikely]] {                                                                   \
+      throw ::gpumem::logic_error{::gpumem::detail::site_message(                                 \
+          __FILE__, __LINE__, ::gpumem::detail::format(resource, ": invariant broken: ", what))}; \
+    }                                                                                             \
+  } while (0)
 /// Checks that blocks (any order) lie within their chunks and do not overlap.
 void check_blocks(char const* resource, std::vector<free_block> blocks,
                   std::vector<free_block> const& chunks);
@@ -106,6 +111,12 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   [[nodiscard]] runtime& get_runtime() const noexcept { return *runtime_; }
   /// Deallocations of pointers that were not handed out (double or foreign frees), so far.
   [[nodiscard]] std::uint64_t bad_deallocations() const noexcept { return bad_frees_.load(); }
+  /// The size of the block handed out at `ptr`, or nothing when this resource did not hand it
+  /// out (lets a resource over several of these find a pointer's owner).
+  [[nodiscard]] std::optional<std::size_t> handed_out_size(void const* ptr) const noexcept
+  {
+    return table_.size_of(ptr);
+  }
   /// Free memory over all lists (takes every list's lock in turn).
   [[nodiscard]] free_stats get_free_stats() const;
   void check_invariants() const;

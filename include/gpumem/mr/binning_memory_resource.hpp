@@ -4,7 +4,10 @@
 // Bins are added with add_bin(size[, resource]); without a resource the bin is an owned
 // fixed_size_memory_resource of that block size over the upstream. The exponent constructor adds
 // bins 2^min .. 2^max. Bin sizes are rounded up to 256 bytes; adding an existing size changes
-// nothing. Deallocation finds the bin from the size, so it must be the size that was allocated.
+// nothing. Deallocation finds the bin from the size, so it must be the size that was allocated;
+// a wrong size is caught for the bins it owns: a block of an owned bin freed with another size goes
+// back to its own bin, and a pointer that no owned bin handed out, freed with an owned bin's size,
+// is ignored; both are reported on stderr and counted in bad_deallocations().
 //
 // Invariants (check_invariants(), throws logic_error naming the broken one):
 //   every bin size is a multiple of 256
@@ -20,6 +23,8 @@
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -96,6 +101,7 @@ class binning_memory_resource : public device_memory_resource, public block_roun
         upstream_, allocation_size,
         fixed_size_memory_resource<Upstream>::default_blocks_to_preallocate, *runtime_));
     bins_.emplace(allocation_size, device_async_resource_ref{*bin});
+    owned_by_size_.emplace(allocation_size, bin.get());
   }
 
   /// The resource that serves `bytes`.
@@ -117,6 +123,15 @@ class binning_memory_resource : public device_memory_resource, public block_roun
   {
     auto const it = bins_.lower_bound(bytes);
     return it == bins_.end() ? upstream_ : it->second;
+  }
+
+  /// Frees whose size did not match the allocation (they would reach the wrong bin or
+  /// upstream): reported on stderr and counted here, with the owned bins' own bad frees.
+  [[nodiscard]] std::uint64_t bad_deallocations() const noexcept
+  {
+    auto n = bad_frees_.load(std::memory_order_relaxed);
+    for (auto const& bin : owned_) { n += bin->bad_deallocations(); }
+    return n;
   }
 
   void check_invariants() const
@@ -145,14 +160,61 @@ class binning_memory_resource : public device_memory_resource, public block_roun
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    gpumem::detail::async_deallocate(get_resource_ref(bytes), ptr, bytes, CUDA_ALLOCATION_ALIGNMENT,
-                                     stream);
+    auto target    = get_resource_ref(bytes);
+    auto* bin      = owned_bin_for(bytes);
+    bool const hit = bin != nullptr && bin->handed_out_size(ptr).has_value();
+    if (!hit) {  // the size's bin did not hand it out: find the bin that did, if any
+      if (auto* owner = owned_bin_of(ptr); owner != nullptr) {
+        report_wrong_size(ptr, bytes, owner->get_block_size());
+        target = device_async_resource_ref{*owner};  // freed into the bin that handed it out,
+        bytes  = owner->get_block_size();            // with its own size (counted once, here)
+      } else if (bin != nullptr) {
+        report_wrong_size(ptr, bytes, 0);
+        return;  // not freed: its owner (upstream or another resource) is unknown
+      }
+    }
+    gpumem::detail::async_deallocate(target, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
+  }
+
+  /// The owned bin that serves `bytes`, or null (upstream, or a bin given to add_bin).
+  fixed_size_memory_resource<Upstream>* owned_bin_for(std::size_t bytes) const noexcept
+  {
+    auto const it = bins_.lower_bound(bytes);
+    if (it == bins_.end()) { return nullptr; }
+    auto const own = owned_by_size_.find(it->first);
+    return own == owned_by_size_.end() ? nullptr : own->second;
+  }
+
+  /// The owned bin that handed out `ptr`, or null (a pointer of upstream or of a given bin).
+  fixed_size_memory_resource<Upstream>* owned_bin_of(void const* ptr) const noexcept
+  {
+    for (auto const& bin : owned_) {
+      if (bin->handed_out_size(ptr)) { return bin.get(); }
+    }
+    return nullptr;
+  }
+
+  void report_wrong_size(void const* ptr, std::size_t bytes, std::size_t block) noexcept
+  {
+    auto const count = bad_frees_.fetch_add(1, std::memory_order_relaxed) + 1;
+    try {
+      gpumem::detail::report_bad_deallocation(
+          "binning_memory_resource", ptr, bytes,
+          block != 0 ? gpumem::detail::format("size differs from the allocation (a block of the ",
+                                              block, "-byte bin); freed into that bin")
+                     : std::string{"not handed out by any of its bins (double free, foreign "
+                                   "pointer or a size that is not the allocation's); ignored"},
+          count);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): reporting must not throw
+    }
   }
 
   device_async_resource_ref upstream_;
   detail::runtime* runtime_;
   std::vector<std::unique_ptr<fixed_size_memory_resource<Upstream>>> owned_;
-  std::map<std::size_t, device_async_resource_ref> bins_;  // block size -> bin
+  std::map<std::size_t, device_async_resource_ref> bins_;                       // block size -> bin
+  std::map<std::size_t, fixed_size_memory_resource<Upstream>*> owned_by_size_;  // owned bins
+  std::atomic<std::uint64_t> bad_frees_{0};
 };
 
 static_assert(gpumem::detail::async_resource_with<binning_memory_resource<device_memory_resource>,

@@ -9,6 +9,8 @@
 // runtime). Serves the device current at construction, which must be current when it is used.
 // Bad frees (unknown pointer or double free, wrong size) are reported on stderr and counted by
 // bad_deallocations(); nothing is freed for an unknown pointer; a wrong size frees the block.
+// Destruction frees the cache and every block still allocated to the upstream (those are then
+// said on stderr, with their count and bytes): nothing it took from upstream is left behind.
 // Thread safety: thread-safe; one lock (per device), as the seed's allocator.
 #pragma once
 

@@ -14,7 +14,7 @@
 //    no-op. This holds for every resource, so adaptors and suballocators never see size 0.
 //  * is_equal: memory from one can be freed by the other. Default: identity.
 //  * Lifetime: an upstream must outlive every resource built over it; a stack holds at most
-//    max_stack_depth resources (detail/stack_links.hpp: debug builds abort when an upstream is
+//    max_stack_depth resources (detail/stack_links.hpp: every build aborts when an upstream is
 //    destroyed first; a deeper stack is refused with logic_error).
 // Thread safety: as documented by each derived resource.
 #pragma once
@@ -159,8 +159,8 @@ class device_memory_resource {
   [[nodiscard]] std::size_t stack_depth() const noexcept { return node_.depth(); }
 
   /// Links this resource over `upstream` (ignored unless it is a gpumem device resource): sets the
-  /// stack depth, throws logic_error past max_stack_depth, and in debug builds counts this one as
-  /// built over it. The constructors that take the upstream as a pointer call it; code that built
+  /// stack depth, throws logic_error past max_stack_depth, and counts this one as built over
+  /// it. The constructors that take the upstream as a pointer call it; code that built
   /// a resource over a resource ref to `upstream` (language bindings) may call it once after.
   template <class Upstream>
   void link_upstream(Upstream* upstream)

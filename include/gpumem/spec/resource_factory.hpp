@@ -14,6 +14,7 @@
 #include <gpumem/spec/resource_spec.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -72,7 +73,9 @@ struct factory_entry {
 class layer_args {
  public:
   layer_args(layer_spec const& layer, factory_entry const& entry);
-  [[nodiscard]] std::size_t bytes(std::string_view key) const;
+  /// A size in [least, most]; throws spec_error naming the parameter, the value and the range.
+  [[nodiscard]] std::size_t bytes(std::string_view key, std::size_t least = 0,
+                                  std::size_t most = SIZE_MAX) const;
   [[nodiscard]] double number(std::string_view key) const;
   /// A whole number in [0, most]; throws spec_error naming the accepted range otherwise.
   [[nodiscard]] std::uint64_t count(std::string_view key, std::uint64_t most) const;

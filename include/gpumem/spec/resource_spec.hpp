@@ -55,6 +55,16 @@ struct resource_spec {
 /// Parses a size with an optional unit (see above); throws spec_error naming `what`.
 [[nodiscard]] std::size_t parse_size(std::string_view text, std::string_view what = "size");
 
+/// The largest amount of device memory a size parameter may name (64 PiB): far above any GPU,
+/// and far enough below 2^64 that no sum or rounding of such sizes wraps.
+inline constexpr std::size_t most_device_bytes = std::size_t{1} << 56;
+
+/// parse_size, then checks that the size lies in [least, most] (`max` is the largest size, so it
+/// passes only when most is); throws spec_error naming `what`, the value and the range otherwise.
+/// Every size parameter of a spec and of the tool's options is read through this one check.
+[[nodiscard]] std::size_t parse_size_in(std::string_view text, std::string_view what,
+                                        std::size_t least, std::size_t most);
+
 /// A size for people: "1GiB", "1.50GiB", "256B" — parse_size reads it back (exactly when whole).
 [[nodiscard]] std::string size_to_string(std::size_t bytes);
 

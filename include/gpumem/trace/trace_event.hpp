@@ -38,6 +38,21 @@ struct event {
 /// Separates the frames of one call stack in the Frames column.
 inline constexpr char frame_separator = '|';
 
+/// The longest call stack text (bytes, before CSV quoting) a Frames column carries. Writers (the
+/// trace writer, the logging adaptor, `gpumem convert`) cut a longer stack after its last whole
+/// frame that fits, innermost frames kept, so that every line they write fits trace_reader's
+/// default 1 MiB line buffer even with every byte quoted.
+inline constexpr std::size_t max_stack_bytes = std::size_t{256} << 10;
+
+/// `frames` cut to at most max_stack_bytes at a frame boundary (innermost frames kept); the
+/// text as it was when it fits.
+[[nodiscard]] inline std::string_view cut_stack(std::string_view frames) noexcept
+{
+  if (frames.size() <= max_stack_bytes) { return frames; }
+  auto const last = frames.rfind(frame_separator, max_stack_bytes);
+  return frames.substr(0, last == std::string_view::npos ? max_stack_bytes : last);
+}
+
 /// `frame` as one frame of a Frames column: separators and line breaks become '/' and ' '.
 [[nodiscard]] inline std::string frame_text(std::string_view frame)
 {

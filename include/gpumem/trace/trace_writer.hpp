@@ -40,6 +40,7 @@ inline constexpr char const* csv_frames_header = "Thread,Time,Action,Pointer,Siz
 
 /// A Frames column's text as one CSV field: quoted (a quote doubled) when it holds a comma or a
 /// quote, else as it is.
+/// (cut to max_stack_bytes at a frame boundary first: see cut_stack()).
 [[nodiscard]] std::string frames_field(std::string const& frames);
 
 }  // namespace gpumem::trace

@@ -242,6 +242,30 @@ void caching_core::free_all_cached()
   for (int device = 0; device < device_count(); ++device) { release_cached(device); }
 }
 
+released_blocks caching_core::release_live() noexcept
+{
+  released_blocks out;
+  for (int device = 0; device < device_count(); ++device) {
+    auto& d = *devices_[static_cast<std::size_t>(device)];
+    std::unordered_map<void*, block> victims;
+    {
+      std::lock_guard lock{d.mutex};
+      victims.swap(d.live);
+      d.totals.live = 0;
+    }
+    try {
+      device_guard guard{*runtime_, device, switch_devices_};
+      for (auto const& [ptr, b] : victims) {
+        release(device, b);
+        ++out.count;
+        out.bytes += b.bytes;
+      }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): a device that cannot be made current keeps
+    }                // its blocks (never throws from a destructor)
+  }
+  return out;
+}
+
 cached_totals caching_core::totals(int device) const
 {
   auto& d = state(device);

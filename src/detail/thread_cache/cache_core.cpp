@@ -77,6 +77,7 @@ bool cache_core::flush_before_growth(void* self) noexcept
 {
   auto* core = static_cast<cache_core*>(self);
   auto* c    = hot_caches.exiting ? nullptr : find_local(core->id_);
+  core->bound_other_caches(c);
   if (c == nullptr || c->bytes_cached_.get() <= core->thread_floor()) { return false; }
   core->flush(*c, false);
   core->growth_flushes_.fetch_add(1, std::memory_order_relaxed);

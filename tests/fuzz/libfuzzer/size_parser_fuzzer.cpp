@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace {
 
@@ -80,5 +81,16 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   auto const printed = size_to_string(got);
   auto const back    = parse_size(printed, "fuzz");
   if (printed.find('.') == std::string::npos && back != got) { std::abort(); }
+  // parse_size_in: the same value when it lies in the range, else spec_error (never a wrap).
+  for (auto const [least, most] : {std::pair<std::size_t, std::size_t>{1, most_device_bytes},
+                                   {0, std::numeric_limits<std::size_t>::max()}}) {
+    try {
+      if (parse_size_in(text, "fuzz", least, most) != got || got < least || got > most) {
+        std::abort();
+      }
+    } catch (spec_error const&) {
+      if (got >= least && got <= most) { std::abort(); }
+    }
+  }
   return 0;
 }

@@ -42,6 +42,12 @@ struct cached_totals {
   std::size_t live{};
 };
 
+/// Blocks freed at once: how many, and their bytes.
+struct released_blocks {
+  std::size_t count{};
+  std::size_t bytes{};
+};
+
 /// One block as seen from outside (snapshots for the drop-in class and tests).
 struct block_info {
   void* ptr{};
@@ -73,6 +79,9 @@ class caching_core {
                          std::size_t* bytes_out = nullptr);
   /// Frees every cached block of every device to the source.
   void free_all_cached();
+  /// Frees every live block of every device to the source (an owner going away with blocks still
+  /// handed out); returns their count and bytes. Never throws.
+  released_blocks release_live() noexcept;
   /// Frees nothing; a debug line says old and new limit.
   void set_max_cached_bytes(std::size_t bytes);
   [[nodiscard]] std::size_t max_cached_bytes() const noexcept { return max_cached_bytes_; }

@@ -121,7 +121,15 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   static constexpr std::size_t shard_count = 64;
   /// The pool-fraction cap never goes below this many blocks of the largest cached size.
   static constexpr std::size_t min_fraction_cap_blocks = 4;
+  /// Over a lean pool, the caches together are bounded at a growth to this share of the pool
+  /// fraction (1/16 of 12.5 %: 0.8 % of the pool); see bound_other_caches().
+  static constexpr double growth_bound_share = 1.0 / 16;
 
+  /// Over a lean pool, when a growth finds all caches holding more than growth_bound_share of
+  /// the pool fraction: asks the other threads' caches to flush at their next calls.
+  void bound_other_caches(local_cache const* mine) noexcept;
+  /// Whether the upstream is a lean pool (its growth hook says so).
+  [[nodiscard]] bool lean_upstream() const noexcept;
   /// The upstream's growth hook: flushes the calling thread's cache (see options).
   static bool flush_before_growth(void* self) noexcept;
   void* allocate_large(std::size_t bytes, cudaStream_t stream);
