@@ -414,11 +414,20 @@ TEST_F(vmm_pool_pause, ListenersRunOutsideTheLocksAndMayAllocateFromThePool)
     }
     --depth;
   });
+  std::size_t unmaps = 0;
+  pool.add_unmap_listener([&](vmm_mapping_event const& e) {
+    ++unmaps;
+    pool.check_invariants();  // pause calls it outside its locks too
+    if (e.cause == vmm_mapping_cause::pause) {
+      EXPECT_THROW((void)pool.allocate(MiB, a), paused_error);  // refused, not a deadlock
+    }
+  });
   void* p = pool.allocate(5 * MiB, a);
   ASSERT_EQ(taken.size(), 1U);
   ASSERT_TRUE(pool.pause(pause_mode::discard));
   ASSERT_TRUE(pool.resume());  // the listener allocates again, from the resumed pool
   ASSERT_EQ(taken.size(), 2U);
+  EXPECT_EQ(unmaps, 1U);  // the pause (one run of adjacent handles)
   for (void* t : taken) { pool.deallocate(t, MiB, a); }
   pool.deallocate(p, 5 * MiB, a);
   check(pool);
