@@ -193,7 +193,7 @@ std::vector<vmm_backing::run> vmm_backing::runs_of(std::vector<char*> const& add
 }
 
 // Maps the run of adjacent absent mappings starting at `first` (new handles), grants access once
-// over the run, and queues the copies back of its offloaded bytes. Returns the end of the run.
+// over the run, and queues the copy back of its offloaded bytes. Returns the end of the run.
 std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
     std::map<char*, mapping>::iterator first, std::vector<char*>& done, cudaStream_t stream)
 {
@@ -218,11 +218,9 @@ std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
   }
   runtime_->vmm_set_access(start, bytes, device_);
   for (int peer : peers_) { runtime_->vmm_set_access(start, bytes, peer); }
-  if (staged_) {
+  if (staged_) {  // staged in address order: the run is one range of the staging buffer too
     auto const* host = static_cast<char const*>(staging_);
-    for (auto c = first; c != it; ++c) {
-      runtime_->memcpy_async(c->first, host + c->second.staged, c->second.bytes, stream);
-    }
+    runtime_->memcpy_async(start, host + first->second.staged, bytes, stream);
   }
   return it;
 }
