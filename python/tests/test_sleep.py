@@ -62,6 +62,8 @@ def test_regions_route_allocations_and_pause_one_by_one(big_host):
     res.deallocate(w, 4 * MiB)
     res.check_invariants()
     assert res.bad_deallocations == 0
+    with pytest.raises(gpumem.LogicError, match="no region named 'nope'"):
+        res.pause("nope")
 
 
 def test_region_scopes_are_per_thread(big_host):
