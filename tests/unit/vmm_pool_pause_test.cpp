@@ -465,6 +465,24 @@ TEST_F(vmm_pool_pause, ListenersRunOutsideTheLocksAndMayAllocateFromThePool)
   check(pool);
 }
 
+TEST_F(vmm_pool_pause, AListenerThatPausesOrResumesItsOwnPoolIsRefusedNotDeadlocked)
+{
+  auto pool = make();
+  pool.add_unmap_listener([&](vmm_mapping_event const& e) {
+    if (e.cause == vmm_mapping_cause::pause) { (void)pool.resume(); }
+  });
+  pool.add_map_listener([&](vmm_mapping_event const& e) {
+    if (e.cause == vmm_mapping_cause::resume) { (void)pool.pause(pause_mode::discard); }
+  });
+  void* p = pool.allocate(MiB, a);
+  ASSERT_TRUE(pool.pause(pause_mode::discard));
+  ASSERT_TRUE(pool.resume());
+  EXPECT_EQ(pool.stats().listener_failures, 2U);  // both refused with logic_error, and counted
+  EXPECT_EQ(pool.state(), pause_state::active);
+  pool.deallocate(p, MiB, a);
+  check(pool);
+}
+
 TEST_F(vmm_pool_pause, AListenerThatThrowsIsCountedAndThePoolGoesOn)
 {
   auto pool = make();
