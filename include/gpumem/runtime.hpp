@@ -114,6 +114,9 @@ class runtime {
   virtual void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) = 0;
   /// Removes the mapping made at `ptr` (`bytes` must be its whole length).
   virtual void vmm_unmap(void* ptr, std::size_t bytes) noexcept = 0;
+  /// Removes every mapping of [ptr, ptr + bytes) — whole mappings, side by side — in one call
+  /// where the runtime can. False: nothing was changed (unmap them one by one). Default: false.
+  virtual bool vmm_unmap_run(void* ptr, std::size_t bytes) noexcept;
   /// Grants `device` read-write access to a mapped range (one or several whole mappings).
   virtual void vmm_set_access(void* ptr, std::size_t bytes, int device) = 0;
   /// A new POSIX file descriptor for a shareable handle (the caller closes it).

@@ -131,6 +131,49 @@ def reset_current_device_resource_ref():
     return reset_per_device_resource_ref(get_current_device())
 
 
+# -- sleep and wake (docs/sleep.md) ----------------------------------------------------------------
+# region / pause / resume act on a VmmRegionMemoryResource (or, for pause / resume without a tag, a
+# VmmPoolMemoryResource): the one given, or else the current device's resource.
+
+
+def _sleep_target(resource, what: str, pool_ok: bool):
+    if resource is None:
+        resource = get_current_device_resource()
+    if isinstance(resource, VmmRegionMemoryResource):
+        return resource
+    if pool_ok and isinstance(resource, VmmPoolMemoryResource):
+        return resource
+    wanted = "a VmmRegionMemoryResource" + (" or a VmmPoolMemoryResource" if pool_ok else "")
+    raise TypeError(
+        f"gpumem.{what}: needs {wanted}, got {type(resource).__name__}; pass resource=, or "
+        "make one the current device resource with gpumem.set_current_device_resource()")
+
+
+def region(tag: str, resource=None):
+    """``with gpumem.region("kv_cache"):`` routes this thread's allocations from ``resource`` (None:
+    the current device resource, a VmmRegionMemoryResource) to region ``tag``."""
+    return _sleep_target(resource, "region", False).region(tag)
+
+
+def pause(tag: str | None = None, offload: bool = False, resource=None) -> int:
+    """Gives the physical memory of region ``tag`` (None: every region, or the whole pool) back to
+    the device, keeping every address; ``offload=True`` keeps the contents in pinned host memory
+    until ``resume``. Returns how many regions (or pools) this call paused."""
+    target = _sleep_target(resource, "pause", tag is None)
+    if isinstance(target, VmmPoolMemoryResource):
+        return int(target.pause(offload=offload))
+    return target.pause(tag, offload=offload)
+
+
+def resume(tag: str | None = None, resource=None) -> int:
+    """Maps region ``tag`` (None: every region, or the whole pool) again at the same addresses and
+    copies offloaded contents back. Returns how many regions (or pools) this call resumed."""
+    target = _sleep_target(resource, "resume", tag is None)
+    if isinstance(target, VmmPoolMemoryResource):
+        return int(target.resume())
+    return target.resume(tag)
+
+
 # -- upstreams and runtimes ------------------------------------------------------------------------
 # A resource built over an upstream remembers it (``upstream``) and, unless given one, uses the
 # upstream's runtime for its events (``runtime``): a pool over a HostRuntime leaf runs entirely on
@@ -227,7 +270,7 @@ def _wrap_over_upstream(cls, takes_runtime: bool):
 
 
 for _name in ("CudaMemoryResource", "ManagedMemoryResource", "SystemMemoryResource",
-              "SamHeadroomMemoryResource", "VmmPoolMemoryResource"):
+              "SamHeadroomMemoryResource", "VmmPoolMemoryResource", "VmmRegionMemoryResource"):
     if hasattr(_gpumem, _name):
         _wrap_leaf(getattr(_gpumem, _name))
 for _name, _takes_runtime in (

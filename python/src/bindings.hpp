@@ -65,5 +65,6 @@ void bind_suballocators(py::module_& m);
 void bind_adaptors(py::module_& m);
 void bind_pools(py::module_& m);
 void bind_spec(py::module_& m);
+void bind_regions(py::module_& m);
 
 }  // namespace gpumem::python

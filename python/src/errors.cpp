@@ -7,6 +7,8 @@
 // that means "no GPU here" also says how to run without one.
 #include "bindings.hpp"
 
+#include <gpumem/mr/vmm_pause.hpp>
+
 #include <gpumem/error.hpp>
 
 #include <exception>
@@ -40,7 +42,9 @@ void bind_errors(py::module_& m)
   auto const& bad_alloc_type =
       py::register_exception<gpumem::bad_alloc>(m, "BadAlloc", PyExc_MemoryError);
   py::register_exception<gpumem::out_of_memory>(m, "OutOfMemoryError", bad_alloc_type);
-  py::register_exception<gpumem::logic_error>(m, "LogicError", PyExc_ValueError);
+  auto const& logic_error_type =
+      py::register_exception<gpumem::logic_error>(m, "LogicError", PyExc_ValueError);
+  py::register_exception<gpumem::paused_error>(m, "PausedError", logic_error_type);
   cuda_error_type =
       py::register_exception<gpumem::cuda_error>(m, "CudaError", PyExc_RuntimeError).ptr();
   py::register_exception_translator([](std::exception_ptr p) {
@@ -58,6 +62,9 @@ void bind_errors(py::module_& m)
   m.attr("LogicError").attr("__doc__") =
       "Misuse of the API: bad argument or alignment, foreign or double free (gpumem::logic_error).";
   m.attr("CudaError").attr("__doc__") = "A CUDA runtime call failed (gpumem::cuda_error).";
+  m.attr("PausedError").attr("__doc__") =
+      "An allocation from a paused pool or region (gpumem::paused_error): resume() it first. "
+      "Subclass of LogicError.";
 }
 
 }  // namespace gpumem::python

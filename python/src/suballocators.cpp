@@ -22,6 +22,19 @@ using mr::device_memory_resource;
 template <class R>
 using sub_class = py::class_<R, device_memory_resource, holder<R>>;
 
+char const* pause_state_name(pause_state s) noexcept
+{
+  switch (s) {
+    case pause_state::active:
+      return "active";
+    case pause_state::paused_discarded:
+      return "paused_discarded";
+    case pause_state::paused_offloaded:
+      return "paused_offloaded";
+  }
+  return "unknown";
+}
+
 device_async_resource_ref upstream_ref(py::handle upstream)
 {
   return device_async_resource_ref{to_resource(upstream)};
@@ -104,26 +117,28 @@ at most n bytes are mapped. ``peer_devices`` (device numbers) or ``all_peers=Tru
 devices with peer capability read-write access to all of the pool's memory, so that their kernels
 and copies can use it. Takes memory from the runtime directly (no upstream).
 )doc");
-  c.def(
-       py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
-                   unsigned growth, std::optional<std::size_t> threshold, std::optional<int> device,
-                   py::handle runtime, std::vector<int> peers, bool all_peers, unsigned busy) {
-         mr::vmm_pool_options o;
-         o.peer_devices            = std::move(peers);
-         o.all_peers               = all_peers;
-         o.reserve_bytes           = reserve.value_or(0);
-         o.granularity_bytes       = granularity.value_or(0);
-         o.growth_percent          = growth;
-         o.busy_growth_percent     = busy;
-         o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
-         o.device                  = device.value_or(-1);
-         return std::make_shared<R>(o, to_runtime(runtime));
-       }),
-       py::kw_only(), py::arg("reserve_bytes") = py::none(),
-       py::arg("granularity_bytes") = py::none(), py::arg("growth_percent") = 0U,
-       py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
-       py::arg("runtime") = py::none(), py::arg("peer_devices") = std::vector<int>{},
-       py::arg("all_peers") = false, py::arg("busy_growth_percent") = 12U, py::keep_alive<1, 7>())
+  c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
+                    unsigned growth, std::optional<std::size_t> threshold,
+                    std::optional<int> device, py::handle runtime, std::vector<int> peers,
+                    bool all_peers, unsigned busy, bool keep_staging) {
+          mr::vmm_pool_options o;
+          o.keep_offload_staging    = keep_staging;
+          o.peer_devices            = std::move(peers);
+          o.all_peers               = all_peers;
+          o.reserve_bytes           = reserve.value_or(0);
+          o.granularity_bytes       = granularity.value_or(0);
+          o.growth_percent          = growth;
+          o.busy_growth_percent     = busy;
+          o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
+          o.device                  = device.value_or(-1);
+          return std::make_shared<R>(o, to_runtime(runtime));
+        }),
+        py::kw_only(), py::arg("reserve_bytes") = py::none(),
+        py::arg("granularity_bytes") = py::none(), py::arg("growth_percent") = 0U,
+        py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
+        py::arg("runtime") = py::none(), py::arg("peer_devices") = std::vector<int>{},
+        py::arg("all_peers") = false, py::arg("busy_growth_percent") = 12U,
+        py::arg("keep_offload_staging") = false, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
           "stats",
@@ -137,10 +152,41 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
             d["handles"]                   = s.handles;
             d["single_handle_allocations"] = s.single_handle_allocations;
             d["single_handle_bytes"]       = s.single_handle_bytes;
+            d["state"]                     = pause_state_name(s.state);
+            d["paused_bytes"]              = s.paused_bytes;
+            d["staging_bytes"]             = s.staging_bytes;
+            d["pauses"]                    = s.pauses;
+            d["resumes"]                   = s.resumes;
+            d["pause_seconds"]             = s.pause_seconds;
+            d["resume_seconds"]            = s.resume_seconds;
             return d;
           },
           "{'mapped_bytes', 'reserved_bytes', 'free_bytes', 'largest_free_bytes', 'handles', "
-          "'single_handle_allocations', 'single_handle_bytes'}.")
+          "'single_handle_allocations', 'single_handle_bytes', 'state', 'paused_bytes', "
+          "'staging_bytes', 'pauses', 'resumes', 'pause_seconds', 'resume_seconds'}.")
+      .def(
+          "pause",
+          [](R& r, bool offload) {
+            py::gil_scoped_release nogil;
+            return r.pause(offload ? pause_mode::offload : pause_mode::discard);
+          },
+          py::kw_only(), py::arg("offload") = false,
+          "Gives all of the pool's physical memory back, keeping every address (docs/sleep.md). "
+          "offload=True copies the contents to pinned host memory first (resume() copies them "
+          "back); otherwise they are lost. Synchronizes the device first. Returns False when "
+          "already paused. While paused, allocating raises PausedError; freeing works.")
+      .def(
+          "resume",
+          [](R& r) {
+            py::gil_scoped_release nogil;
+            return r.resume();
+          },
+          "Maps the paused pool's memory again at the same addresses (and copies offloaded "
+          "contents back). Returns False when active. On failure the pool stays paused with its "
+          "offloaded contents.")
+      .def_property_readonly(
+          "state", [](R const& r) { return pause_state_name(r.state()); },
+          "'active', 'paused_discarded' or 'paused_offloaded'.")
       .def(
           "allocate_single_handle",
           [](R& r, std::size_t nbytes, py::handle stream) {

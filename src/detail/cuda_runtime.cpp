@@ -168,6 +168,10 @@ class cuda_runtime_impl final : public runtime {
     cuda_vmm::map(ptr, bytes, handle);
   }
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override { cuda_vmm::unmap(ptr, bytes); }
+  bool vmm_unmap_run(void* ptr, std::size_t bytes) noexcept override
+  {
+    return cuda_vmm::unmap_run(ptr, bytes);
+  }
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override
   {
     cuda_vmm::set_access(ptr, bytes, device);
@@ -302,6 +306,11 @@ char const* to_string(memory_kind kind) noexcept
       return "pinned host";
   }
   return "unknown";
+}
+
+bool runtime::vmm_unmap_run(void*, std::size_t) noexcept
+{
+  return false;
 }
 
 void runtime::memcpy_async(void*, void const*, std::size_t bytes, cudaStream_t)

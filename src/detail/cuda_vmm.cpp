@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -184,6 +185,15 @@ void unmap(void* ptr, std::size_t bytes) noexcept
 {
   ensure_context();
   report(api().unmap(dptr(ptr), bytes), "cuMemUnmap");
+}
+
+bool unmap_run(void* ptr, std::size_t bytes) noexcept
+{
+  static std::atomic<bool> refused{false};
+  if (refused.load(std::memory_order_relaxed)) { return false; }
+  if (api().unmap(dptr(ptr), bytes) == CUDA_SUCCESS) { return true; }
+  refused.store(true, std::memory_order_relaxed);
+  return false;
 }
 
 void set_access(void* ptr, std::size_t bytes, int device)

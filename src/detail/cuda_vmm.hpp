@@ -16,6 +16,9 @@ void unreserve(void* base, std::size_t bytes) noexcept;
 void release(vmm_handle handle) noexcept;
 void map(void* ptr, std::size_t bytes, vmm_handle handle);
 void unmap(void* ptr, std::size_t bytes) noexcept;
+/// cuMemUnmap over several adjacent whole mappings; false (nothing changed, nothing reported) when
+/// the driver refuses — then it is not asked again in this process.
+bool unmap_run(void* ptr, std::size_t bytes) noexcept;
 void set_access(void* ptr, std::size_t bytes, int device);
 [[nodiscard]] int export_fd(vmm_handle handle);
 [[nodiscard]] vmm_handle import_fd(int fd);

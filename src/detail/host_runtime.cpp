@@ -736,6 +736,16 @@ void host_runtime::vmm_unmap(void* ptr, std::size_t bytes) noexcept
   state_->used -= state_->vmm.unmap(ptr, bytes);
 }
 
+bool host_runtime::vmm_unmap_run(void* ptr, std::size_t bytes) noexcept
+{
+  std::lock_guard lock{state_->mutex};
+  auto const runs = state_->vmm.whole_mappings(ptr, bytes);
+  if (runs.empty()) { return false; }
+  ++state_->calls.vmm_unmap;
+  for (auto const& [at, n] : runs) { state_->used -= state_->vmm.unmap(at, n); }
+  return true;
+}
+
 void host_runtime::vmm_set_access(void* ptr, std::size_t bytes, int device)
 {
   std::lock_guard lock{state_->mutex};

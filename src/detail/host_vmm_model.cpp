@@ -254,6 +254,25 @@ bool host_vmm_model::overlaps_reservation(std::uintptr_t addr, std::size_t bytes
   return it->first + it->second > addr;
 }
 
+std::vector<std::pair<void*, std::size_t>> host_vmm_model::whole_mappings(
+    void* ptr, std::size_t bytes) const noexcept
+{
+  std::vector<std::pair<void*, std::size_t>> out;
+  try {
+    auto at        = as_addr(ptr);
+    auto const end = at + bytes;
+    for (auto it = mappings_.find(at); it != mappings_.end() && at < end; ++it) {
+      if (it->first != at || at + it->second.bytes > end) { break; }
+      out.emplace_back(as_ptr(at), it->second.bytes);
+      at += it->second.bytes;
+    }
+    if (at != end || bytes == 0) { out.clear(); }
+  } catch (...) {  // host memory exhausted: the caller unmaps one by one
+    out.clear();
+  }
+  return out;
+}
+
 bool host_vmm_model::shareable(vmm_handle handle) const
 {
   auto const it = handles_.find(handle);

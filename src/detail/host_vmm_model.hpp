@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gpumem::detail {
 
@@ -60,6 +62,10 @@ class host_vmm_model {
   /// reservation or is wholly mapped and accessible (CUDA's error for a copy of unmapped memory).
   void check_copy(void const* ptr, std::size_t bytes, char const* role) const;
   [[nodiscard]] bool shareable(vmm_handle handle) const;
+  /// The mappings (address, bytes) that tile [ptr, ptr + bytes) exactly; empty when they do not
+  /// (a gap, or a mapping crossing either end).
+  [[nodiscard]] std::vector<std::pair<void*, std::size_t>> whole_mappings(
+      void* ptr, std::size_t bytes) const noexcept;
 
   [[nodiscard]] std::size_t physical_bytes() const noexcept { return physical_; }
   [[nodiscard]] std::size_t mapped_bytes() const noexcept;

@@ -23,20 +23,51 @@ std::vector<vmm_backing::run> vmm_backing::present_runs() const
 void vmm_backing::pause(bool offload, cudaStream_t stream)
 {
   GPUMEM_EXPECTS(!paused_, logic_error, "vmm_pool_memory_resource: already paused");
+  constexpr std::size_t chunk_bytes = std::size_t{64} << 20;    // per copy while offloading
+  auto const order = chunks(offload ? chunk_bytes : SIZE_MAX);  // may throw: nothing changed
   if (offload && !mapped_.empty()) {
     ensure_staging(mapped_bytes_);  // may throw: nothing changed
     std::size_t offset{};
-    for (auto& [at, m] : mapped_) {
+    for (auto& [at, m] : mapped_) {  // address order: a run of mappings is a run of staging
       m.staged = offset;
       offset += m.bytes;
     }
     paused_ = true;
     staged_ = true;
-    offload_all(stream);
+    offload_all(order, stream);
     return;
   }
   paused_ = true;
-  for (auto& [at, m] : mapped_) { drop(m, at); }
+  for (auto const& c : order) { give_back(c); }
+}
+
+// Adjacent mappings in groups of at most `limit` bytes (at least one mapping each), in address
+// order: a group is copied with one call and unmapped with one call where the runtime can.
+std::vector<vmm_backing::chunk> vmm_backing::chunks(std::size_t limit) const
+{
+  std::vector<chunk> out;
+  for (auto it = mapped_.begin(); it != mapped_.end(); ++it) {
+    if (!it->second.present) { continue; }
+    auto* last = out.empty() ? nullptr : &out.back();
+    if (last != nullptr && last->at + last->bytes == it->first && last->bytes < limit &&
+        it->second.bytes <= limit - last->bytes) {
+      last->bytes += it->second.bytes;
+      ++last->count;
+    } else {
+      out.push_back({it->first, it->second.bytes, 1});
+    }
+  }
+  return out;
+}
+
+void vmm_backing::give_back(chunk const& c) noexcept
+{
+  auto it = mapped_.find(c.at);
+  if (c.count > 1 && runtime_->vmm_unmap_run(c.at, c.bytes)) {
+    for (std::size_t i = 0; i < c.count; ++i, ++it) { forget_handle(it->second); }
+    return;
+  }
+  for (std::size_t i = 0; i < c.count; ++i, ++it) { drop(it->second, it->first); }
 }
 
 void vmm_backing::ensure_staging(std::size_t bytes)
@@ -55,15 +86,13 @@ void vmm_backing::release_staging() noexcept
   staging_bytes_ = 0;
 }
 
-// Copies every mapping to the staging buffer on `stream` and gives each back as soon as its copy is
-// done, while the next copies run: at most `depth` copies are queued ahead of the unmaps. A failed
-// copy puts back what was given back (copied back from the host), so the pool is as before.
-void vmm_backing::offload_all(cudaStream_t stream)
+// Copies the chunks to the staging buffer on `stream`, one call per chunk with an event after it,
+// and gives each chunk back as soon as its copy is done while the next copies run: at most `depth`
+// chunks are queued ahead of the unmaps. A failed copy puts back what was given back (copied back
+// from the host), so the pool is as before.
+void vmm_backing::offload_all(std::vector<chunk> const& order, cudaStream_t stream)
 {
   constexpr std::size_t depth = 4;
-  std::vector<std::map<char*, mapping>::iterator> order;
-  order.reserve(mapped_.size());
-  for (auto it = mapped_.begin(); it != mapped_.end(); ++it) { order.push_back(it); }
   std::array<cudaEvent_t, depth> events{};
   auto destroy_events = [&]() noexcept {
     for (auto& e : events) {
@@ -76,14 +105,14 @@ void vmm_backing::offload_all(cudaStream_t stream)
   std::size_t dropped = 0;
   auto drop_next      = [&] {
     runtime_->event_synchronize(events[dropped % depth]);
-    drop(order[dropped]->second, order[dropped]->first);
+    give_back(order[dropped]);
     ++dropped;
   };
   try {
     for (auto& e : events) { e = runtime_->event_create(); }
     for (; issued < order.size(); ++issued) {
-      auto const& [at, m] = *order[issued];
-      runtime_->memcpy_async(host + m.staged, at, m.bytes, stream);
+      auto const& c = order[issued];
+      runtime_->memcpy_async(host + mapped_.find(c.at)->second.staged, c.at, c.bytes, stream);
       runtime_->event_record(events[issued % depth], stream);
       if (issued + 1 - dropped == depth) { drop_next(); }
     }
@@ -111,6 +140,11 @@ void vmm_backing::offload_all(cudaStream_t stream)
 void vmm_backing::drop(mapping& m, char* at) noexcept
 {
   runtime_->vmm_unmap(at, m.bytes);
+  forget_handle(m);
+}
+
+void vmm_backing::forget_handle(mapping& m) noexcept
+{
   runtime_->vmm_release(m.handle);
   m.handle  = 0;
   m.present = false;
@@ -159,7 +193,7 @@ std::vector<vmm_backing::run> vmm_backing::runs_of(std::vector<char*> const& add
 }
 
 // Maps the run of adjacent absent mappings starting at `first` (new handles), grants access once
-// over the run, and queues the copies back of its offloaded bytes. Returns the end of the run.
+// over the run, and queues the copy back of its offloaded bytes. Returns the end of the run.
 std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
     std::map<char*, mapping>::iterator first, std::vector<char*>& done, cudaStream_t stream)
 {
@@ -184,11 +218,9 @@ std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
   }
   runtime_->vmm_set_access(start, bytes, device_);
   for (int peer : peers_) { runtime_->vmm_set_access(start, bytes, peer); }
-  if (staged_) {
+  if (staged_) {  // staged in address order: the run is one range of the staging buffer too
     auto const* host = static_cast<char const*>(staging_);
-    for (auto c = first; c != it; ++c) {
-      runtime_->memcpy_async(c->first, host + c->second.staged, c->second.bytes, stream);
-    }
+    runtime_->memcpy_async(start, host + first->second.staged, bytes, stream);
   }
   return it;
 }

@@ -2,6 +2,7 @@
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
 #include <chrono>
+#include <thread>
 
 namespace gpumem::mr {
 namespace {
@@ -183,10 +184,30 @@ std::vector<vmm_mapping_event> events_of(std::vector<detail::vmm_backing::run> r
 
 }  // namespace
 
+vmm_pool_memory_resource::transition vmm_pool_memory_resource::enter_transition(char const* call)
+{
+  GPUMEM_EXPECTS(transition_thread_.load() != std::this_thread::get_id(), logic_error,
+                 detail::format(resource_name, ": ", call,
+                                "() called from a map or unmap listener of the same pool during "
+                                "a pause or resume (it would wait for itself)"));
+  return transition{this};
+}
+
+vmm_pool_memory_resource::transition::transition(vmm_pool_memory_resource* pool)
+    : pool_{pool}, lock_{pool->pause_mutex_}
+{
+  pool_->transition_thread_.store(std::this_thread::get_id());
+}
+
+vmm_pool_memory_resource::transition::~transition()
+{
+  pool_->transition_thread_.store(std::thread::id{});
+}
+
 bool vmm_pool_memory_resource::pause(pause_mode mode)
 {
-  auto const start = std::chrono::steady_clock::now();
-  std::lock_guard serial{pause_mutex_};
+  auto const start  = std::chrono::steady_clock::now();
+  auto const serial = enter_transition("pause");
   if (state_.load() != pause_state::active) { return false; }
   frozen_.store(true);  // from now on, no growth changes the layout
   bool done = false;
@@ -228,8 +249,8 @@ bool vmm_pool_memory_resource::pause(pause_mode mode)
 
 bool vmm_pool_memory_resource::resume()
 {
-  auto const start = std::chrono::steady_clock::now();
-  std::lock_guard serial{pause_mutex_};
+  auto const start  = std::chrono::steady_clock::now();
+  auto const serial = enter_transition("resume");
   if (state_.load() == pause_state::active) { return false; }
   std::vector<detail::vmm_backing::run> runs;
   under_grow_lock([&] {

@@ -49,6 +49,18 @@ vmm_pool_memory_resource& vmm_region_resource::region(std::string_view tag)
   }
 }
 
+vmm_pool_memory_resource& vmm_region_resource::existing(std::string_view tag) const
+{
+  {
+    std::shared_lock lock{mutex_};
+    if (auto it = regions_.find(tag); it != regions_.end()) { return *it->second.pool; }
+  }
+  std::string names;
+  for (auto const& name : regions()) { names += (names.empty() ? "" : ", ") + name; }
+  GPUMEM_FAIL(logic_error, detail::format("vmm_region_resource: no region named '", tag,
+                                          "' (regions: ", names, ")"));
+}
+
 std::vector<std::string> vmm_region_resource::regions() const
 {
   std::shared_lock lock{mutex_};
@@ -78,14 +90,14 @@ vmm_pool_memory_resource& vmm_region_resource::current() const
 std::size_t vmm_region_resource::pause_all(pause_mode mode)
 {
   std::size_t n{};
-  for (auto const& name : regions()) { n += region(name).pause(mode) ? 1 : 0; }
+  for (auto const& name : regions()) { n += existing(name).pause(mode) ? 1 : 0; }
   return n;
 }
 
 std::size_t vmm_region_resource::resume_all()
 {
   std::size_t n{};
-  for (auto const& name : regions()) { n += region(name).resume() ? 1 : 0; }
+  for (auto const& name : regions()) { n += existing(name).resume() ? 1 : 0; }
   return n;
 }
 

@@ -172,6 +172,26 @@ TEST_F(vmm_pool_pause, DiscardLosesTheContentsButKeepsTheAddresses)
   check(pool);
 }
 
+TEST_F(vmm_pool_pause, ARunOfAdjacentHandlesIsUnmappedWithOneCall)
+{
+  auto pool          = make();
+  auto live          = populate(pool);
+  auto const handles = pool.stats().handles;
+  ASSERT_GT(handles, 4U);
+  auto const before = rt.calls();
+  ASSERT_TRUE(pool.pause(pause_mode::discard));
+  EXPECT_EQ(rt.calls().vmm_unmap - before.vmm_unmap, 1U);  // the layout is one run
+  EXPECT_EQ(rt.calls().vmm_release - before.vmm_release, handles);
+  ASSERT_TRUE(pool.resume());
+  EXPECT_EQ(rt.calls().vmm_create - before.vmm_create, handles);
+  // The model refuses a range that is not exactly whole adjacent mappings.
+  auto const [base, n] = pool.reserved_range();
+  EXPECT_FALSE(rt.vmm_unmap_run(static_cast<char*>(base) + rt.vmm_granularity(0), 2 * MiB));
+  EXPECT_FALSE(rt.vmm_unmap_run(base, n));
+  release(pool, live);
+  check(pool);
+}
+
 TEST_F(vmm_pool_pause, AllocatingWhilePausedThrowsPausedErrorAndResumeServesAgain)
 {
   auto pool = make();
@@ -231,20 +251,32 @@ TEST_F(vmm_pool_pause, NoPinnedMemoryForTheOffloadChangesNothing)
   check(pool);
 }
 
+// Offload copies and gives back up to 64 MiB of adjacent handles at a time: 300 MiB of blocks make
+// several such chunks, so that a copy can fail after some were given back.
 TEST_F(vmm_pool_pause, AFailedCopyPutsBackWhatWasGivenBack)
 {
-  for (std::size_t skip : {0, 1, 6}) {  // before anything is given back, after some
-    auto pool = make();
-    auto live = populate(pool);
-    rt.fail_next_copies(1, skip);
+  detail::host_runtime big{detail::host_runtime_options{.capacity_bytes = 1024 * MiB}};
+  for (std::size_t skip : {0, 1, 3}) {  // before anything is given back, after some
+    vmm_pool pool{mr::vmm_pool_options{.reserve_bytes = 512 * MiB, .handle_bytes = 16 * MiB}, big};
+    std::vector<block> live;
+    for (unsigned i = 0; i < 6; ++i) {
+      live.push_back({pool.allocate(50 * MiB), 50 * MiB});
+      fill(live.back().p, 50 * MiB, i + 1);
+    }
+    auto const copies = big.calls().memcpy;
+    big.fail_next_copies(1, skip);
     EXPECT_THROW(pool.pause(pause_mode::offload), cuda_error) << "skip " << skip;
     EXPECT_EQ(pool.state(), pause_state::active);
-    expect_intact(live);
-    check(pool);
-    void* more = pool.allocate(MiB, a);  // serving again
-    pool.deallocate(more, MiB, a);
-    release(pool, live);
-    check(pool);
+    for (unsigned i = 0; i < live.size(); ++i) {
+      big.vmm_check_mapped(live[i].p, live[i].n);
+      EXPECT_TRUE(holds(live[i].p, live[i].n, i + 1)) << "skip " << skip << " block " << i;
+    }
+    EXPECT_GT(big.calls().memcpy, copies + skip);  // the copies back, when some were given back
+    pool.check_invariants();
+    big.check_invariants();
+    void* more = pool.allocate(MiB);  // serving again
+    pool.deallocate(more, MiB);
+    for (auto const& b : live) { pool.deallocate(b.p, b.n); }
   }
 }
 
@@ -414,13 +446,40 @@ TEST_F(vmm_pool_pause, ListenersRunOutsideTheLocksAndMayAllocateFromThePool)
     }
     --depth;
   });
+  std::size_t unmaps = 0;
+  pool.add_unmap_listener([&](vmm_mapping_event const& e) {
+    ++unmaps;
+    pool.check_invariants();  // pause calls it outside its locks too
+    if (e.cause == vmm_mapping_cause::pause) {
+      EXPECT_THROW((void)pool.allocate(MiB, a), paused_error);  // refused, not a deadlock
+    }
+  });
   void* p = pool.allocate(5 * MiB, a);
   ASSERT_EQ(taken.size(), 1U);
   ASSERT_TRUE(pool.pause(pause_mode::discard));
   ASSERT_TRUE(pool.resume());  // the listener allocates again, from the resumed pool
   ASSERT_EQ(taken.size(), 2U);
+  EXPECT_EQ(unmaps, 1U);  // the pause (one run of adjacent handles)
   for (void* t : taken) { pool.deallocate(t, MiB, a); }
   pool.deallocate(p, 5 * MiB, a);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, AListenerThatPausesOrResumesItsOwnPoolIsRefusedNotDeadlocked)
+{
+  auto pool = make();
+  pool.add_unmap_listener([&](vmm_mapping_event const& e) {
+    if (e.cause == vmm_mapping_cause::pause) { (void)pool.resume(); }
+  });
+  pool.add_map_listener([&](vmm_mapping_event const& e) {
+    if (e.cause == vmm_mapping_cause::resume) { (void)pool.pause(pause_mode::discard); }
+  });
+  void* p = pool.allocate(MiB, a);
+  ASSERT_TRUE(pool.pause(pause_mode::discard));
+  ASSERT_TRUE(pool.resume());
+  EXPECT_EQ(pool.stats().listener_failures, 2U);  // both refused with logic_error, and counted
+  EXPECT_EQ(pool.state(), pause_state::active);
+  pool.deallocate(p, MiB, a);
   check(pool);
 }
 

@@ -154,6 +154,15 @@ TEST_F(vmm_region, ScopesBelongToTheirThreadAndTheirResource)
 TEST_F(vmm_region, MisuseIsReported)
 {
   EXPECT_THROW(region_scope(res, ""), logic_error);
+  try {
+    res.pause("kv_cach", pause_mode::discard);  // a typo creates nothing
+    FAIL() << "paused a region that does not exist";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("'kv_cach' (regions: default)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)res.state("nope"), logic_error);
+  EXPECT_EQ(res.regions(), std::vector<std::string>{"default"});
   int on_host{};
   res.deallocate(&on_host, 4, s);  // reported, never thrown
   EXPECT_EQ(res.bad_deallocations(), 1U);

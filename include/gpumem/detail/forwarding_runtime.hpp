@@ -77,6 +77,10 @@ class forwarding_runtime : public runtime {
     inner_->vmm_map(ptr, bytes, handle);
   }
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override { inner_->vmm_unmap(ptr, bytes); }
+  bool vmm_unmap_run(void* ptr, std::size_t bytes) noexcept override
+  {
+    return inner_->vmm_unmap_run(ptr, bytes);
+  }
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override
   {
     inner_->vmm_set_access(ptr, bytes, device);

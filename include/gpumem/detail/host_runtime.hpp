@@ -175,6 +175,9 @@ class host_runtime final : public runtime {
   void vmm_release(vmm_handle handle) noexcept override;
   void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) override;
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
+  /// Unmaps whole adjacent mappings in one call (counted as one vmm_unmap); false, changing
+  /// nothing, unless [ptr, ptr + bytes) is exactly such mappings.
+  bool vmm_unmap_run(void* ptr, std::size_t bytes) noexcept override;
   void vmm_set_access(void* ptr, std::size_t bytes, int device) override;
   [[nodiscard]] int vmm_export_fd(vmm_handle handle) override;
   [[nodiscard]] vmm_handle vmm_import_fd(int fd) override;

@@ -164,8 +164,16 @@ class vmm_backing {
   void take_unmapped(char* at, std::size_t bytes);
   [[nodiscard]] std::string describe() const;
   void ensure_staging(std::size_t bytes);
-  void offload_all(cudaStream_t stream);
+  struct chunk {  // adjacent present mappings handled together
+    char* at{};
+    std::size_t bytes{};
+    std::size_t count{};
+  };
+  [[nodiscard]] std::vector<chunk> chunks(std::size_t limit) const;
+  void offload_all(std::vector<chunk> const& order, cudaStream_t stream);
+  void give_back(chunk const& c) noexcept;
   void drop(mapping& m, char* at) noexcept;
+  void forget_handle(mapping& m) noexcept;
   std::map<char*, mapping>::iterator map_absent_run(std::map<char*, mapping>::iterator first,
                                                     std::vector<char*>& done, cudaStream_t stream);
   void unmap_again(std::vector<char*> const& done) noexcept;

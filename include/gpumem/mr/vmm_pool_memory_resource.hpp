@@ -63,6 +63,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <thread>
 
 namespace gpumem::mr {
 
@@ -214,6 +215,22 @@ class vmm_pool_memory_resource final
   // after a resume ends; state_ changes under pause_mutex_ and the grow lock. Invariant: state_ !=
   // active => frozen_ and backing_.paused(); state_ == active && !pausing => !backing_.paused().
   std::mutex pause_mutex_;  // one pause or resume at a time (held while they call listeners)
+  std::atomic<std::thread::id> transition_thread_{};  // holds pause_mutex_ (re-entry: an error)
+  /// Holds pause_mutex_ and names this thread as the one pausing or resuming.
+  class transition {
+   public:
+    explicit transition(vmm_pool_memory_resource* pool);
+    ~transition();
+    transition(transition const&)            = delete;
+    transition& operator=(transition const&) = delete;
+
+   private:
+    vmm_pool_memory_resource* pool_;
+    std::lock_guard<std::mutex> lock_;
+  };
+  /// Throws logic_error when this thread is already pausing or resuming this pool (a listener
+  /// calling pause or resume), else waits for any other pause or resume.
+  [[nodiscard]] transition enter_transition(char const* call);
   std::atomic<pause_state> state_{pause_state::active};
   std::atomic<bool> frozen_{false};
   std::atomic<std::uint64_t> pauses_{};

@@ -55,17 +55,20 @@ class vmm_region_resource final : public device_memory_resource {
   /// The region this thread's allocations from this resource go to now.
   [[nodiscard]] std::string current_region() const;
 
+  /// The pool of existing region `tag`; logic_error naming the regions when there is none.
+  [[nodiscard]] vmm_pool_memory_resource& existing(std::string_view tag) const;
   /// Pauses region `tag` (see vmm_pool_memory_resource::pause). False when already paused.
-  bool pause(std::string_view tag, pause_mode mode) { return region(tag).pause(mode); }
+  /// logic_error for a name no allocation or scope has used (existing()).
+  bool pause(std::string_view tag, pause_mode mode) { return existing(tag).pause(mode); }
   /// Resumes region `tag`. False when active.
-  bool resume(std::string_view tag) { return region(tag).resume(); }
+  bool resume(std::string_view tag) { return existing(tag).resume(); }
   /// Pauses every region; returns how many were paused by this call. Stops at the first failure
   /// (the regions paused before it stay paused).
   std::size_t pause_all(pause_mode mode);
   /// Resumes every region; returns how many. Stops at the first failure.
   std::size_t resume_all();
-  [[nodiscard]] pause_state state(std::string_view tag) { return region(tag).state(); }
-  [[nodiscard]] vmm_pool_stats stats(std::string_view tag) { return region(tag).stats(); }
+  [[nodiscard]] pause_state state(std::string_view tag) const { return existing(tag).state(); }
+  [[nodiscard]] vmm_pool_stats stats(std::string_view tag) const { return existing(tag).stats(); }
   /// Deallocations of pointers no region handed out.
   [[nodiscard]] std::uint64_t bad_deallocations() const noexcept { return bad_frees_.load(); }
   void check_invariants() const;
