@@ -25,7 +25,11 @@ Statistics: ``memory_stats()`` (PyTorch's key names), ``memory_allocated()``,
 work under a pluggable allocator; ``use()`` points them at these (``patch_torch=False`` leaves
 them alone). ``torch.cuda.empty_cache()`` and ``empty_cache()`` give free memory back.
 ``record(path)`` writes a trace that ``gpumem replay`` replays (``frames=True``: with the Python
-call stack of each allocation).
+call stack of each allocation; ``snapshot="x.pickle"``: also a PyTorch memory snapshot that
+https://pytorch.org/memory_viz opens, see ``write_snapshot``).
+
+CUDA graphs: ``torch.cuda.graph`` captures allocate from a private pool per graph pool, kept
+until PyTorch releases it (``graph_pools()`` lists them).
 """
 
 from __future__ import annotations
