@@ -1,7 +1,7 @@
 """gpumem.torch on a GPU: lazy per-device resources, memory_stats, empty_cache, out-of-memory,
 CUDA graph capture (and a raw capture refused), recording (with Python frames too), the
-`python -m gpumem.torch` runner, and the two comparison scripts (training, generation) under PyTorch's allocator and gpumem with the
-same seed.
+`python -m gpumem.torch` runner, and the two comparison scripts (training, generation) under
+PyTorch's allocator and gpumem with the same seed.
 
 Each check runs in its own process (PyTorch's allocator is chosen once per process). Skips
 without a GPU or without PyTorch. GPUMEM_GPU_REPORT=<file> appends the comparison JSON lines."""
