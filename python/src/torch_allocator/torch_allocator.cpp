@@ -339,7 +339,6 @@ std::string out_of_memory_message(device_slot& s, int device, std::size_t size, 
   return msg + ".";
 }
 
-
 // -- CUDA graphs ----------------------------------------------------------------------------------
 //
 // PyTorch tells the allocator about a graph capture through three hooks (CUDAPluggableAllocator's
@@ -491,9 +490,10 @@ std::string capture_refused_message(int device)
            "overwritten when the graph replays; capture graphs under PyTorch's own allocator "
            "instead.";
   }
-  return head + " that PyTorch did not announce (no graph memory pool is being allocated to "
-                "from this stream). Capture with torch.cuda.graph / torch.cuda.CUDAGraph (which "
-                "tell the allocator), not with cudaStreamBeginCapture directly.";
+  return head +
+         " that PyTorch did not announce (no graph memory pool is being allocated to "
+         "from this stream). Capture with torch.cuda.graph / torch.cuda.CUDAGraph (which "
+         "tell the allocator), not with cudaStreamBeginCapture directly.";
 }
 
 }  // namespace
@@ -508,7 +508,7 @@ GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStre
   }
   auto& r      = resource_of(*s, device);
   auto const n = static_cast<std::size_t>(size);
-  bool routed = false;  // an allocation of a CUDA graph's capture, served by its private pool
+  bool routed  = false;  // an allocation of a CUDA graph's capture, served by its private pool
   void* p{};
   if (s->pools_allocating.load(std::memory_order_acquire) > 0) {
     try {
@@ -527,24 +527,24 @@ GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStre
     fail(capture_refused_message(device), false);
   }
   if (!routed) try {
-    try {
-      p = r.allocate(n, gpumem::cuda_stream_view{stream});
-    } catch (std::bad_alloc const&) {
-      if (s->stack == nullptr) { throw; }  // a resource object: nothing to give back
-      s->retries.fetch_add(1, std::memory_order_relaxed);
-      {
-        std::lock_guard lock{s->build_mutex};
-        s->stack->trim();
+      try {
+        p = r.allocate(n, gpumem::cuda_stream_view{stream});
+      } catch (std::bad_alloc const&) {
+        if (s->stack == nullptr) { throw; }  // a resource object: nothing to give back
+        s->retries.fetch_add(1, std::memory_order_relaxed);
+        {
+          std::lock_guard lock{s->build_mutex};
+          s->stack->trim();
+        }
+        p = r.allocate(n, gpumem::cuda_stream_view{stream});
       }
-      p = r.allocate(n, gpumem::cuda_stream_view{stream});
+    } catch (std::bad_alloc const& e) {  // gpumem::out_of_memory and bad_alloc
+      s->ooms.fetch_add(1, std::memory_order_relaxed);
+      record("allocate failure", nullptr, n, stream);
+      fail(out_of_memory_message(*s, device, n, e.what()), true);
+    } catch (std::exception const& e) {
+      fail(std::string{"gpumem: "} + e.what(), false);
     }
-  } catch (std::bad_alloc const& e) {  // gpumem::out_of_memory and bad_alloc
-    s->ooms.fetch_add(1, std::memory_order_relaxed);
-    record("allocate failure", nullptr, n, stream);
-    fail(out_of_memory_message(*s, device, n, e.what()), true);
-  } catch (std::exception const& e) {
-    fail(std::string{"gpumem: "} + e.what(), false);
-  }
   if (p != nullptr) {
     s->bytes.add(n);
     s->blocks.add(1);
@@ -587,7 +587,7 @@ GPUMEM_TORCH_EXPORT void gpumem_torch_free(void* ptr, ssize_t size, int device, 
 /// PyTorch's beginAllocateToPool hook: until the matching end, allocations on `device` from a
 /// stream for which `filter` is true come from the private pool `id` (created on its first use).
 GPUMEM_TORCH_EXPORT void gpumem_torch_begin_allocate_to_pool(int device, pool_id id,
-                                                            stream_filter filter)
+                                                             stream_filter filter)
 {
   auto* s = slot_of(device);
   if (s == nullptr) { return; }
@@ -605,9 +605,9 @@ GPUMEM_TORCH_EXPORT void gpumem_torch_begin_allocate_to_pool(int device, pool_id
   std::lock_guard lock{s->graph_mutex};
   graph_pool* pool = find_pool(*s, id);
   if (pool == nullptr) {
-    auto fresh = std::make_unique<graph_pool>();
-    fresh->id  = id;
-    auto& rt   = base != nullptr ? *base : gpumem::detail::cuda_runtime();
+    auto fresh         = std::make_unique<graph_pool>();
+    fresh->id          = id;
+    auto& rt           = base != nullptr ? *base : gpumem::detail::cuda_runtime();
     int const previous = rt.current_device();
     if (previous != device) { rt.set_device(device); }
     try {
