@@ -526,25 +526,25 @@ GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStre
   if (!routed && s->on_cuda && stream_is_capturing(stream)) {
     fail(capture_refused_message(device), false);
   }
-  if (!routed) try {
-      try {
-        p = r.allocate(n, gpumem::cuda_stream_view{stream});
-      } catch (std::bad_alloc const&) {
-        if (s->stack == nullptr) { throw; }  // a resource object: nothing to give back
-        s->retries.fetch_add(1, std::memory_order_relaxed);
-        {
-          std::lock_guard lock{s->build_mutex};
-          s->stack->trim();
-        }
-        p = r.allocate(n, gpumem::cuda_stream_view{stream});
+  try {
+    try {
+      if (!routed) { p = r.allocate(n, gpumem::cuda_stream_view{stream}); }
+    } catch (std::bad_alloc const&) {
+      if (s->stack == nullptr) { throw; }  // a resource object: nothing to give back
+      s->retries.fetch_add(1, std::memory_order_relaxed);
+      {
+        std::lock_guard lock{s->build_mutex};
+        s->stack->trim();
       }
-    } catch (std::bad_alloc const& e) {  // gpumem::out_of_memory and bad_alloc
-      s->ooms.fetch_add(1, std::memory_order_relaxed);
-      record("allocate failure", nullptr, n, stream);
-      fail(out_of_memory_message(*s, device, n, e.what()), true);
-    } catch (std::exception const& e) {
-      fail(std::string{"gpumem: "} + e.what(), false);
+      p = r.allocate(n, gpumem::cuda_stream_view{stream});
     }
+  } catch (std::bad_alloc const& e) {  // gpumem::out_of_memory and bad_alloc
+    s->ooms.fetch_add(1, std::memory_order_relaxed);
+    record("allocate failure", nullptr, n, stream);
+    fail(out_of_memory_message(*s, device, n, e.what()), true);
+  } catch (std::exception const& e) {
+    fail(std::string{"gpumem: "} + e.what(), false);
+  }
   if (p != nullptr) {
     s->bytes.add(n);
     s->blocks.add(1);
