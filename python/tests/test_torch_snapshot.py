@@ -13,6 +13,7 @@ import pickle
 import pytest
 
 import gpumem
+import gpumem._cli
 import gpumem.torch as gt
 
 lib = gt._library()
@@ -192,3 +193,32 @@ def test_frames_that_are_not_file_and_line_keep_their_text():
     assert frames == [{"name": "step", "filename": "train.py", "line": 12},
                       {"name": "<module>", "filename": "/a b/(x).py", "line": 3},
                       {"name": "odd text", "filename": "", "line": 0}]
+
+
+def _tool():
+    try:
+        return str(gpumem._cli.tool_path())
+    except (AttributeError, FileNotFoundError):
+        return None
+
+
+@pytest.mark.skipif(_tool() is None, reason="needs the bundled gpumem tool (an installed wheel)")
+def test_gpumem_convert_reads_the_snapshot_back(device, tmp_path):
+    """The command line: `gpumem convert snapshot.pickle --device N -o out.csv`."""
+    import subprocess
+
+    trace, snap, back = tmp_path / "t.csv", tmp_path / "t.pickle", tmp_path / "back.csv"
+    with gt.record(str(trace), frames=True):
+        held = workload(device)
+    gt.write_snapshot(str(trace), str(snap), device=DEVICE)
+    proc = subprocess.run([_tool(), "convert", str(snap), "--device", str(DEVICE), "-o",
+                           str(back)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    _, original = read_trace(trace)
+    _, converted = read_trace(back)
+
+    def columns(row):
+        return row[1:6] + [row[6] if len(row) > 6 else ""]
+
+    assert [columns(r) for r in converted] == [columns(r) for r in original]
+    free(held, 1 << 20)
