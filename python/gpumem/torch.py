@@ -738,7 +738,7 @@ def record(path, frames: bool = False, snapshot=None):
 
 # -- PyTorch memory snapshots (memory_viz) ------------------------------------------------------
 
-SNAPSHOT_FRAME = re.compile(r"^(?P<name>.*) \((?P<filename>.*):(?P<line>\d+)\)$")
+_SNAPSHOT_FRAME = re.compile(r"^(?P<name>.*) \((?P<filename>.*):(?P<line>\d+)\)$")
 
 
 class TraceFormatError(ValueError):
@@ -757,7 +757,7 @@ def _snapshot_frames(text: str) -> list:
     form becomes the name, with no file)."""
     out = []
     for part in filter(None, text.split("|")):
-        m = SNAPSHOT_FRAME.match(part)
+        m = _SNAPSHOT_FRAME.match(part)
         if m:
             out.append({"name": m.group("name"), "filename": m.group("filename"),
                         "line": int(m.group("line"))})
