@@ -237,3 +237,80 @@ def test_use_gives_pytorch_the_graph_pool_hooks_when_it_has_them(tmp_path, with_
     else:
         assert given == "[]"
         assert missing == str([n for n, _ in gt._GRAPH_HOOKS])
+
+
+# -- the hooks called as PyTorch calls them ------------------------------------------------------
+
+# What PyTorch's CUDAPluggableAllocator does with the addresses use() gives it: wraps each in a
+# std::function of the hook's type and calls it with a pool id (a std::pair) and, for begin, a
+# std::function filter built in PyTorch's own code. Compiled apart from the allocator library
+# (which links its own C++ runtime), as PyTorch is.
+FAKE_PYTORCH_CPP = r"""
+#include <functional>
+#include <utility>
+struct CUstream_st;
+typedef CUstream_st* cudaStream_t;
+using pool_id = std::pair<unsigned long long, unsigned long long>;
+using begin_fn = void(int, pool_id, std::function<bool(cudaStream_t)>);
+using pool_fn = void(int, pool_id);
+
+extern "C" int fake_begin(unsigned long long fn, int device, unsigned long long a,
+                          unsigned long long b, void* stream) {
+  std::function<begin_fn> hook = reinterpret_cast<begin_fn*>(fn);
+  auto* match = static_cast<cudaStream_t>(stream);
+  try {
+    hook(device, pool_id{a, b}, [match](cudaStream_t s) { return s == match; });
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+extern "C" void fake_call(unsigned long long fn, int device, unsigned long long a,
+                          unsigned long long b) {
+  std::function<pool_fn> hook = reinterpret_cast<pool_fn*>(fn);
+  hook(device, pool_id{a, b});
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_pytorch(tmp_path_factory):
+    import shutil
+
+    compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if compiler is None:
+        pytest.skip("needs a C++ compiler to build the stand-in for PyTorch's hook calls")
+    folder = tmp_path_factory.mktemp("fake_pytorch")
+    (folder / "fake.cpp").write_text(FAKE_PYTORCH_CPP)
+    out = folder / "fake.so"
+    proc = subprocess.run([compiler, "-std=c++17", "-shared", "-fPIC", "-O1", "-o", str(out),
+                           str(folder / "fake.cpp")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    fake = ctypes.CDLL(str(out))
+    fake.fake_begin.argtypes = [ctypes.c_ulonglong, ctypes.c_int, ctypes.c_ulonglong,
+                                ctypes.c_ulonglong, ctypes.c_void_p]
+    fake.fake_begin.restype = ctypes.c_int
+    fake.fake_call.argtypes = [ctypes.c_ulonglong, ctypes.c_int, ctypes.c_ulonglong,
+                               ctypes.c_ulonglong]
+    fake.fake_call.restype = None
+    return fake
+
+
+def test_the_hooks_work_when_called_the_way_pytorch_calls_them(configured, fake_pytorch):
+    host = configured
+    address = {symbol: ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+               for _, symbol in gt._GRAPH_HOOKS}
+    s, other = host.create_stream(), host.create_stream()
+    assert fake_pytorch.fake_begin(address["gpumem_torch_begin_allocate_to_pool"], DEVICE, 5, 0,
+                                   s) == 0
+    a = malloc(1 << 16, s)
+    b = malloc(1 << 16, other)
+    assert pools()[(5, 0)]["blocks"] == 1  # the filter PyTorch's code built picked stream s only
+    fake_pytorch.fake_call(address["gpumem_torch_end_allocate_to_pool"], DEVICE, 5, 0)
+    c = malloc(1 << 16, s)                 # after the end: the main pool
+    assert pools()[(5, 0)]["blocks"] == 1
+    for p, stream in ((a, s), (b, other), (c, s)):
+        free(p, 1 << 16, stream)
+    fake_pytorch.fake_call(address["gpumem_torch_release_pool"], DEVICE, 5, 0)
+    assert pools() == {}
