@@ -222,3 +222,24 @@ def test_gpumem_convert_reads_the_snapshot_back(device, tmp_path):
 
     assert [columns(r) for r in converted] == [columns(r) for r in original]
     free(held, 1 << 20)
+
+
+def test_pytorchs_own_memory_viz_reads_the_snapshot(device, tmp_path):
+    """Where PyTorch is installed (no GPU needed): torch.cuda._memory_viz's readers take the
+    snapshot, and its text trace ends with the memory still allocated."""
+    viz = pytest.importorskip("torch.cuda._memory_viz")
+    trace, snap = tmp_path / "t.csv", tmp_path / "t.pickle"
+    with gt.record(str(trace), frames=True):
+        held = workload(device)
+        p = lib.gpumem_torch_try_malloc(1 << 40, DEVICE, None)  # fails: an oom entry
+        assert not p
+    data = gt.write_snapshot(str(trace), str(snap), device=DEVICE)
+    assert any(e["action"] == "oom" for e in data["device_traces"][DEVICE])
+    html = viz.trace_plot(data)
+    assert "Active Memory Timeline" in html and "snapshot.pickle" in html
+    assert "Allocator State History" in viz.segment_plot(data)
+    assert "total_allocated: 1.0MiB" in viz.segsum(data)
+    assert "raise OutOfMemoryError()" in viz.trace(data)
+    lines = viz.memory(data, format_flamegraph=lambda text: text).splitlines()
+    assert len(lines) == 1 and lines[0].endswith(f" {1 << 20}") and "layer" not in lines[0]
+    free(held, 1 << 20)
