@@ -314,3 +314,30 @@ def test_the_hooks_work_when_called_the_way_pytorch_calls_them(configured, fake_
         free(p, 1 << 16, stream)
     fake_pytorch.fake_call(address["gpumem_torch_release_pool"], DEVICE, 5, 0)
     assert pools() == {}
+
+
+def test_a_graph_pool_reuses_blocks_on_their_own_stream_only_and_merges_them(configured):
+    """No synchronization is possible during a capture: a block freed on one stream is reused by
+    later allocations on that stream (ordered after the free), never by another stream's;
+    neighbouring free blocks merge, so freed activations serve a larger block later."""
+    host = configured
+    s1, s2 = host.create_stream(), host.create_stream()
+    pool = (0, 11)
+    begin(pool, s1)
+    begin(pool, s2)                 # two captures into one pool (as graphs sharing a pool do)
+    parts = [malloc(256 << 10, s1) for _ in range(4)]
+    assert parts == sorted(parts) and parts[1] - parts[0] == 256 << 10  # carved from one chunk
+    for p in parts:
+        free(p, 256 << 10, s1)
+    other = malloc(256 << 10, s2)   # s2 may not use s1's free blocks
+    assert other not in parts
+    whole = malloc(1 << 20, s1)     # the four merged blocks, on s1
+    assert whole == parts[0]
+    reserved = pools()[pool]["reserved_bytes"]
+    assert reserved == 4 << 20, reserved  # two 2 MiB chunks: one per stream
+    free(other, 256 << 10, s2)
+    free(whole, 1 << 20, s1)
+    for _ in range(2):
+        end(pool)
+        release(pool)
+    assert pools() == {}

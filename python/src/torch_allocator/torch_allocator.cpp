@@ -74,6 +74,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -151,13 +152,120 @@ struct held_block {
   cudaStream_t stream;
 };
 
+/// The memory of one CUDA graph pool: chunks from the device (cudaMalloc through the runtime),
+/// carved into blocks. A block freed on a stream is reused only by later allocations on that same
+/// stream (which the capture orders after the free), never by another stream's, so that no event
+/// or synchronization is ever needed: a capture forbids them (gpumem's stream-ordered pools
+/// synchronize the device to move free memory between streams). Not thread-safe (the slot's
+/// graph_mutex guards it).
+class private_pool {
+ public:
+  static constexpr std::size_t alignment         = 512;
+  static constexpr std::size_t chunk_granularity = std::size_t{2} << 20;
+
+  explicit private_pool(gpumem::detail::runtime& rt) : rt_{rt} {}
+  ~private_pool()
+  {
+    for (auto const& c : chunks_) { rt_.free(gpumem::memory_kind::device, c.first); }
+  }
+  private_pool(private_pool const&)            = delete;
+  private_pool& operator=(private_pool const&) = delete;
+
+  void* allocate(std::size_t bytes, cudaStream_t stream)
+  {
+    std::size_t const n = round_up(std::max<std::size_t>(bytes, 1), alignment);
+    auto& list          = free_[stream];
+    auto it             = list.lower_bound(n);
+    if (it == list.end()) {
+      std::size_t const size = round_up(n, chunk_granularity);
+      void* const p          = rt_.allocate(gpumem::memory_kind::device, size);  // may throw
+      chunks_.emplace_back(p, size);
+      auto const addr = reinterpret_cast<std::uintptr_t>(p);
+      blocks_[addr]   = block{size, chunks_.size() - 1, stream, true};
+      it              = list.emplace(size, addr);
+    }
+    std::size_t const size    = it->first;
+    std::uintptr_t const addr = it->second;
+    list.erase(it);
+    block& b = blocks_.at(addr);
+    b.free   = false;
+    if (size - n >= alignment) {  // the rest stays free, on the same stream
+      b.size            = n;
+      blocks_[addr + n] = block{size - n, b.chunk, stream, true};
+      list.emplace(size - n, addr + n);
+    }
+    return reinterpret_cast<void*>(addr);
+  }
+
+  void deallocate(void* ptr, cudaStream_t stream)
+  {
+    auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == blocks_.end() || it->second.free) { return; }
+    it->second.free   = true;
+    it->second.stream = stream;
+    // Merge with free neighbours of the same chunk and stream.
+    if (auto next = std::next(it); next != blocks_.end() && mergeable(it->second, next->second)) {
+      unlist(next);
+      it->second.size += next->second.size;
+      blocks_.erase(next);
+    }
+    if (it != blocks_.begin()) {
+      if (auto prev = std::prev(it); mergeable(prev->second, it->second)) {
+        unlist(prev);
+        prev->second.size += it->second.size;
+        blocks_.erase(it);
+        it = prev;
+      }
+    }
+    free_[stream].emplace(it->second.size, it->first);
+  }
+
+  [[nodiscard]] std::size_t chunk_bytes() const noexcept
+  {
+    std::size_t n = 0;
+    for (auto const& c : chunks_) { n += c.second; }
+    return n;
+  }
+
+ private:
+  struct block {
+    std::size_t size;
+    std::size_t chunk;
+    cudaStream_t stream;
+    bool free;
+  };
+
+  static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+  static bool mergeable(block const& a, block const& b) noexcept
+  {
+    return a.free && b.free && a.chunk == b.chunk && a.stream == b.stream;
+  }
+
+  void unlist(std::map<std::uintptr_t, block>::iterator it)
+  {
+    auto& list         = free_[it->second.stream];
+    auto [first, last] = list.equal_range(it->second.size);
+    for (auto i = first; i != last; ++i) {
+      if (i->second == it->first) {
+        list.erase(i);
+        return;
+      }
+    }
+  }
+
+  gpumem::detail::runtime& rt_;
+  std::vector<std::pair<void*, std::size_t>> chunks_;
+  std::map<std::uintptr_t, block> blocks_;  // every block of every chunk, by address
+  std::map<cudaStream_t, std::multimap<std::size_t, std::uintptr_t>> free_;  // by stream, size
+};
+
 /// The private memory of one CUDA graph pool (PyTorch's MempoolId_t): what the graphs captured
 /// into it allocate comes from a pool of its own, kept until PyTorch releases the pool.
 struct graph_pool {
   pool_id id;
   std::unique_ptr<gpumem::trace::metered_runtime> meter;  // what the pool holds from the device
-  std::unique_ptr<gpumem::spec::resource_stack> stack;
-  device_memory_resource* resource{};
+  std::unique_ptr<private_pool> memory;
   std::vector<stream_filter> filters;  // one per capture allocating to it now
   int uses{};                          // captures begun on it and not yet released
   u64 live{};                          // its blocks PyTorch holds
@@ -348,19 +456,17 @@ std::string out_of_memory_message(device_slot& s, int device, std::size_t size, 
 //                              filter(stream) is true (the streams of this capture) go to the pool;
 //   end(device, id)            after the capture: the pool stops taking allocations;
 //   release(device, id)        when the graph is reset or destroyed: its memory may go.
-// Each pool id gets a gpumem pool of its own (graph_pool_spec over the device's metered runtime),
-// so memory the graph's kernels use stays the graph's until the release, whatever the rest of the
-// program allocates; its blocks freed meanwhile go back to it (reused by later allocations of the
-// same graph or of graphs sharing the pool), never to the main resource. A block of the main
-// resource freed on a capturing stream is kept aside until the release (the graph may use its
-// address at every replay). The pool grows with cudaMalloc during the capture, in the thread's
-// relaxed capture mode (CUDA refuses cudaMalloc in the default, global mode), as PyTorch's own
-// allocator does; it is destroyed, giving its memory back, once released and empty.
+// Each pool id gets a private_pool of its own (above; over the device's metered runtime), so
+// memory the graph's kernels use stays the graph's until the release, whatever the rest of the
+// program allocates; its blocks freed meanwhile go back to it (reused by later allocations on the
+// same stream, of the same graph or of graphs sharing the pool), never to the main resource. A
+// block of the main resource freed on a capturing stream is kept aside until the release (the graph
+// may use its address at every replay). The pool grows with cudaMalloc during the capture, in the
+// thread's relaxed capture mode (CUDA refuses cudaMalloc in the default, global mode), as PyTorch's
+// own allocator does; it is destroyed, giving its memory back, once released and empty.
 //
 // The hooks are called through plain function pointers with C++ arguments (a std::pair, a
 // std::function): the exported functions below have exactly PyTorch's signatures.
-
-constexpr char const* graph_pool_spec = "pool:initial=0";
 
 std::mutex graph_config_mutex;
 std::string graph_hooks_missing =  // empty once gpumem.torch gave PyTorch the hooks
@@ -443,7 +549,7 @@ void* graph_allocate(device_slot& s, std::size_t n, cudaStream_t stream, bool& r
   routed           = pool != nullptr;
   if (pool == nullptr) { return nullptr; }
   relaxed_capture_mode relaxed{s.on_cuda};
-  void* p = pool->resource->allocate(n, gpumem::cuda_stream_view{stream});
+  void* p = pool->memory->allocate(n, stream);
   if (p != nullptr) {
     s.graph_owner.emplace(p, pool);
     ++pool->live;
@@ -459,10 +565,7 @@ bool graph_free(device_slot& s, void* ptr, std::size_t n, cudaStream_t stream)
   if (auto it = s.graph_owner.find(ptr); it != s.graph_owner.end()) {
     graph_pool* pool = it->second;
     s.graph_owner.erase(it);
-    {
-      relaxed_capture_mode relaxed{s.on_cuda && s.pools_allocating.load() > 0};
-      pool->resource->deallocate(ptr, n, gpumem::cuda_stream_view{stream});
-    }
+    pool->memory->deallocate(ptr, stream);
     --pool->live;
     settle_pool(s, pool);
     return true;
@@ -592,35 +695,23 @@ GPUMEM_TORCH_EXPORT void gpumem_torch_begin_allocate_to_pool(int device, pool_id
   auto* s = slot_of(device);
   if (s == nullptr) { return; }
   gpumem::detail::runtime* base{};
-  bool simulated{};
   {
     std::lock_guard lock{config_mutex};
-    simulated = config_simulated;
-    base      = config_runtime;
+    base = config_runtime;
   }
   {
     std::lock_guard lock{s->build_mutex};
-    if (s->meter) { base = s->meter.get(); }
+    if (s->meter) { base = s->meter.get(); }  // the device's own meter: counted as reserved
   }
   std::lock_guard lock{s->graph_mutex};
   graph_pool* pool = find_pool(*s, id);
   if (pool == nullptr) {
-    auto fresh         = std::make_unique<graph_pool>();
-    fresh->id          = id;
-    auto& rt           = base != nullptr ? *base : gpumem::detail::cuda_runtime();
-    int const previous = rt.current_device();
-    if (previous != device) { rt.set_device(device); }
-    try {
-      fresh->meter = std::make_unique<gpumem::trace::metered_runtime>(rt);
-      fresh->stack = std::make_unique<gpumem::spec::resource_stack>(
-          gpumem::spec::build(graph_pool_spec, *fresh->meter, simulated));
-    } catch (...) {
-      if (previous != device) { rt.set_device(previous); }
-      throw;  // PyTorch raises it from capture_begin
-    }
-    if (previous != device) { rt.set_device(previous); }
-    fresh->resource = &fresh->stack->top();
-    pool            = fresh.get();
+    auto fresh   = std::make_unique<graph_pool>();
+    fresh->id    = id;
+    fresh->meter = std::make_unique<gpumem::trace::metered_runtime>(
+        base != nullptr ? *base : gpumem::detail::cuda_runtime());
+    fresh->memory = std::make_unique<private_pool>(*fresh->meter);
+    pool          = fresh.get();
     s->graph_pools.push_back(std::move(fresh));
     s->pools_alive.fetch_add(1);
   }
