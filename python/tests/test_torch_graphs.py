@@ -110,16 +110,20 @@ def test_a_main_block_freed_during_a_capture_is_held_until_the_release(configure
     host = configured
     s = host.create_stream()
     m = malloc(1 << 20, s)           # allocated before the capture (a static input, say)
+    elsewhere = host.create_stream()
+    e = malloc(1 << 20, elsewhere)   # and one allocated on another stream
     begin((2, 0), s)
     free(m, 1 << 20, s)              # the graph may use its address at every replay
-    assert pools()[(2, 0)]["held"] == 1
+    free(e, 1 << 20, elsewhere)      # PyTorch frees on the allocation stream: held all the same
+    assert pools()[(2, 0)]["held"] == 2
     again = malloc(1 << 20, s)       # the capture's allocation: from the graph pool, not m
     assert again != m
     end((2, 0))
-    after = [malloc(1 << 20, s) for _ in range(3)]
-    assert m not in after            # not handed to the rest of the program either
-    for x in after:
+    after = [malloc(1 << 20, s) for _ in range(3)] + [malloc(1 << 20, elsewhere)]
+    assert m not in after and e not in after  # not handed to the rest of the program either
+    for x in after[:3]:
         free(x, 1 << 20, s)
+    free(after[3], 1 << 20, elsewhere)
     free(again, 1 << 20, s)
     release((2, 0))                  # now it goes back to the main pool
     assert pools() == {}

@@ -143,9 +143,8 @@ struct device_meter final : gpumem::trace::chunk_observer {
 using pool_id       = std::pair<unsigned long long, unsigned long long>;  // c10::cuda::MempoolId_t
 using stream_filter = std::function<bool(cudaStream_t)>;
 
-/// A block of the device's main resource that PyTorch freed on a stream capturing into a graph
-/// pool: the graph may use its address at every replay, so it goes back only when the pool is
-/// released.
+/// A block of the device's main resource that PyTorch freed while a graph was being captured: the
+/// graph may use its address at every replay, so it goes back only when the pool is released.
 struct held_block {
   void* ptr;
   std::size_t bytes;
@@ -460,8 +459,9 @@ std::string out_of_memory_message(device_slot& s, int device, std::size_t size, 
 // memory the graph's kernels use stays the graph's until the release, whatever the rest of the
 // program allocates; its blocks freed meanwhile go back to it (reused by later allocations on the
 // same stream, of the same graph or of graphs sharing the pool), never to the main resource. A
-// block of the main resource freed on a capturing stream is kept aside until the release (the graph
-// may use its address at every replay). The pool grows with cudaMalloc during the capture, in the
+// block of the main resource freed while a capture is under way (on any stream: PyTorch frees a
+// block on the stream it was allocated on) is kept aside until the release, as the graph may use
+// its address at every replay. The pool grows with cudaMalloc during the capture, in the
 // thread's relaxed capture mode (CUDA refuses cudaMalloc in the default, global mode), as PyTorch's
 // own allocator does; it is destroyed, giving its memory back, once released and empty.
 //
@@ -571,11 +571,17 @@ bool graph_free(device_slot& s, void* ptr, std::size_t n, cudaStream_t stream)
     return true;
   }
   if (s.pools_allocating.load() == 0) { return false; }
-  if (graph_pool* pool = pool_for_stream(s, stream)) {
-    pool->held.push_back({ptr, n, stream});
-    return true;
+  // A main block freed while a capture is under way: the graph may use its address at every
+  // replay (PyTorch frees a block on the stream it was allocated on, which need not be the
+  // capture's), so it is held by the pool of the capture freeing it, else by a pool being
+  // captured into, until that pool is released.
+  graph_pool* pool = pool_for_stream(s, stream);
+  for (auto it = s.graph_pools.begin(); pool == nullptr && it != s.graph_pools.end(); ++it) {
+    if (!(*it)->filters.empty()) { pool = it->get(); }
   }
-  return false;
+  if (pool == nullptr) { return false; }
+  pool->held.push_back({ptr, n, stream});
+  return true;
 }
 
 std::string capture_refused_message(int device)
