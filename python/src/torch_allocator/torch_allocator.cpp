@@ -524,20 +524,33 @@ graph_pool* pool_for_stream(device_slot& s, cudaStream_t stream)
 void settle_pool(device_slot& s, graph_pool* pool)
 {
   if (pool->uses > 0) { return; }
+  bool const goes = pool->live == 0;
+  if (pool->held.empty() && !goes) { return; }
+  auto it = std::find_if(s.graph_pools.begin(), s.graph_pools.end(),
+                         [&](auto const& p) { return p.get() == pool; });
+  if (it == s.graph_pools.end()) { return; }
+  int const device = static_cast<int>(&s - slots.data());
+  int previous     = device;
+  if (s.on_cuda) {  // the pool's device current while its memory goes back
+    if (cudaGetDevice(&previous) != cudaSuccess) {
+      (void)cudaGetLastError();
+      previous = device;
+    }
+    if (previous != device) { (void)cudaSetDevice(device); }
+    // The graph's last replay may still run, on any stream: wait for the device before its
+    // memory goes anywhere, unless a capture is under way (a synchronization would break it).
+    if (s.pools_allocating.load() == 0) { (void)cudaDeviceSynchronize(); }
+  }
   auto* main = s.resource.load(std::memory_order_acquire);
   for (auto const& b : pool->held) {
     if (main != nullptr) { main->deallocate(b.ptr, b.bytes, gpumem::cuda_stream_view{b.stream}); }
   }
   pool->held.clear();
-  if (pool->live > 0) { return; }
-  auto it = std::find_if(s.graph_pools.begin(), s.graph_pools.end(),
-                         [&](auto const& p) { return p.get() == pool; });
-  if (it == s.graph_pools.end()) { return; }
-  // The graph's last replay may still run: wait for the device before its memory goes, unless a
-  // capture is under way (a synchronization would break it; cudaFree waits for the device then).
-  if (s.on_cuda && s.pools_allocating.load() == 0) { (void)cudaDeviceSynchronize(); }
-  s.graph_pools.erase(it);
-  s.pools_alive.fetch_sub(1);
+  if (goes) {
+    s.graph_pools.erase(it);
+    s.pools_alive.fetch_sub(1);
+  }
+  if (s.on_cuda && previous != device) { (void)cudaSetDevice(previous); }
 }
 
 /// malloc's path for an allocation on a capturing stream: the pool of its capture (nullptr when
