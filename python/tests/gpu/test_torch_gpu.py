@@ -173,7 +173,7 @@ def test_cuda_graph_capture_works_and_a_raw_capture_is_refused_clearly():
     a capture PyTorch does not announce to the allocator (cudaStreamBeginCapture on a PyTorch
     stream, through ctypes) is refused with a message that says so, never corrupted."""
     r = check("""
-        import ctypes
+        import contextlib, ctypes
         gt.use("pool")
         model = torch.nn.Linear(256, 256).cuda()
         static_in = torch.randn(64, 256, device="cuda")
@@ -197,20 +197,24 @@ def test_cuda_graph_capture_works_and_a_raw_capture_is_refused_clearly():
             except OSError:
                 pass
         raw = torch.cuda.Stream()
-        chain = []
-        with torch.cuda.stream(raw):
-            assert rt.cudaStreamBeginCapture(ctypes.c_void_p(raw.cuda_stream), 2) == 0
-            try:
-                torch.empty(1 << 20, device="cuda")
-            except Exception as e:
-                while e is not None:
-                    chain.append(str(e))
-                    e = e.__cause__ or e.__context__
-            graph = ctypes.c_void_p()
-            rt.cudaStreamEndCapture(ctypes.c_void_p(raw.cuda_stream), ctypes.byref(graph))
+        chain = [] if rt is not None else None
+        with torch.cuda.stream(raw) if rt is not None else contextlib.nullcontext():
+            if rt is not None:
+                assert rt.cudaStreamBeginCapture(ctypes.c_void_p(raw.cuda_stream), 2) == 0
+                try:
+                    torch.empty(1 << 20, device="cuda")
+                except Exception as e:
+                    while e is not None:
+                        chain.append(str(e))
+                        e = e.__cause__ or e.__context__
+                graph = ctypes.c_void_p()
+                rt.cudaStreamEndCapture(ctypes.c_void_p(raw.cuda_stream), ctypes.byref(graph))
         result(same=same, chain=chain)
     """)
     assert r["same"], r
+    if r["chain"] is None:
+        pytest.skip("the capture works; the raw capture needs PyTorch's CUDA runtime library "
+                    "(libcudart.so) loadable by name, which this PyTorch does not have")
     assert any("did not announce" in m for m in r["chain"]), r
 
 
