@@ -25,7 +25,11 @@ Statistics: ``memory_stats()`` (PyTorch's key names), ``memory_allocated()``,
 work under a pluggable allocator; ``use()`` points them at these (``patch_torch=False`` leaves
 them alone). ``torch.cuda.empty_cache()`` and ``empty_cache()`` give free memory back.
 ``record(path)`` writes a trace that ``gpumem replay`` replays (``frames=True``: with the Python
-call stack of each allocation).
+call stack of each allocation; ``snapshot="x.pickle"``: also a PyTorch memory snapshot that
+https://pytorch.org/memory_viz opens, see ``write_snapshot``).
+
+CUDA graphs: ``torch.cuda.graph`` captures allocate from a private pool per graph pool, kept
+until PyTorch releases it (``graph_pools()`` lists them).
 """
 
 from __future__ import annotations
@@ -106,6 +110,13 @@ def _library() -> ctypes.CDLL:
                                       ctypes.c_void_p]
     lib.gpumem_torch_free.restype = None
     lib.gpumem_torch_empty_cache.restype = None
+    lib.gpumem_torch_set_graph_support.argtypes = [ctypes.c_char_p]
+    lib.gpumem_torch_set_graph_support.restype = None
+    lib.gpumem_torch_graph_pools.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    lib.gpumem_torch_graph_pools.restype = ctypes.c_int
+    lib.gpumem_torch_test_begin_pool.argtypes = [ctypes.c_int, ctypes.c_ulonglong,
+                                                 ctypes.c_ulonglong, ctypes.c_void_p]
+    lib.gpumem_torch_test_begin_pool.restype = ctypes.c_int
     _lib = lib
     return lib
 
@@ -319,6 +330,7 @@ def use(spec=None, devices=None, *, device: int | None = None, runtime=None,
         library_path(), "gpumem_torch_malloc", "gpumem_torch_free"
     )
     _set_reset_fn(allocator, lib)
+    _set_graph_hooks(allocator, lib, getattr(torch, "__version__", "unknown"))
     try:
         torch.cuda.memory.change_current_allocator(allocator)
     except RuntimeError as e:
@@ -359,6 +371,55 @@ def _set_reset_fn(allocator, lib) -> None:
         target.set_reset_fn(ctypes.cast(lib.gpumem_torch_empty_cache, ctypes.c_void_p).value)
     except AttributeError:
         pass  # an older PyTorch: gpumem.torch.empty_cache() still works
+
+
+# -- CUDA graphs ----------------------------------------------------------------------------------
+
+_GRAPH_HOOKS = (("set_begin_allocate_to_pool", "gpumem_torch_begin_allocate_to_pool"),
+                ("set_end_allocate_to_pool_fn", "gpumem_torch_end_allocate_to_pool"),
+                ("set_release_pool", "gpumem_torch_release_pool"))
+
+
+def _set_graph_hooks(allocator, lib, torch_version: str) -> list:
+    """Gives PyTorch the allocator's CUDA graph pool hooks, so that ``torch.cuda.graph`` captures
+    allocate from a private pool per graph. Returns the names of the hooks this PyTorch lacks
+    (empty when all were given); the library then refuses allocations during a capture, naming
+    them and the PyTorch version."""
+    try:
+        target = allocator.allocator()
+    except AttributeError:
+        target = None
+    missing = [name for name, _ in _GRAPH_HOOKS if target is None or not hasattr(target, name)]
+    if not missing:
+        for name, symbol in _GRAPH_HOOKS:
+            getattr(target, name)(ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value)
+        lib.gpumem_torch_set_graph_support(b"")
+    else:
+        lib.gpumem_torch_set_graph_support(
+            (f"PyTorch {torch_version} offers no graph memory pool hooks for a pluggable "
+             f"allocator (CUDAPluggableAllocator lacks {', '.join(missing)}); a newer PyTorch "
+             "has them").encode())
+    return missing
+
+
+def graph_pools(device=None) -> list:
+    """The private memory pools of CUDA graphs on ``device`` (None: current), one dict each:
+    ``id`` (PyTorch's pool id, as ``torch.cuda.graph_pool_handle()`` or ``graph.pool()`` give
+    it), ``captures`` (captures into it not yet released), ``blocks`` (its blocks PyTorch holds),
+    ``held`` (blocks of the main pool freed during a capture, kept until the release, since the
+    graph may use them at every replay) and ``reserved_bytes`` (what the pool holds from the
+    device). A pool exists from its first capture until every graph captured into it is reset or
+    destroyed and its blocks are freed."""
+    d = _device_index(device)
+    lib = _library()
+    n = lib.gpumem_torch_graph_pools(d, None, 0)
+    if n < 0:
+        raise ValueError(f"device {d} is out of range for the gpumem torch allocator")
+    out = (ctypes.c_ulonglong * (6 * max(n, 1)))()
+    n = min(n, lib.gpumem_torch_graph_pools(d, out, n))
+    return [{"id": (out[6 * i], out[6 * i + 1]), "captures": out[6 * i + 2],
+             "blocks": out[6 * i + 3], "held": out[6 * i + 4],
+             "reserved_bytes": out[6 * i + 5]} for i in range(n)]
 
 
 def _describe_installed() -> str:
@@ -631,7 +692,7 @@ def _write_frames(buf, cap) -> int:
 
 
 @contextlib.contextmanager
-def record(path, frames: bool = False):
+def record(path, frames: bool = False, snapshot=None):
     """Writes every allocation and free PyTorch makes through gpumem, on every device, while the
     ``with`` block runs, to ``path``: a gpumem trace (CSV) that ``gpumem replay path`` replays
     against any resource.
@@ -646,6 +707,9 @@ def record(path, frames: bool = False):
     engine's, in ``backward()``) have an empty stack. Each allocation then calls into Python and
     takes the GIL on the allocating thread (about 10 µs, more for deep stacks): a debugging aid,
     not for timing runs. Without frames nothing of that happens.
+
+    ``snapshot="x.pickle"`` also writes, when the block ends, a PyTorch memory snapshot of the
+    recording (``write_snapshot``): https://pytorch.org/memory_viz opens it.
 
     Raises RuntimeError when a recording is already running, the file cannot be opened, or it
     could not be written completely."""
@@ -668,6 +732,130 @@ def record(path, frames: bool = False):
         _frame_texts.clear()
         if stopped != 0:
             raise RuntimeError(f"gpumem.torch.record({os.fspath(path)!r}): {_last_error()}")
+        if snapshot is not None:
+            write_snapshot(path, snapshot, _device_index(None))
+
+
+# -- PyTorch memory snapshots (memory_viz) ------------------------------------------------------
+
+_SNAPSHOT_FRAME = re.compile(r"^(?P<name>.*) \((?P<filename>.*):(?P<line>\d+)\)$")
+
+
+class TraceFormatError(ValueError):
+    """A trace that ``write_snapshot`` cannot read: ``path``, ``line`` (1-based, 0 for the whole
+    file) and what is wrong, in the message."""
+
+    def __init__(self, message: str, path: str = "", line: int = 0):
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+def _snapshot_frames(text: str) -> list:
+    """The Frames column of a trace row as PyTorch's frames, innermost first: each
+    ``name (filename:line)`` becomes ``{"name", "filename", "line"}`` (text that is not of that
+    form becomes the name, with no file)."""
+    out = []
+    for part in filter(None, text.split("|")):
+        m = _SNAPSHOT_FRAME.match(part)
+        if m:
+            out.append({"name": m.group("name"), "filename": m.group("filename"),
+                        "line": int(m.group("line"))})
+        else:
+            out.append({"name": part, "filename": "", "line": 0})
+    return out
+
+
+def snapshot_from_trace(trace, device: int = 0) -> dict:
+    """Builds a PyTorch memory snapshot (the dict ``torch.cuda.memory._snapshot()`` returns, which
+    PyTorch's memory_viz reads) from a gpumem trace (the CSV ``record()`` writes; a path or an
+    open text file). A trace holds no device: every event goes to ``device``.
+
+    * ``device_traces[device]``: per allocate row an ``alloc`` entry, per free row
+      ``free_requested`` then ``free_completed`` (gpumem frees at once), per failed allocation an
+      ``oom`` entry; each with ``addr``, ``size``, ``stream``, ``time_us`` and ``frames`` (the
+      allocation's Python stack when recorded with ``frames=True``; a free carries its block's);
+    * ``segments``: one per block still allocated at the end of the trace (gpumem's pools do not
+      keep PyTorch's segment and block layout), each holding that block as ``active_allocated``.
+
+    Raises TraceFormatError (a ValueError) naming the file, the line and the problem."""
+    import csv
+    import io
+
+    if hasattr(trace, "read"):
+        name = str(getattr(trace, "name", "<trace>"))
+        text = trace.read()
+    else:
+        name = os.fspath(trace)
+        with open(name, newline="", encoding="utf-8") as f:
+            text = f.read()
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, None)
+    expected = ["Thread", "Time", "Action", "Pointer", "Size", "Stream"]
+    if header is None or header[:6] != expected or header[6:] not in ([], ["Frames"]):
+        raise TraceFormatError(
+            f"{name}: not a gpumem trace: the first line is {','.join(header or [])!r}, "
+            f"expected {','.join(expected)!r} (optionally ',Frames')", str(name), 1)
+    events: list = []
+    live: dict = {}  # address -> its alloc entry
+    for number, row in enumerate(rows, start=2):
+        if not row:
+            continue
+        if len(row) < 6:
+            raise TraceFormatError(f"{name}:{number}: {len(row)} fields, expected at least 6",
+                                   str(name), number)
+        try:
+            time_us, action = int(row[1]), row[2]
+            addr, size, stream = int(row[3], 16), int(row[4]), int(row[5])
+        except ValueError as e:
+            raise TraceFormatError(f"{name}:{number}: {e} in {','.join(row)!r}", str(name),
+                                   number) from None
+        if action == "allocate":
+            entry = {"action": "alloc", "addr": addr, "size": size, "stream": stream,
+                     "time_us": time_us, "frames": _snapshot_frames(row[6] if len(row) > 6 else ""),
+                     "device": device}
+            live[addr] = entry
+            events.append(entry)
+        elif action == "free":
+            block = live.pop(addr, None)
+            frames = block["frames"] if block is not None else []
+            for kind in ("free_requested", "free_completed"):
+                events.append({"action": kind, "addr": addr, "size": size, "stream": stream,
+                               "time_us": time_us, "frames": frames, "device": device})
+        elif action == "allocate failure":
+            events.append({"action": "oom", "addr": 0, "size": size, "stream": stream,
+                           "time_us": time_us, "frames": [], "device_free": 0,
+                           "device": device})
+        else:
+            raise TraceFormatError(f"{name}:{number}: unknown action {action!r} (expected "
+                                   "allocate, free or allocate failure)", str(name), number)
+    segments = []
+    for addr, e in sorted(live.items()):
+        block = {"address": addr, "size": e["size"], "requested_size": e["size"],
+                 "state": "active_allocated", "frames": e["frames"]}
+        segments.append({"device": device, "address": addr, "total_size": e["size"],
+                         "allocated_size": e["size"], "active_size": e["size"],
+                         "requested_size": e["size"], "stream": e["stream"],
+                         "segment_type": "large", "segment_pool_id": (0, 0),
+                         "is_expandable": False, "frames": [], "blocks": [block]})
+    traces: list = [[] for _ in range(device + 1)]
+    traces[device] = events
+    return {"segments": segments, "device_traces": traces,
+            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "gpumem"},
+            "external_annotations": []}
+
+
+def write_snapshot(trace, path, device: int = 0) -> dict:
+    """Writes ``snapshot_from_trace(trace, device)`` to ``path`` as a pickle, the file
+    ``torch.cuda.memory._dump_snapshot`` writes: https://pytorch.org/memory_viz opens it, and so
+    do ``python -m torch.cuda._memory_viz trace_plot path`` and ``gpumem convert path``. Returns
+    the snapshot."""
+    import pickle
+
+    snapshot = snapshot_from_trace(trace, device)
+    with open(path, "wb") as f:
+        pickle.dump(snapshot, f)
+    return snapshot
 
 
 # -- PyTorch's own functions -------------------------------------------------------------------

@@ -5,6 +5,9 @@
 //   void* gpumem_torch_malloc(ssize_t size, int device, cudaStream_t stream);
 //   void  gpumem_torch_free(void* ptr, ssize_t size, int device, cudaStream_t stream);
 //   void  gpumem_torch_empty_cache(void);   // CUDAPluggableAllocator's reset_fn (empty_cache)
+//   void  gpumem_torch_begin_allocate_to_pool(int, MempoolId_t, std::function<bool(cudaStream_t)>);
+//   void  gpumem_torch_end_allocate_to_pool(int, MempoolId_t);    // the CUDA graph pool hooks
+//   void  gpumem_torch_release_pool(int, MempoolId_t);            // (see "CUDA graphs" below)
 // and, for gpumem.torch (ctypes):
 //   int   gpumem_torch_configure(int device, char const* spec, void* runtime, int simulated);
 //   int   gpumem_torch_set_resource(int device, void* resource);  // device -1: every device
@@ -20,6 +23,9 @@
 //   char const* gpumem_torch_last_error(void);
 //   void* gpumem_torch_try_malloc(ssize_t size, int device, cudaStream_t stream);  // no throw
 //   int   gpumem_torch_has_c10(void);  // 1 when OOM raises torch.OutOfMemoryError
+//   void  gpumem_torch_set_graph_support(char const* missing);
+//   int   gpumem_torch_graph_pools(int device, unsigned long long* out, int n);
+//   int   gpumem_torch_test_begin_pool(int device, u64 first, u64 second, void* stream);
 //
 // Each device has a slot: either a resource object set by gpumem.torch (whose Python object is
 // kept alive for the life of the process), or a spec (the device's own, else the default one)
@@ -67,11 +73,16 @@
 #include <cstdint>
 #include <exception>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #ifdef GPUMEM_WITH_C10
 #include <c10/util/Exception.h>
@@ -129,6 +140,137 @@ struct device_meter final : gpumem::trace::chunk_observer {
   }
 };
 
+using pool_id       = std::pair<unsigned long long, unsigned long long>;  // c10::cuda::MempoolId_t
+using stream_filter = std::function<bool(cudaStream_t)>;
+
+/// A block of the device's main resource that PyTorch freed while a graph was being captured: the
+/// graph may use its address at every replay, so it goes back only when the pool is released.
+struct held_block {
+  void* ptr;
+  std::size_t bytes;
+  cudaStream_t stream;
+};
+
+/// The memory of one CUDA graph pool: chunks from the device (cudaMalloc through the runtime),
+/// carved into blocks. A block freed on a stream is reused only by later allocations on that same
+/// stream (which the capture orders after the free), never by another stream's, so that no event
+/// or synchronization is ever needed: a capture forbids them (gpumem's stream-ordered pools
+/// synchronize the device to move free memory between streams). Not thread-safe (the slot's
+/// graph_mutex guards it).
+class private_pool {
+ public:
+  static constexpr std::size_t alignment         = 512;
+  static constexpr std::size_t chunk_granularity = std::size_t{2} << 20;
+
+  explicit private_pool(gpumem::detail::runtime& rt) : rt_{rt} {}
+  ~private_pool()
+  {
+    for (auto const& c : chunks_) { rt_.free(gpumem::memory_kind::device, c.first); }
+  }
+  private_pool(private_pool const&)            = delete;
+  private_pool& operator=(private_pool const&) = delete;
+
+  void* allocate(std::size_t bytes, cudaStream_t stream)
+  {
+    std::size_t const n = round_up(std::max<std::size_t>(bytes, 1), alignment);
+    auto& list          = free_[stream];
+    auto it             = list.lower_bound(n);
+    if (it == list.end()) {
+      std::size_t const size = round_up(n, chunk_granularity);
+      void* const p          = rt_.allocate(gpumem::memory_kind::device, size);  // may throw
+      chunks_.emplace_back(p, size);
+      auto const addr = reinterpret_cast<std::uintptr_t>(p);
+      blocks_[addr]   = block{size, chunks_.size() - 1, stream, true};
+      it              = list.emplace(size, addr);
+    }
+    std::size_t const size    = it->first;
+    std::uintptr_t const addr = it->second;
+    list.erase(it);
+    block& b = blocks_.at(addr);
+    b.free   = false;
+    if (size - n >= alignment) {  // the rest stays free, on the same stream
+      b.size            = n;
+      blocks_[addr + n] = block{size - n, b.chunk, stream, true};
+      list.emplace(size - n, addr + n);
+    }
+    return reinterpret_cast<void*>(addr);
+  }
+
+  void deallocate(void* ptr, cudaStream_t stream)
+  {
+    auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == blocks_.end() || it->second.free) { return; }
+    it->second.free   = true;
+    it->second.stream = stream;
+    // Merge with free neighbours of the same chunk and stream.
+    if (auto next = std::next(it); next != blocks_.end() && mergeable(it->second, next->second)) {
+      unlist(next);
+      it->second.size += next->second.size;
+      blocks_.erase(next);
+    }
+    if (it != blocks_.begin()) {
+      if (auto prev = std::prev(it); mergeable(prev->second, it->second)) {
+        unlist(prev);
+        prev->second.size += it->second.size;
+        blocks_.erase(it);
+        it = prev;
+      }
+    }
+    free_[stream].emplace(it->second.size, it->first);
+  }
+
+  [[nodiscard]] std::size_t chunk_bytes() const noexcept
+  {
+    std::size_t n = 0;
+    for (auto const& c : chunks_) { n += c.second; }
+    return n;
+  }
+
+ private:
+  struct block {
+    std::size_t size;
+    std::size_t chunk;
+    cudaStream_t stream;
+    bool free;
+  };
+
+  static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+  static bool mergeable(block const& a, block const& b) noexcept
+  {
+    return a.free && b.free && a.chunk == b.chunk && a.stream == b.stream;
+  }
+
+  void unlist(std::map<std::uintptr_t, block>::iterator it)
+  {
+    auto& list         = free_[it->second.stream];
+    auto [first, last] = list.equal_range(it->second.size);
+    for (auto i = first; i != last; ++i) {
+      if (i->second == it->first) {
+        list.erase(i);
+        return;
+      }
+    }
+  }
+
+  gpumem::detail::runtime& rt_;
+  std::vector<std::pair<void*, std::size_t>> chunks_;
+  std::map<std::uintptr_t, block> blocks_;  // every block of every chunk, by address
+  std::map<cudaStream_t, std::multimap<std::size_t, std::uintptr_t>> free_;  // by stream, size
+};
+
+/// The private memory of one CUDA graph pool (PyTorch's MempoolId_t): what the graphs captured
+/// into it allocate comes from a pool of its own, kept until PyTorch releases the pool.
+struct graph_pool {
+  pool_id id;
+  std::unique_ptr<gpumem::trace::metered_runtime> meter;  // what the pool holds from the device
+  std::unique_ptr<private_pool> memory;
+  std::vector<stream_filter> filters;  // one per capture allocating to it now
+  int uses{};                          // captures begun on it and not yet released
+  u64 live{};                          // its blocks PyTorch holds
+  std::vector<held_block> held;
+};
+
 struct device_slot {
   std::atomic<device_memory_resource*> resource{};
   std::mutex build_mutex;  // guards the members below
@@ -143,6 +285,14 @@ struct device_slot {
 
   stat bytes, blocks;
   std::atomic<u64> retries{}, ooms{};
+
+  // CUDA graph pools (see "CUDA graphs" below): guarded by graph_mutex; the two counters let
+  // malloc and free skip the lock when no graph pool exists.
+  std::mutex graph_mutex;
+  std::vector<std::unique_ptr<graph_pool>> graph_pools;
+  std::unordered_map<void*, graph_pool*> graph_owner;  // a graph pool's block -> its pool
+  std::atomic<int> pools_allocating{};  // graph pools between begin and end of allocating
+  std::atomic<int> pools_alive{};       // graph pools not yet destroyed
 };
 
 // Never destroyed: PyTorch may free tensors during interpreter shutdown, and the runtime below a
@@ -296,6 +446,178 @@ std::string out_of_memory_message(device_slot& s, int device, std::size_t size, 
   return msg + ".";
 }
 
+// -- CUDA graphs ----------------------------------------------------------------------------------
+//
+// PyTorch tells the allocator about a graph capture through three hooks (CUDAPluggableAllocator's
+// set_begin_allocate_to_pool, set_end_allocate_to_pool_fn, set_release_pool), called with the
+// graph's memory pool id (c10::cuda::MempoolId_t, a pair of unsigned long long):
+//   begin(device, id, filter)  before the capture starts: allocations on a stream for which
+//                              filter(stream) is true (the streams of this capture) go to the pool;
+//   end(device, id)            after the capture: the pool stops taking allocations;
+//   release(device, id)        when the graph is reset or destroyed: its memory may go.
+// Each pool id gets a private_pool of its own (above; over the device's metered runtime), so
+// memory the graph's kernels use stays the graph's until the release, whatever the rest of the
+// program allocates; its blocks freed meanwhile go back to it (reused by later allocations on the
+// same stream, of the same graph or of graphs sharing the pool), never to the main resource. A
+// block of the main resource freed while a capture is under way (on any stream: PyTorch frees a
+// block on the stream it was allocated on) is kept aside until the release, as the graph may use
+// its address at every replay. The pool grows with cudaMalloc during the capture, in the
+// thread's relaxed capture mode (CUDA refuses cudaMalloc in the default, global mode), as PyTorch's
+// own allocator does; it is destroyed, giving its memory back, once released and empty.
+//
+// The hooks are called through plain function pointers with C++ arguments (a std::pair, a
+// std::function): the exported functions below have exactly PyTorch's signatures.
+
+std::mutex graph_config_mutex;
+std::string graph_hooks_missing =  // empty once gpumem.torch gave PyTorch the hooks
+    "the allocator's graph-pool hooks were not given to PyTorch (gpumem.torch.use() gives them)";
+
+/// Puts the calling thread in relaxed stream-capture mode while it lives (only when `on`).
+class relaxed_capture_mode {
+ public:
+  explicit relaxed_capture_mode(bool on) noexcept : on_{on}
+  {
+    if (on_ && cudaThreadExchangeStreamCaptureMode(&mode_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      on_ = false;
+    }
+  }
+  ~relaxed_capture_mode()
+  {
+    if (on_) { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  }
+  relaxed_capture_mode(relaxed_capture_mode const&)            = delete;
+  relaxed_capture_mode& operator=(relaxed_capture_mode const&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_{cudaStreamCaptureModeRelaxed};
+  bool on_;
+};
+
+std::string pool_name(pool_id id)
+{
+  return "(" + std::to_string(id.first) + ", " + std::to_string(id.second) + ")";
+}
+
+/// The caller holds s.graph_mutex (as for every function below that takes a slot).
+graph_pool* find_pool(device_slot& s, pool_id id) noexcept
+{
+  for (auto& p : s.graph_pools) {
+    if (p->id == id) { return p.get(); }
+  }
+  return nullptr;
+}
+
+/// The pool being allocated to by the capture `stream` belongs to, or nullptr.
+graph_pool* pool_for_stream(device_slot& s, cudaStream_t stream)
+{
+  for (auto& p : s.graph_pools) {
+    for (auto& f : p->filters) {
+      if (f && f(stream)) { return p.get(); }
+    }
+  }
+  return nullptr;
+}
+
+/// Gives the blocks held aside back to the main resource and destroys the pool once no capture
+/// uses it and PyTorch holds none of its blocks.
+void settle_pool(device_slot& s, graph_pool* pool)
+{
+  if (pool->uses > 0) { return; }
+  bool const goes = pool->live == 0;
+  if (pool->held.empty() && !goes) { return; }
+  auto it = std::find_if(s.graph_pools.begin(), s.graph_pools.end(),
+                         [&](auto const& p) { return p.get() == pool; });
+  if (it == s.graph_pools.end()) { return; }
+  int const device = static_cast<int>(&s - slots.data());
+  int previous     = device;
+  if (s.on_cuda) {  // the pool's device current while its memory goes back
+    if (cudaGetDevice(&previous) != cudaSuccess) {
+      (void)cudaGetLastError();
+      previous = device;
+    }
+    if (previous != device) { (void)cudaSetDevice(device); }
+    // The graph's last replay may still run, on any stream: wait for the device before its
+    // memory goes anywhere, unless a capture is under way (a synchronization would break it).
+    if (s.pools_allocating.load() == 0) { (void)cudaDeviceSynchronize(); }
+  }
+  auto* main = s.resource.load(std::memory_order_acquire);
+  for (auto const& b : pool->held) {
+    if (main != nullptr) { main->deallocate(b.ptr, b.bytes, gpumem::cuda_stream_view{b.stream}); }
+  }
+  pool->held.clear();
+  if (goes) {
+    s.graph_pools.erase(it);
+    s.pools_alive.fetch_sub(1);
+  }
+  if (s.on_cuda && previous != device) { (void)cudaSetDevice(previous); }
+}
+
+/// malloc's path for an allocation on a capturing stream: the pool of its capture (nullptr when
+/// no pool is being allocated to from this stream).
+void* graph_allocate(device_slot& s, std::size_t n, cudaStream_t stream, bool& routed)
+{
+  std::lock_guard lock{s.graph_mutex};
+  graph_pool* pool = pool_for_stream(s, stream);
+  routed           = pool != nullptr;
+  if (pool == nullptr) { return nullptr; }
+  relaxed_capture_mode relaxed{s.on_cuda};
+  void* p = pool->memory->allocate(n, stream);
+  if (p != nullptr) {
+    s.graph_owner.emplace(p, pool);
+    ++pool->live;
+  }
+  return p;
+}
+
+/// free's path while graph pools exist: true when the block was taken care of here (a graph
+/// pool's block, or a main block freed during a capture and held aside).
+bool graph_free(device_slot& s, void* ptr, std::size_t n, cudaStream_t stream)
+{
+  std::lock_guard lock{s.graph_mutex};
+  if (auto it = s.graph_owner.find(ptr); it != s.graph_owner.end()) {
+    graph_pool* pool = it->second;
+    s.graph_owner.erase(it);
+    pool->memory->deallocate(ptr, stream);
+    --pool->live;
+    settle_pool(s, pool);
+    return true;
+  }
+  if (s.pools_allocating.load() == 0) { return false; }
+  // A main block freed while a capture is under way: the graph may use its address at every
+  // replay (PyTorch frees a block on the stream it was allocated on, which need not be the
+  // capture's), so it is held by the pool of the capture freeing it, else by a pool being
+  // captured into, until that pool is released.
+  graph_pool* pool = pool_for_stream(s, stream);
+  for (auto it = s.graph_pools.begin(); pool == nullptr && it != s.graph_pools.end(); ++it) {
+    if (!(*it)->filters.empty()) { pool = it->get(); }
+  }
+  if (pool == nullptr) { return false; }
+  pool->held.push_back({ptr, n, stream});
+  return true;
+}
+
+std::string capture_refused_message(int device)
+{
+  std::string missing;
+  {
+    std::lock_guard lock{graph_config_mutex};
+    missing = graph_hooks_missing;
+  }
+  std::string const head = "gpumem torch allocator: an allocation on CUDA device " +
+                           std::to_string(device) + " from a stream that is capturing a CUDA graph";
+  if (!missing.empty()) {
+    return head + ", but CUDA graphs are not available: " + missing +
+           ". Without them memory the graph uses would be handed to other tensors and "
+           "overwritten when the graph replays; capture graphs under PyTorch's own allocator "
+           "instead.";
+  }
+  return head +
+         " that PyTorch did not announce (no graph memory pool is being allocated to "
+         "from this stream). Capture with torch.cuda.graph / torch.cuda.CUDAGraph (which "
+         "tell the allocator), not with cudaStreamBeginCapture directly.";
+}
+
 }  // namespace
 
 GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStream_t stream)
@@ -308,18 +630,27 @@ GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStre
   }
   auto& r      = resource_of(*s, device);
   auto const n = static_cast<std::size_t>(size);
-  if (s->on_cuda && stream_is_capturing(stream)) {
-    fail(
-        "gpumem torch allocator: CUDA graph capture is not supported yet: memory that a "
-        "captured graph uses would be handed to other tensors after the capture and overwritten "
-        "when the graph replays. Capture graphs (torch.cuda.graph, torch.compile "
-        "mode='reduce-overhead') with PyTorch's own allocator.",
-        false);
-  }
+  bool routed  = false;  // an allocation of a CUDA graph's capture, served by its private pool
   void* p{};
+  if (s->pools_allocating.load(std::memory_order_acquire) > 0) {
+    try {
+      p = graph_allocate(*s, n, stream, routed);
+    } catch (std::bad_alloc const& e) {
+      s->ooms.fetch_add(1, std::memory_order_relaxed);
+      record("allocate failure", nullptr, n, stream);
+      fail(out_of_memory_message(*s, device, n, e.what()) +
+               " (while allocating to a CUDA graph's private pool)",
+           true);
+    } catch (std::exception const& e) {
+      fail(std::string{"gpumem (CUDA graph pool): "} + e.what(), false);
+    }
+  }
+  if (!routed && s->on_cuda && stream_is_capturing(stream)) {
+    fail(capture_refused_message(device), false);
+  }
   try {
     try {
-      p = r.allocate(n, gpumem::cuda_stream_view{stream});
+      if (!routed) { p = r.allocate(n, gpumem::cuda_stream_view{stream}); }
     } catch (std::bad_alloc const&) {
       if (s->stack == nullptr) { throw; }  // a resource object: nothing to give back
       s->retries.fetch_add(1, std::memory_order_relaxed);
@@ -369,7 +700,118 @@ GPUMEM_TORCH_EXPORT void gpumem_torch_free(void* ptr, ssize_t size, int device, 
   record("free", ptr, n, stream);
   s->bytes.sub(n);
   s->blocks.sub(1);
+  if (s->pools_alive.load(std::memory_order_acquire) > 0 && graph_free(*s, ptr, n, stream)) {
+    return;
+  }
   r->deallocate(ptr, n, gpumem::cuda_stream_view{stream});
+}
+
+/// PyTorch's beginAllocateToPool hook: until the matching end, allocations on `device` from a
+/// stream for which `filter` is true come from the private pool `id` (created on its first use).
+GPUMEM_TORCH_EXPORT void gpumem_torch_begin_allocate_to_pool(int device, pool_id id,
+                                                             stream_filter filter)
+{
+  auto* s = slot_of(device);
+  if (s == nullptr) { return; }
+  gpumem::detail::runtime* base{};
+  {
+    std::lock_guard lock{config_mutex};
+    base = config_runtime;
+  }
+  {
+    std::lock_guard lock{s->build_mutex};
+    if (s->meter) { base = s->meter.get(); }  // the device's own meter: counted as reserved
+  }
+  std::lock_guard lock{s->graph_mutex};
+  graph_pool* pool = find_pool(*s, id);
+  if (pool == nullptr) {
+    auto fresh   = std::make_unique<graph_pool>();
+    fresh->id    = id;
+    fresh->meter = std::make_unique<gpumem::trace::metered_runtime>(
+        base != nullptr ? *base : gpumem::detail::cuda_runtime());
+    fresh->memory = std::make_unique<private_pool>(*fresh->meter);
+    pool          = fresh.get();
+    s->graph_pools.push_back(std::move(fresh));
+    s->pools_alive.fetch_add(1);
+  }
+  pool->filters.push_back(std::move(filter));
+  ++pool->uses;
+  s->pools_allocating.fetch_add(1, std::memory_order_release);
+}
+
+/// PyTorch's endAllocateToPool hook: the capture into pool `id` has ended.
+GPUMEM_TORCH_EXPORT void gpumem_torch_end_allocate_to_pool(int device, pool_id id)
+{
+  auto* s = slot_of(device);
+  if (s == nullptr) { return; }
+  std::lock_guard lock{s->graph_mutex};
+  graph_pool* pool = find_pool(*s, id);
+  if (pool == nullptr || pool->filters.empty()) { return; }
+  pool->filters.erase(pool->filters.begin());
+  s->pools_allocating.fetch_sub(1, std::memory_order_release);
+}
+
+/// PyTorch's releasePool hook: a graph captured into pool `id` was reset or destroyed. The pool
+/// goes once every capture into it was released and PyTorch holds none of its blocks.
+GPUMEM_TORCH_EXPORT void gpumem_torch_release_pool(int device, pool_id id)
+{
+  auto* s = slot_of(device);
+  if (s == nullptr) { return; }
+  std::lock_guard lock{s->graph_mutex};
+  graph_pool* pool = find_pool(*s, id);
+  if (pool == nullptr) { return; }
+  if (pool->uses > 0) { --pool->uses; }
+  try {
+    settle_pool(*s, pool);
+  } catch (...) {  // called from a destructor in PyTorch: never throw
+  }
+}
+
+/// Tells the library whether PyTorch took the graph-pool hooks: `missing` empty when it did,
+/// else what is missing (said when a capture allocates).
+GPUMEM_TORCH_EXPORT void gpumem_torch_set_graph_support(char const* missing)
+{
+  std::lock_guard lock{graph_config_mutex};
+  graph_hooks_missing = missing != nullptr ? missing : "";
+}
+
+/// The graph pools of `device`: writes up to n (id.first, id.second, captures not released,
+/// blocks PyTorch holds, blocks held aside, bytes the pool holds from the device) sextuples;
+/// returns how many pools exist (-1 for a device out of range).
+GPUMEM_TORCH_EXPORT int gpumem_torch_graph_pools(int device, u64* out, int n)
+{
+  auto* s = slot_of(device);
+  if (s == nullptr) { return -1; }
+  std::lock_guard lock{s->graph_mutex};
+  int i = 0;
+  for (auto const& p : s->graph_pools) {
+    if (i < n && out != nullptr) {
+      u64* row = out + 6 * static_cast<std::ptrdiff_t>(i);
+      row[0]   = p->id.first;
+      row[1]   = p->id.second;
+      row[2]   = static_cast<u64>(p->uses);
+      row[3]   = p->live;
+      row[4]   = p->held.size();
+      row[5]   = p->meter->held_bytes();
+    }
+    ++i;
+  }
+  return i;
+}
+
+/// For tests without a GPU: begin_allocate_to_pool with a filter that is true for `stream` only.
+GPUMEM_TORCH_EXPORT int gpumem_torch_test_begin_pool(int device, u64 first, u64 second,
+                                                     void* stream)
+{
+  try {
+    auto* const match = static_cast<cudaStream_t>(stream);
+    gpumem_torch_begin_allocate_to_pool(device, pool_id{first, second},
+                                        [match](cudaStream_t s) { return s == match; });
+    return 0;
+  } catch (std::exception const& e) {
+    last_error = e.what();
+    return -1;
+  }
 }
 
 GPUMEM_TORCH_EXPORT void gpumem_torch_empty_cache(void)
@@ -462,7 +904,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_release(int device)
   auto* s = slot_of(device);
   if (s == nullptr) { return -1; }
   std::lock_guard lock{s->build_mutex};
-  if (s->blocks.current.load() != 0) { return -2; }
+  if (s->blocks.current.load() != 0 || s->pools_alive.load() != 0) { return -2; }
   s->resource.store(nullptr);
   s->footprint = nullptr;
   s->on_cuda   = false;
