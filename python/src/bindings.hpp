@@ -10,6 +10,7 @@
 #include <gpumem/cuda_stream_view.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/mr/vmm_pause.hpp>
 
 #include <pybind11/pybind11.h>
 
@@ -66,5 +67,19 @@ void bind_adaptors(py::module_& m);
 void bind_pools(py::module_& m);
 void bind_spec(py::module_& m);
 void bind_regions(py::module_& m);
+
+/// A pause state as Python spells it ("active", "paused_discarded", "paused_offloaded").
+inline char const* pause_state_name(pause_state s) noexcept
+{
+  switch (s) {
+    case pause_state::active:
+      return "active";
+    case pause_state::paused_discarded:
+      return "paused_discarded";
+    case pause_state::paused_offloaded:
+      return "paused_offloaded";
+  }
+  return "unknown";
+}
 
 }  // namespace gpumem::python

@@ -25,19 +25,6 @@ struct region_context {
   std::optional<mr::region_scope> scope;
 };
 
-char const* state_name(pause_state s) noexcept
-{
-  switch (s) {
-    case pause_state::active:
-      return "active";
-    case pause_state::paused_discarded:
-      return "paused_discarded";
-    case pause_state::paused_offloaded:
-      return "paused_offloaded";
-  }
-  return "unknown";
-}
-
 }  // namespace
 
 void bind_regions(py::module_& m)
@@ -115,14 +102,14 @@ Every region's pool gets ``reserve_bytes`` (None: twice the device memory) of ad
           "Resumes region `tag` (None: every region) at the same addresses. Returns how many "
           "regions this call resumed.")
       .def(
-          "state", [](R& r, std::string const& tag) { return state_name(r.state(tag)); },
+          "state", [](R& r, std::string const& tag) { return pause_state_name(r.state(tag)); },
           py::arg("tag"), "'active', 'paused_discarded' or 'paused_offloaded'.")
       .def(
           "stats",
           [](R& r, std::string const& tag) {
             auto const s = r.stats(tag);
             py::dict d;
-            d["state"]          = state_name(s.state);
+            d["state"]          = pause_state_name(s.state);
             d["mapped_bytes"]   = s.mapped_bytes;
             d["paused_bytes"]   = s.paused_bytes;
             d["free_bytes"]     = s.free_bytes;

@@ -22,19 +22,6 @@ using mr::device_memory_resource;
 template <class R>
 using sub_class = py::class_<R, device_memory_resource, holder<R>>;
 
-char const* pause_state_name(pause_state s) noexcept
-{
-  switch (s) {
-    case pause_state::active:
-      return "active";
-    case pause_state::paused_discarded:
-      return "paused_discarded";
-    case pause_state::paused_offloaded:
-      return "paused_offloaded";
-  }
-  return "unknown";
-}
-
 device_async_resource_ref upstream_ref(py::handle upstream)
 {
   return device_async_resource_ref{to_resource(upstream)};
