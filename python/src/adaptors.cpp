@@ -162,22 +162,21 @@ and, over a PoolMemoryResource or VmmPoolMemoryResource, at ``pool_fraction`` of
 calling thread's cached blocks now and other threads' at their next call; ``stats`` gives hits,
 misses, flushes, remote frees and bytes cached.
 )doc")
-      .def(
-          py::init([](py::handle upstream, std::size_t max_cached, std::size_t thread_cap,
-                      std::size_t total_cap, double fraction, std::size_t floor) {
-            auto& up = to_resource(upstream);
-            mr::thread_cache_options o{.max_cached_size_bytes = max_cached,
-                                       .thread_cap_bytes      = thread_cap,
-                                       .total_cap_bytes       = total_cap,
-                                       .pool_fraction         = fraction,
-                                       .thread_floor_bytes    = floor};
-            return linked(upstream, std::make_shared<R>(device_async_resource_ref{up},
-                                                        mr::wired_to(&up, std::move(o))));
-          }),
-          py::arg("upstream"), py::arg("max_cached_size_bytes") = std::size_t{1} << 20,
-          py::arg("thread_cap_bytes") = std::size_t{32} << 20,
-          py::arg("total_cap_bytes") = std::size_t{1} << 30, py::arg("pool_fraction") = 0.125,
-          py::arg("thread_floor_bytes") = std::size_t{8} << 20, py::keep_alive<1, 2>())
+      .def(py::init([](py::handle upstream, std::size_t max_cached, std::size_t thread_cap,
+                       std::size_t total_cap, double fraction, std::size_t floor) {
+             auto& up = to_resource(upstream);
+             mr::thread_cache_options o{.max_cached_size_bytes = max_cached,
+                                        .thread_cap_bytes      = thread_cap,
+                                        .total_cap_bytes       = total_cap,
+                                        .pool_fraction         = fraction,
+                                        .thread_floor_bytes    = floor};
+             return linked(upstream, std::make_shared<R>(device_async_resource_ref{up},
+                                                         mr::wired_to(&up, std::move(o))));
+           }),
+           py::arg("upstream"), py::arg("max_cached_size_bytes") = std::size_t{1} << 20,
+           py::arg("thread_cap_bytes") = std::size_t{32} << 20,
+           py::arg("total_cap_bytes") = std::size_t{1} << 30, py::arg("pool_fraction") = 0.125,
+           py::arg("thread_floor_bytes") = std::size_t{8} << 20, py::keep_alive<1, 2>())
       .def("trim", &R::trim, "Returns cached blocks to the upstream (other threads' later).")
       .def_property_readonly("bad_deallocations", &R::bad_deallocations,
                              "Double frees, wrong sizes and unknown pointers seen.")

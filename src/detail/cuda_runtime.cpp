@@ -315,14 +315,16 @@ bool runtime::vmm_unmap_run(void*, std::size_t) noexcept
 
 void runtime::memcpy_async(void*, void const*, std::size_t bytes, cudaStream_t)
 {
-  throw cuda_error{cudaErrorNotSupported,
-                   detail::format("the ", name(), " runtime cannot copy memory (", bytes, " bytes asked)")};
+  throw cuda_error{
+      cudaErrorNotSupported,
+      detail::format("the ", name(), " runtime cannot copy memory (", bytes, " bytes asked)")};
 }
 
 void runtime::memset_async(void*, int, std::size_t bytes, cudaStream_t)
 {
-  throw cuda_error{cudaErrorNotSupported,
-                   detail::format("the ", name(), " runtime cannot set memory (", bytes, " bytes asked)")};
+  throw cuda_error{
+      cudaErrorNotSupported,
+      detail::format("the ", name(), " runtime cannot set memory (", bytes, " bytes asked)")};
 }
 
 }  // namespace gpumem

@@ -1,4 +1,5 @@
-// THE factory table: every resource buildable from a spec, listed once (STYLE rule 10).
+// THE factory table: every resource buildable from a spec, listed once: adding a resource to the
+// spec grammar, the tool and Python means adding one entry here, nowhere else.
 // `gpumem replay --list-resources` shows the table.
 #include "peers.hpp"
 

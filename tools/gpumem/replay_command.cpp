@@ -129,7 +129,7 @@ void run_trace(trace_run& tr, std::string const& path, std::vector<std::string> 
     tr.profile = trace::profile_trace(
         path, {[&](std::size_t d, std::size_t t) { bar.update("reading " + path, d, t); }});
   }
-  tr.profile.compact.reset();  // the events' temporary file is not needed any more
+  tr.profile.compact.reset();    // the events' temporary file is not needed any more
   if (tr.profile.events == 0) {  // an empty file, or one of a header only: nothing replayed
     bar.finish();
     std::cerr << "gpumem: warning: " << path
