@@ -1,8 +1,9 @@
 // gpumem/detail/stack_trace.hpp — the call stack at the point of construction (not API).
 //
-// Captured with glibc's backtrace() (return addresses only: cheap); symbol names are resolved
-// only when printed, with backtrace_symbols(). Symbols of the executable itself need -rdynamic
-// at link time; without it frames show as module+offset.
+// Captured with glibc's backtrace() (return addresses only: cheap); frames are named only when
+// printed, by detail::symbolize (symbolizer.hpp): "function (file:line)" where the module has
+// debug information and addr2line is installed, else "module(symbol+0x1c)" or "module(+0xca2c4)".
+// Each address is named once per process (cached), so printing a stack seen before is cheap.
 // Thread safety: a captured trace is immutable; printing is thread-safe.
 #pragma once
 
@@ -19,7 +20,10 @@ class stack_trace {
 
   [[nodiscard]] std::vector<void*> const& frames() const noexcept { return frames_; }
 
-  /// The frames' symbols (demangled), innermost first, joined by `separator` on one line: a
+  /// Each frame named, innermost (the caller of the constructor) first.
+  [[nodiscard]] std::vector<std::string> symbols() const;
+
+  /// symbols(), innermost first, joined by `separator` on one line: a
   /// `separator` inside a symbol becomes '/', a line break a space (a trace's Frames column).
   [[nodiscard]] std::string joined(char separator) const;
 

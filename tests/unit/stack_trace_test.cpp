@@ -1,0 +1,113 @@
+// Native stacks named with file and line (detail::symbolize), the fallback without debug
+// information, and run_program, which starts addr2line without a shell.
+#include <gpumem/detail/child_process.hpp>
+#include <gpumem/detail/stack_trace.hpp>
+#include <gpumem/detail/symbolizer.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+namespace gpumem::detail {
+namespace {
+
+bool addr2line_installed()
+{
+  return run_program({"addr2line", "--version"}).has_value();
+}
+
+[[gnu::noinline]] stack_trace captured_here()
+{
+  stack_trace t;                  // the line this test looks for
+  asm volatile("" ::: "memory");  // keeps the call from becoming a tail call
+  return t;
+}
+constexpr unsigned capture_line = __LINE__ - 4;
+
+TEST(run_program, PassesEachArgumentAsItIsWithoutAShell)
+{
+  std::string const odd = "a b 'q' \"d\" $HOME `x` ; | * \\ \n next line";
+  auto const out        = run_program({"printf", "%s", odd});
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(*out, odd);
+}
+
+TEST(run_program, AProgramThatFailsOrIsMissingGivesNothing)
+{
+  EXPECT_FALSE(run_program({"false"}).has_value());
+  EXPECT_FALSE(run_program({"gpumem-no-such-program-here"}).has_value());
+  EXPECT_FALSE(run_program({}).has_value());
+  EXPECT_EQ(run_program({"true"}), std::string{});
+}
+
+// This binary is built with debug information (-g, as every test build is): its frame is named
+// with this file and the line of the capture.
+TEST(stack_trace, AFrameOfThisBinaryShowsItsFileAndLine)
+{
+  if (!addr2line_installed()) { GTEST_SKIP() << "addr2line (binutils) is not installed"; }
+  auto const t = captured_here();
+  ASSERT_FALSE(t.symbols().empty());
+  auto const expected = "stack_trace_test.cpp:" + std::to_string(capture_line) + ")";
+  EXPECT_NE(t.symbols().front().find(expected), std::string::npos) << t.symbols().front();
+  EXPECT_NE(t.symbols().front().find("captured_here"), std::string::npos) << t.symbols().front();
+  // The caller's frame (this test) is named too.
+  ASSERT_GT(t.symbols().size(), 1U);
+  EXPECT_NE(t.symbols()[1].find("stack_trace_test.cpp:"), std::string::npos) << t.symbols()[1];
+
+  auto const joined = t.joined('|');
+  EXPECT_EQ(joined.find('\n'), std::string::npos);
+  EXPECT_EQ(joined.rfind(t.symbols().front(), 0), 0U) << joined;
+  std::ostringstream printed;
+  printed << t;
+  EXPECT_EQ(printed.str().rfind("  #0 " + t.symbols().front() + "\n", 0), 0U) << printed.str();
+}
+
+TEST(symbolizer, AnAddressIsNamedTheSameWayEveryTime)
+{
+  auto const t     = captured_here();
+  auto const first = t.symbols();
+  EXPECT_EQ(t.symbols(), first);  // the second time from the cache
+  EXPECT_EQ(captured_here().symbols().front(), first.front());
+}
+
+// Without debug information: the module and the offset in it, or the exported symbol.
+TEST(symbolizer, FallsBackToModuleAndOffset)
+{
+  code_location loc;
+  loc.address = 0x7f00000ca2c4;
+  loc.module  = "/usr/lib/libx.so";
+  loc.offset  = 0xca2c4;
+  EXPECT_EQ(loc.text(), "/usr/lib/libx.so(+0xca2c4)");
+  loc.symbol        = "x::f(int)";
+  loc.symbol_offset = 0x1c;
+  EXPECT_EQ(loc.text(), "/usr/lib/libx.so(x::f(int)+0x1c)");
+  loc.source = {{"x::g()", "/src/x.cpp", 12}};
+  EXPECT_EQ(loc.text(), "x::g() (/src/x.cpp:12)");
+
+  code_location nowhere;
+  nowhere.address = 0x10;
+  EXPECT_EQ(nowhere.text(), "0x10");
+  auto const none = symbolize({0x10});
+  ASSERT_EQ(none.size(), 1U);
+  EXPECT_EQ(none[0].module, "");
+  EXPECT_EQ(none[0].text(), "0x10");
+}
+
+// A function of the C library (no debug information installed here, or some: both are named).
+TEST(symbolizer, NamesAnAddressInASharedLibrary)
+{
+  auto const at  = reinterpret_cast<std::uintptr_t>(&std::abort) + 1;
+  auto const loc = symbolize({at}).at(0);
+  EXPECT_NE(loc.module.find("libc"), std::string::npos) << loc.module;
+  if (loc.source.empty()) {
+    EXPECT_EQ(loc.text(), loc.module + "(abort+0x1)");
+  } else {
+    EXPECT_NE(loc.text().find("abort"), std::string::npos) << loc.text();
+  }
+}
+
+}  // namespace
+}  // namespace gpumem::detail
