@@ -6,7 +6,8 @@ set -euo pipefail
 
 need=()
 for pkg in cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv \
-           clang-14 libclang-rt-14-dev pkg-config; do  # clang + libFuzzer: fuzzers; pkg-config: consumers
+           clang-14 libclang-rt-14-dev pkg-config nlohmann-json3-dev; do
+  # clang + libFuzzer: fuzzers; pkg-config: consumers; nlohmann-json: the tool's JSON output
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

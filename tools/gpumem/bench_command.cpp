@@ -3,6 +3,7 @@
 #include "checked_output.hpp"
 #include "commands.hpp"
 #include "device.hpp"
+#include "json_writer.hpp"
 #include "progress.hpp"
 #include "replay_command.hpp"
 #include "report.hpp"
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -397,28 +399,38 @@ void print_text(std::vector<bench_table> const& tables, bench_context const& c)
   }
 }
 
+/// `v` rounded to 3 decimals, as the table shows it (null when not finite).
+nlohmann::ordered_json three_decimals(double v)
+{
+  if (!std::isfinite(v)) { return nullptr; }
+  return std::strtod(fmt(v, 3).c_str(), nullptr);
+}
+
 void print_json(std::vector<bench_table> const& tables, std::string const& device, bool smoke)
 {
-  std::cout << "{\"device\":" << json_string(device) << ",\"smoke\":" << (smoke ? "true" : "false")
-            << ",\"workloads\":[";
-  char const* tsep = "";
+  json_writer w{std::cout};
+  w.begin_object();
+  w.member("device", device);
+  w.member("smoke", smoke);
+  w.key("workloads");
+  w.begin_array();
   for (auto const& t : tables) {
-    std::cout << tsep << "{\"title\":" << json_string(t.title) << ",\"rows\":{";
-    char const* rsep = "";
+    w.begin_object();
+    w.member("title", t.title);
+    w.key("rows");
+    w.begin_object();
     for (auto const& r : t.rows) {
-      std::cout << rsep << json_string(r) << ":{";
-      char const* csep = "";
-      for (auto const& [k, v] : t.values.at(r)) {
-        std::cout << csep << json_string(k) << ":" << fmt(v, 3);
-        csep = ",";
-      }
-      std::cout << "}";
-      rsep = ",";
+      w.key(r);
+      w.begin_object();
+      for (auto const& [k, v] : t.values.at(r)) { w.member(k, three_decimals(v)); }
+      w.end_object();
     }
-    std::cout << "}}";
-    tsep = ",";
+    w.end_object();
+    w.end_object();
   }
-  std::cout << "]}\n";
+  w.end_array();
+  w.end_object();
+  std::cout << "\n";
 }
 
 std::vector<std::string> default_specs(bool simulated)

@@ -30,7 +30,5 @@ std::string write_report_folder(std::string const& dir, replay_report const& rep
 [[nodiscard]] std::string csv_field(std::string const& s);
 /// "cache_hits 12, cache_misses 3" — a counting layer's counters on one line.
 [[nodiscard]] std::string describe_counters(std::vector<std::pair<std::string, double>> const& c);
-/// A JSON string literal.
-[[nodiscard]] std::string json_string(std::string const& s);
 
 }  // namespace gpumem::tool

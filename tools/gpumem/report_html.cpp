@@ -83,14 +83,30 @@ table.results td.error { text-align: left; color: #b00020; }
 #selftest { white-space: pre-wrap; font-size: 10px; }
 )css";
 
-/// JSON inside <script>: "</" must not end the element (json_string() already writes every '<',
-/// '>', '&' and U+2028/2029 as \u escapes; this guards the rest of the text).
-std::string script_safe(std::string s)
+/// JSON inside <script>: the text must not end the element ("</script"), open a comment or a
+/// nested script ("<!--", "<script") or break a line for old parsers (U+2028, U+2029). Each of
+/// these characters can stand only inside a JSON string, where its \u escape means the same, so
+/// the data stays equal to results.json.
+std::string script_safe(std::string const& json)
 {
-  for (std::size_t i = s.find("</"); i != std::string::npos; i = s.find("</", i + 3)) {
-    s.replace(i, 2, "<\\/");
+  std::string out;
+  out.reserve(json.size());
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    char const c = json[i];
+    if (c == '<') {
+      out += "\\u003c";
+    } else if (c == '>') {
+      out += "\\u003e";
+    } else if (c == '&') {
+      out += "\\u0026";
+    } else if (json.compare(i, 3, "\xe2\x80\xa8") == 0 || json.compare(i, 3, "\xe2\x80\xa9") == 0) {
+      out += json[i + 2] == '\xa8' ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out += c;
+    }
   }
-  return s;
+  return out;
 }
 
 }  // namespace

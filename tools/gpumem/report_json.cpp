@@ -1,4 +1,7 @@
 // JSON rendering of a replay report (stdout with --json, results.json in the report folder).
+// The brackets are the writer's, the values nlohmann-json's (json_writer.hpp): the large arrays
+// stream out element by element, and any text that is not UTF-8 comes out as U+FFFD.
+#include "json_writer.hpp"
 #include "report.hpp"
 #include "verdict.hpp"
 
@@ -7,86 +10,83 @@
 namespace gpumem::tool {
 namespace {
 
-std::string num(double v)
+using json = nlohmann::ordered_json;
+
+/// `s` as JSON, or null when it is empty.
+json text_or_null(std::string const& s)
 {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+  return s.empty() ? json(nullptr) : json(s);
 }
 
-void write_state(std::ostream& out, trace::memory_state const& s)
+void write_state(json_writer& w, trace::memory_state const& s)
 {
-  out << "{\"layout_known\":" << (s.layout_known ? "true" : "false")
-      << ",\"held_bytes\":" << s.held_bytes << ",\"live_bytes\":" << s.live_bytes
-      << ",\"live_blocks\":" << s.live_blocks << ",\"internal_bytes\":" << s.internal_bytes
-      << ",\"free_bytes\":" << s.free_bytes << ",\"largest_free_bytes\":" << s.largest_free_bytes
-      << ",\"internal_fragmentation\":" << num(s.internal_fragmentation())
-      << ",\"external_fragmentation\":" << num(s.external_fragmentation()) << "}";
+  w.begin_object();
+  w.member("layout_known", s.layout_known);
+  w.member("held_bytes", s.held_bytes);
+  w.member("live_bytes", s.live_bytes);
+  w.member("live_blocks", s.live_blocks);
+  w.member("internal_bytes", s.internal_bytes);
+  w.member("free_bytes", s.free_bytes);
+  w.member("largest_free_bytes", s.largest_free_bytes);
+  w.member("internal_fragmentation", six_digits(s.internal_fragmentation()));
+  w.member("external_fragmentation", six_digits(s.external_fragmentation()));
+  w.end_object();
 }
 
 /// The trace's counts. "allocations" is the count only without `timelines` (as it always was in
 /// --json); with them it is the allocation array (write_trace_data), and the count is
 /// "allocation_count", written always.
-void write_profile(std::ostream& out, trace::trace_profile const& p, bool timelines)
+void write_profile(json_writer& w, trace::trace_profile const& p, bool timelines)
 {
-  out << "\"path\":" << json_string(p.path) << ",\"events\":" << p.events
-      << ",\"allocation_count\":" << p.allocations;
-  if (!timelines) { out << ",\"allocations\":" << p.allocations; }
-  out << ",\"frees\":" << p.frees << ",\"allocate_failures\":" << p.allocate_failures
-      << ",\"unknown_frees\":" << p.unknown_frees << ",\"double_allocates\":" << p.double_allocates
-      << ",\"size_mismatches\":" << p.size_mismatches << ",\"left_live\":" << p.left_live
-      << ",\"truncated_line\":" << p.truncated_line << ",\"peak_live_bytes\":" << p.peak_live_bytes
-      << ",\"peak_live_event\":" << p.peak_live_event << ",\"threads\":" << p.threads.size()
-      << ",\"streams\":" << p.streams.size() << ",\"parse_seconds\":" << num(p.parse_seconds)
-      << ",\"allocations_omitted\":" << (p.allocations_omitted ? "true" : "false");
+  w.member("path", p.path);
+  w.member("events", p.events);
+  w.member("allocation_count", p.allocations);
+  if (!timelines) { w.member("allocations", p.allocations); }
+  w.member("frees", p.frees);
+  w.member("allocate_failures", p.allocate_failures);
+  w.member("unknown_frees", p.unknown_frees);
+  w.member("double_allocates", p.double_allocates);
+  w.member("size_mismatches", p.size_mismatches);
+  w.member("left_live", p.left_live);
+  w.member("truncated_line", p.truncated_line);
+  w.member("peak_live_bytes", p.peak_live_bytes);
+  w.member("peak_live_event", p.peak_live_event);
+  w.member("threads", p.threads.size());
+  w.member("streams", p.streams.size());
+  w.member("parse_seconds", six_digits(p.parse_seconds));
+  w.member("allocations_omitted", p.allocations_omitted);
 }
 
-/// [[a, b], ...]
+/// [[a, b], ...], one pair at a time.
 template <class Points>
-void write_pairs(std::ostream& out, Points const& points)
+void write_pairs(json_writer& w, Points const& points)
 {
-  out << "[";
-  char const* sep = "";
-  for (auto const& [a, b] : points) {
-    out << sep << "[" << a << "," << b << "]";
-    sep = ",";
-  }
-  out << "]";
+  w.begin_array();
+  for (auto const& [a, b] : points) { w.value(json::array({a, b})); }
+  w.end_array();
 }
 
 /// The trace's own data for the page: time, live over time, allocations and their stacks.
-void write_trace_data(std::ostream& out, trace::trace_profile const& p)
+void write_trace_data(json_writer& w, trace::trace_profile const& p)
 {
-  out << ",\"time_us\":";
-  write_pairs(out, p.time_us);
-  out << ",\"live_timeline\":";
-  write_pairs(out, p.live_timeline);
-  out << ",\"frames\":[";
-  char const* sep = "";
-  for (auto const& f : p.frames) {
-    out << sep << json_string(f);
-    sep = ",";
-  }
-  out << "],\"stacks\":[";
-  sep = "";
-  for (auto const& stack : p.stacks) {
-    out << sep << "[";
-    char const* fsep = "";
-    for (auto f : stack) {
-      out << fsep << f;
-      fsep = ",";
-    }
-    out << "]";
-    sep = ",";
-  }
-  out << "],\"allocations\":[";
-  sep = "";
+  w.key("time_us");
+  write_pairs(w, p.time_us);
+  w.key("live_timeline");
+  write_pairs(w, p.live_timeline);
+  w.key("frames");
+  w.begin_array();
+  for (auto const& f : p.frames) { w.value(f); }
+  w.end_array();
+  w.key("stacks");
+  w.begin_array();
+  for (auto const& stack : p.stacks) { w.value(stack); }
+  w.end_array();
+  w.key("allocations");
+  w.begin_array();
   for (auto const& a : p.allocation_log) {
-    out << sep << "[" << a.alloc_event << "," << a.free_event << "," << a.size << "," << a.stack
-        << "]";
-    sep = ",";
+    w.value(json::array({a.alloc_event, a.free_event, a.size, a.stack}));
   }
-  out << "]";
+  w.end_array();
 }
 
 std::string hex(std::uintptr_t v)
@@ -97,143 +97,157 @@ std::string hex(std::uintptr_t v)
 }
 
 /// Where the blocks went ("addresses", parallel to the trace's allocations) and what was held.
-void write_layout_data(std::ostream& out, trace::replay_layout const& l, std::size_t allocations)
+void write_layout_data(json_writer& w, trace::replay_layout const& l, std::size_t allocations)
 {
   auto const offset = [&](std::uintptr_t a) {
     return a == 0 ? std::int64_t{-1} : static_cast<std::int64_t>(a - l.base);
   };
-  out << ",\"addresses\":[";
+  w.key("addresses");
+  w.begin_array();
   bool const any = l.known && !l.omitted;
   for (std::size_t k = 0; any && k < allocations; ++k) {
-    out << (k == 0 ? "" : ",") << (k < l.addresses.size() ? offset(l.addresses[k]) : -1);
+    w.value(k < l.addresses.size() ? offset(l.addresses[k]) : std::int64_t{-1});
   }
-  out << "],\"chunks\":[";
-  char const* sep = "";
+  w.end_array();
+  w.key("chunks");
+  w.begin_array();
   for (auto const& c : l.chunks) {
-    out << sep << "[" << offset(c.address) << "," << c.bytes << "," << c.from_event << ","
-        << c.to_event << "]";
-    sep = ",";
+    w.value(json::array({offset(c.address), c.bytes, c.from_event, c.to_event}));
   }
-  out << "],\"chunks_join\":" << (l.chunks_join ? "true" : "false");
+  w.end_array();
+  w.member("chunks_join", l.chunks_join);
 }
 
-void write_reservation(std::ostream& out, std::optional<reservation> const& r)
+void write_reservation(json_writer& w, std::optional<reservation> const& r)
 {
-  out << ",\"reservation\":";
   if (!r) {
-    out << "null";
+    w.member("reservation", nullptr);
     return;
   }
-  out << "{\"bytes\":" << r->bytes << ",\"note\":" << json_string(r->note) << "}";
+  w.key("reservation");
+  w.begin_object();
+  w.member("bytes", r->bytes);
+  w.member("note", r->note);
+  w.end_object();
 }
 
-void write_verdict(std::ostream& out, verdict const& v, trace_run const& t)
+void write_verdict(json_writer& w, verdict const& v, trace_run const& t)
 {
-  auto const spec_or_null = [](std::string const& s) {
-    return s.empty() ? std::string{"null"} : json_string(s);
-  };
-  out << ",\"verdict\":{\"leanest\":" << spec_or_null(v.leanest)
-      << ",\"leanest_ratio\":" << (v.leanest.empty() ? "null" : num(v.leanest_ratio))
-      << ",\"fastest\":" << spec_or_null(v.fastest)
-      << ",\"fastest_ns_per_op\":" << (v.fastest.empty() ? "null" : num(v.fastest_ns_per_op))
-      << ",\"speed_basis\":" << json_string(v.speed_basis) << ",\"suggestion\":";
+  w.key("verdict");
+  w.begin_object();
+  w.member("leanest", text_or_null(v.leanest));
+  w.member("leanest_ratio", v.leanest.empty() ? json(nullptr) : six_digits(v.leanest_ratio));
+  w.member("fastest", text_or_null(v.fastest));
+  w.member("fastest_ns_per_op",
+           v.fastest.empty() ? json(nullptr) : six_digits(v.fastest_ns_per_op));
+  w.member("speed_basis", v.speed_basis);
+  w.key("suggestion");
   if (v.suggested) {
     auto const& s = t.suggested->result;
-    out << "{\"spec\":" << json_string(v.suggested->spec)
-        << ",\"why\":" << json_string(v.suggested->why)
-        << ",\"peak_held_bytes\":" << s.peak_held_bytes
-        << ",\"footprint_ratio\":" << num(s.footprint_ratio(t.profile)) << "}";
+    w.begin_object();
+    w.member("spec", v.suggested->spec);
+    w.member("why", v.suggested->why);
+    w.member("peak_held_bytes", s.peak_held_bytes);
+    w.member("footprint_ratio", six_digits(s.footprint_ratio(t.profile)));
+    w.end_object();
   } else {
-    out << "null";
+    w.value(nullptr);
   }
-  out << ",\"notes\":[";
-  char const* sep = "";
-  for (auto const& n : v.notes) {
-    out << sep << json_string(n);
-    sep = ",";
-  }
-  out << "]}";
+  w.member("notes", v.notes);
+  w.end_object();
 }
 
-void write_run(std::ostream& out, resource_run const& r, trace::trace_profile const& p,
-               bool simulated, bool timelines)
+void write_failure(json_writer& w, std::optional<trace::replay_failure> const& failure)
 {
-  auto const& res = r.result;
-  out << "{\"resource\":" << json_string(r.spec);
-  if (!r.error.empty()) {
-    out << ",\"error\":" << json_string(r.error) << "}";
+  w.key("failure");
+  if (!failure) {
+    w.value(nullptr);
     return;
   }
-  out << ",\"peak_held_bytes\":" << res.peak_held_bytes
-      << ",\"peak_held_event\":" << res.peak_held_event
-      << ",\"held_at_start\":" << res.held_at_start
-      << ",\"footprint_ratio\":" << num(res.footprint_ratio(p))
-      << ",\"layout_known\":" << (res.layout.known ? "true" : "false")
-      << ",\"base\":" << json_string(hex(res.layout.base)) << ",\"at_peak\":";
+  auto const& f = *failure;
+  w.begin_object();
+  w.member("event", f.event);
+  w.member("line", f.line);
+  w.member("bytes", f.bytes);
+  w.member("message", f.message);
+  w.key("state");
+  write_state(w, f.state);
+  w.end_object();
+}
+
+void write_run(json_writer& w, resource_run const& r, trace::trace_profile const& p, bool simulated,
+               bool timelines)
+{
+  auto const& res = r.result;
+  w.begin_object();
+  w.member("resource", r.spec);
+  if (!r.error.empty()) {
+    w.member("error", r.error);
+    w.end_object();
+    return;
+  }
+  w.member("peak_held_bytes", res.peak_held_bytes);
+  w.member("peak_held_event", res.peak_held_event);
+  w.member("held_at_start", res.held_at_start);
+  w.member("footprint_ratio", six_digits(res.footprint_ratio(p)));
+  w.member("layout_known", res.layout.known);
+  w.member("base", hex(res.layout.base));
+  w.key("at_peak");
   if (reached_peak(r, p)) {  // a replay that failed before the peak has no state there
-    write_state(out, res.at_peak);
+    write_state(w, res.at_peak);
   } else {
-    out << "null";
+    w.value(nullptr);
   }
-  write_reservation(out, reservation_of(r, p));
-  out << ",\"operations\":" << res.operations << ",\"seconds\":" << num(res.seconds)
-      << ",\"ns_per_op\":" << num(res.ns_per_operation())
-      << ",\"ns_per_op_basis\":" << json_string(speed_basis(simulated)) << ",\"failure\":";
-  if (res.failure) {
-    auto const& f = *res.failure;
-    out << "{\"event\":" << f.event << ",\"line\":" << f.line << ",\"bytes\":" << f.bytes
-        << ",\"message\":" << json_string(f.message) << ",\"state\":";
-    write_state(out, f.state);
-    out << "}";
-  } else {
-    out << "null";
-  }
+  write_reservation(w, reservation_of(r, p));
+  w.member("operations", res.operations);
+  w.member("seconds", six_digits(res.seconds));
+  w.member("ns_per_op", six_digits(res.ns_per_operation()));
+  w.member("ns_per_op_basis", speed_basis(simulated));
+  write_failure(w, res.failure);
   if (!r.counters.empty()) {
-    out << ",\"counters\":{";
-    char const* csep = "";
-    for (auto const& [name, value] : r.counters) {
-      out << csep << json_string(name) << ":" << num(value);
-      csep = ",";
-    }
-    out << "}";
+    w.key("counters");
+    w.begin_object();
+    for (auto const& [name, value] : r.counters) { w.member(name, six_digits(value)); }
+    w.end_object();
   }
   if (timelines) {
-    out << ",\"timeline\":[";
-    char const* sep = "";
+    w.key("timeline");
+    w.begin_array();
     for (auto const& pt : res.timeline) {
-      out << sep << "[" << pt.event << "," << pt.live_bytes << "," << pt.held_bytes << "]";
-      sep = ",";
+      w.value(json::array({pt.event, pt.live_bytes, pt.held_bytes}));
     }
-    out << "]";
-    write_layout_data(out, res.layout, p.allocation_log.size());
+    w.end_array();
+    write_layout_data(w, res.layout, p.allocation_log.size());
   }
-  out << "}";
+  w.end_object();
 }
 
 }  // namespace
 
 void write_json(std::ostream& out, replay_report const& report, bool timelines)
 {
-  out << "{\"report_version\":2,\"device\":" << json_string(report.device)
-      << ",\"simulated\":" << (report.simulated ? "true" : "false")
-      << ",\"capacity_bytes\":" << report.capacity_bytes << ",\"traces\":[";
-  char const* tsep = "";
+  json_writer w{out};
+  w.begin_object();
+  w.member("report_version", 2);
+  w.member("device", report.device);
+  w.member("simulated", report.simulated);
+  w.member("capacity_bytes", report.capacity_bytes);
+  w.key("traces");
+  w.begin_array();
   for (auto const& t : report.traces) {
-    out << tsep << "{";
-    write_profile(out, t.profile, timelines);
-    write_verdict(out, verdict_of(t, report.simulated), t);
-    if (timelines) { write_trace_data(out, t.profile); }
-    out << ",\"results\":[";
-    char const* rsep = "";
-    for (auto const& r : t.runs) {
-      out << rsep;
-      write_run(out, r, t.profile, report.simulated, timelines);
-      rsep = ",";
-    }
-    out << "]}";
-    tsep = ",";
+    w.begin_object();
+    write_profile(w, t.profile, timelines);
+    write_verdict(w, verdict_of(t, report.simulated), t);
+    if (timelines) { write_trace_data(w, t.profile); }
+    w.key("results");
+    w.begin_array();
+    for (auto const& r : t.runs) { write_run(w, r, t.profile, report.simulated, timelines); }
+    w.end_array();
+    w.end_object();
   }
-  out << "]}\n";
+  w.end_array();
+  w.end_object();
+  out << "\n";
 }
 
 }  // namespace gpumem::tool

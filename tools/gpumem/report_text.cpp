@@ -3,10 +3,8 @@
 #include "verdict.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 
 namespace gpumem::tool {
 namespace {
@@ -150,80 +148,6 @@ std::string csv_field(std::string const& s)
   for (char c : s) {
     if (c == '"') { out += '"'; }
     out += c;
-  }
-  return out + "\"";
-}
-
-namespace {
-
-/// The length of the well-formed UTF-8 sequence at s[i] (1 to 4), or 0 when it is not one
-/// (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short).
-std::size_t utf8_length(std::string const& s, std::size_t i)
-{
-  auto const b  = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  auto const c0 = b(0);
-  std::size_t n{};
-  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (c0 < 0x80) { return 1; }
-  if (c0 >= 0xC2 && c0 <= 0xDF) {
-    n = 2;
-  } else if (c0 >= 0xE0 && c0 <= 0xEF) {
-    n  = 3;
-    lo = c0 == 0xE0 ? 0xA0 : 0x80;
-    hi = c0 == 0xED ? 0x9F : 0xBF;
-  } else if (c0 >= 0xF0 && c0 <= 0xF4) {
-    n  = 4;
-    lo = c0 == 0xF0 ? 0x90 : 0x80;
-    hi = c0 == 0xF4 ? 0x8F : 0xBF;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size() || b(1) < lo || b(1) > hi) { return 0; }
-  for (std::size_t k = 2; k < n; ++k) {
-    if (b(k) < 0x80 || b(k) > 0xBF) { return 0; }
-  }
-  return n;
-}
-
-void append_escape(std::string& out, unsigned code)
-{
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "\\u%04x", code);
-  out += buf;
-}
-
-std::atomic<bool> replaced_invalid_utf8{false};
-
-}  // namespace
-
-std::string json_string(std::string const& s)
-{
-  std::string out = "\"";
-  for (std::size_t i = 0; i < s.size();) {
-    auto const c = static_cast<unsigned char>(s[i]);
-    auto const n = utf8_length(s, i);
-    if (n == 0) {  // not UTF-8: U+FFFD, said once on stderr
-      append_escape(out, 0xFFFD);
-      if (!replaced_invalid_utf8.exchange(true)) {
-        std::cerr << "gpumem: a trace name, resource or stack frame holds bytes that are not "
-                     "UTF-8; the report shows each as U+FFFD\n";
-      }
-      ++i;
-      continue;
-    }
-    bool const line_separator = n == 3 && c == 0xE2 &&
-                                static_cast<unsigned char>(s[i + 1]) == 0x80 &&
-                                (static_cast<unsigned char>(s[i + 2]) & 0xFE) == 0xA8;
-    if (c == '"' || c == '\\') {
-      out += '\\', out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F || c == '<' || c == '>' || c == '&') {
-      append_escape(out, c);  // < > &: safe inside <script> (no </script>, no <!--)
-    } else if (line_separator) {
-      append_escape(out, 0x2028U + (static_cast<unsigned char>(s[i + 2]) & 1U));
-    } else {
-      out.append(s, i, n);
-    }
-    i += n;
   }
   return out + "\"";
 }

@@ -1,0 +1,56 @@
+// tools/gpumem/json_writer.hpp — JSON written as it goes: the writer puts the brackets of objects
+// and arrays itself, so that a large array streams out one element at a time (memory does not
+// grow with the trace), and nlohmann-json serializes each value. Text that is not UTF-8 (a trace
+// name, a resource spec, a stack frame) comes out with each bad sequence as U+FFFD, so the output
+// is always valid UTF-8 JSON; the first such text is said once on stderr.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <ostream>
+#include <string_view>
+#include <vector>
+
+namespace gpumem::tool {
+
+class json_writer {
+ public:
+  explicit json_writer(std::ostream& out) : out_{out} {}
+
+  void begin_object() { open('{'); }
+  void end_object() { close('}'); }
+  void begin_array() { open('['); }
+  void end_array() { close(']'); }
+  /// The name of the next member of the open object; its value follows.
+  void key(std::string_view name);
+  /// One value: an element of the open array, the value after key(), or the whole document.
+  void value(nlohmann::ordered_json const& v);
+  /// key(name), then value(v).
+  void member(std::string_view name, nlohmann::ordered_json const& v)
+  {
+    key(name);
+    value(v);
+  }
+
+ private:
+  void open(char bracket);
+  void close(char bracket);
+  /// Writes the comma before an element that is not the first of its container.
+  void separate();
+
+  std::ostream& out_;
+  /// One entry per open object or array: true until its first element (or member) is written.
+  std::vector<bool> empty_;
+  /// True between key() and its value: that value takes no comma.
+  bool after_key_{};
+};
+
+/// `v` as the report has always written numbers: 6 significant digits, an integer when that
+/// reads as one ("1572"), else a number with a fraction or exponent; NaN and infinity, which JSON
+/// cannot hold, become null.
+[[nodiscard]] nlohmann::ordered_json six_digits(double v);
+
+/// A string as JSON text ("..."), any bytes that are not UTF-8 replaced by U+FFFD.
+[[nodiscard]] std::string json_text(nlohmann::ordered_json const& v);
+
+}  // namespace gpumem::tool
