@@ -1,6 +1,8 @@
 // The sampling profiler of `gpumem bench --profile` (see sampling_profile.hpp).
 #include "sampling_profile.hpp"
 
+#include <gpumem/detail/symbolizer.hpp>
+
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <link.h>
@@ -16,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -156,60 +157,36 @@ struct address_names {
   std::unordered_map<std::uintptr_t, std::string> line;
 };
 
-/// Names the main program's addresses (offsets from its bias) with addr2line, when installed;
-/// empty maps otherwise.
-address_names addr2line(std::vector<std::uintptr_t> const& at)
+/// A shared library's address: its exported function and the library ("f [libc.so.6]").
+std::string library_name(std::uintptr_t pc)
 {
-  address_names names;
-  if (at.empty()) { return names; }
-  auto const list = std::filesystem::temp_directory_path() /
-                    ("gpumem-profile-" + std::to_string(getpid()) + ".txt");
-  {
-    std::ofstream f{list};
-    for (auto a : at) { f << std::hex << "0x" << a << "\n"; }
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(pc), &info) == 0 || info.dli_fname == nullptr) {
+    return "[unknown]";
   }
-  auto const exe = std::filesystem::read_symlink("/proc/self/exe").string();
-  // -a: each address first; -i: then the inlined functions from the innermost out.
-  auto const cmd = "addr2line -a -f -i -C -e '" + exe + "' < '" + list.string() + "' 2>/dev/null";
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char line[8192];
-    std::uintptr_t at_now = 0;
-    std::vector<std::string> chain;  // innermost first
-    std::string innermost_line;
-    auto finish = [&] {
-      while (!chain.empty() && chain.back() == "??") { chain.pop_back(); }
-      if (!chain.empty()) {
-        auto const inner   = short_name(chain.front());
-        auto const outer   = short_name(chain.back());
-        names.name[at_now] = inner == outer ? inner : inner + " (in " + outer + ")";
-        names.line[at_now] = std::filesystem::path{innermost_line}.filename().string();
-      }
-      chain.clear();
-      innermost_line.clear();
-    };
-    bool function_line = true;  // lines alternate: function, file:line
-    while (std::fgets(line, sizeof line, p) != nullptr) {
-      std::string text{line};
-      if (!text.empty() && text.back() == '\n') { text.pop_back(); }
-      if (text.rfind("0x", 0) == 0) {
-        finish();
-        at_now        = std::stoull(text, nullptr, 16);
-        function_line = true;
-      } else {
-        if (function_line) {
-          chain.push_back(text);
-        } else if (chain.size() == 1) {
-          innermost_line = text;
-        }
-        function_line = !function_line;
-      }
-    }
-    finish();
-    pclose(p);
+  auto const file = "[" + std::filesystem::path{info.dli_fname}.filename().string() + "]";
+  return info.dli_sname != nullptr ? short_name(demangled(info.dli_sname)) + " " + file : file;
+}
+
+/// The main program's address from its debug information (detail::symbolize: addr2line, run
+/// without a shell, when installed): "inner (in outer)" when `inner` was inlined into `outer`,
+/// and the innermost source line; else "gpumem+0x…".
+void name_in_main(detail::code_location const& loc, std::uintptr_t bias, address_names& out)
+{
+  auto const& chain = loc.source;
+  if (chain.empty() || chain.front().function.empty()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "gpumem+0x%zx", static_cast<std::size_t>(loc.address - bias));
+    out.name[loc.address] = buf;
+    return;
   }
-  std::error_code ec;
-  std::filesystem::remove(list, ec);
-  return names;
+  auto const inner      = short_name(chain.front().function);
+  auto const outer      = short_name(chain.back().function);
+  out.name[loc.address] = inner == outer ? inner : inner + " (in " + outer + ")";
+  if (!chain.front().file.empty()) {
+    out.line[loc.address] = std::filesystem::path{chain.front().file}.filename().string() + ":" +
+                            std::to_string(chain.front().line);
+  }
 }
 
 /// A function name for every distinct address.
@@ -217,33 +194,15 @@ address_names name_addresses(std::vector<std::uintptr_t> const& pcs)
 {
   auto const mp = find_main_program();
   address_names all;
-  auto& names = all.name;
   std::vector<std::uintptr_t> in_main;
   for (auto pc : pcs) {
     if (mp.contains(pc)) {
-      in_main.push_back(pc - mp.bias);
-      continue;
-    }
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(pc), &info) == 0 || info.dli_fname == nullptr) {
-      names[pc] = "[unknown]";
-    } else if (info.dli_sname != nullptr) {
-      names[pc] = short_name(demangled(info.dli_sname)) + " [" +
-                  std::filesystem::path{info.dli_fname}.filename().string() + "]";
+      in_main.push_back(pc);
     } else {
-      names[pc] = "[" + std::filesystem::path{info.dli_fname}.filename().string() + "]";
+      all.name[pc] = library_name(pc);
     }
   }
-  auto const resolved = addr2line(in_main);
-  for (auto off : in_main) {
-    auto it = resolved.name.find(off);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "gpumem+0x%zx", static_cast<std::size_t>(off));
-    names[off + mp.bias] = it != resolved.name.end() ? it->second : std::string{buf};
-    if (auto l = resolved.line.find(off); l != resolved.line.end()) {
-      all.line[off + mp.bias] = l->second;
-    }
-  }
+  for (auto const& loc : detail::symbolize(in_main)) { name_in_main(loc, mp.bias, all); }
   return all;
 }
 

@@ -6,8 +6,9 @@
 // it is spent. The signal handler stores the interrupted instruction address and the current
 // measurement's number in a fixed array (one atomic increment, nothing else: it is
 // async-signal-safe). At the end, addresses are named: functions of shared libraries (the CUDA
-// driver, the C library) by dladdr, the tool's own by addr2line when it is installed (else by
-// module and offset), and counted per function.
+// driver, the C library) by dladdr, the tool's own from its debug information by addr2line when
+// it is installed (detail::symbolize: started without a shell, so any path works; else by module
+// and offset), and counted per function.
 // Invariant: at most one profile runs per process; samples beyond the array's size are dropped
 // and counted.
 #pragma once
