@@ -247,6 +247,18 @@ if [ -w /dev/full ]; then
   else fail "bench --profile /dev/full (rc=$rc)"; fi
 fi
 
+# -- bench --profile names the tool's functions wherever the binary lies ----------------------------
+# (its symbolizer gets the binary's path as an argument, never through a shell)
+if command -v addr2line >/dev/null; then
+  odd=$'odd dir \'q\' "d" $x `y` ;|\nline'
+  mkdir -p "$odd" && cp "$bin" "$odd/gpumem"
+  "$odd/gpumem" bench -w replay -r pool --smoke --simulate --no-progress --profile profile.txt \
+    >out.txt 2>err.txt; rc=$?
+  if [ "$rc" -eq 0 ] && grep -q '^ *[0-9.]*%  gpumem::' profile.txt && ! grep -q 'gpumem+0x' profile.txt; then
+    ok "bench --profile of a binary in a folder named with quotes, \$, a backquote and a line break names its functions"
+  else fail "bench --profile from an oddly named folder (rc=$rc): $(grep -m3 'gpumem+0x' profile.txt)"; fi
+fi
+
 [ "$(sum golden.csv)" = "$golden" ] || fail "golden.csv changed during the run"
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
