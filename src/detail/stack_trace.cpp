@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 
 namespace gpumem::detail {
 
@@ -25,7 +26,9 @@ std::vector<std::string> stack_trace::symbols() const
   for (void* f : frames_) { calls.push_back(reinterpret_cast<std::uintptr_t>(f) - 1); }
   std::vector<std::string> out;
   out.reserve(frames_.size());
-  for (auto const& loc : symbolize(calls)) { out.push_back(loc.text()); }
+  for (auto const& loc : symbolize(calls)) {
+    for (auto& text : loc.texts()) { out.push_back(std::move(text)); }
+  }
   return out;
 }
 

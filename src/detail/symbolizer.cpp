@@ -228,13 +228,30 @@ void add_source(std::vector<code_location>& fresh, cache& c)
 
 }  // namespace
 
+namespace {
+
+/// "function (file:line)"; `fallback` names a function that has no name of its own.
+std::string source_text(source_frame const& f, std::string const& fallback)
+{
+  std::string const& name = f.function.empty() ? fallback : f.function;
+  return (name.empty() ? std::string{"??"} : name) + " (" + f.file + ":" + std::to_string(f.line) +
+         ")";
+}
+
+}  // namespace
+
+std::vector<std::string> code_location::texts() const
+{
+  std::vector<std::string> out{text()};
+  if (source.empty() || source.front().file.empty()) { return out; }
+  for (std::size_t i = 1; i < source.size(); ++i) { out.push_back(source_text(source[i], "")); }
+  return out;
+}
+
 std::string code_location::text() const
 {
   if (!source.empty() && !source.front().file.empty()) {
-    auto const& f           = source.front();
-    std::string const& name = f.function.empty() ? symbol : f.function;
-    return (name.empty() ? std::string{"??"} : name) + " (" + f.file + ":" +
-           std::to_string(f.line) + ")";
+    return source_text(source.front(), symbol);
   }
   if (module.empty()) { return hex(address); }
   if (!symbol.empty()) { return module + "(" + symbol + "+" + hex(symbol_offset) + ")"; }

@@ -2,6 +2,7 @@
 #include "adaptor_test_support.hpp"
 
 #include <gpumem/detail/allocation_logger.hpp>
+#include <gpumem/detail/child_process.hpp>
 #include <gpumem/mr/logging_resource_adaptor.hpp>
 #include <gpumem/trace/trace_reader.hpp>
 
@@ -264,6 +265,11 @@ TEST_F(logging_test, StacksAreOptInAndReadBackAsFrames)
   EXPECT_EQ(events[0].size, 1000U);
   EXPECT_NE(events[0].frames.find('|'), std::string::npos) << events[0].frames;
   EXPECT_EQ(events[0].frames.find('\n'), std::string::npos);
+  // The test binary has debug information: its frames read "function (file:line)".
+  if (detail::run_program({"addr2line", "--version"})) {
+    EXPECT_NE(events[0].frames.find("logging_resource_adaptor_test.cpp:"), std::string::npos)
+        << events[0].frames;
+  }
   EXPECT_EQ(events[1].act, trace::action::free);
   EXPECT_EQ(events[1].frames, "");
 }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace gpumem::detail {
 namespace {
@@ -26,6 +27,12 @@ bool addr2line_installed()
   return t;
 }
 constexpr unsigned capture_line = __LINE__ - 4;
+
+[[gnu::always_inline]] inline stack_trace inlined_caller()
+{
+  return captured_here();
+}
+constexpr unsigned inlined_call_line = __LINE__ - 2;
 
 TEST(run_program, PassesEachArgumentAsItIsWithoutAShell)
 {
@@ -65,6 +72,23 @@ TEST(stack_trace, AFrameOfThisBinaryShowsItsFileAndLine)
   EXPECT_EQ(printed.str().rfind("  #0 " + t.symbols().front() + "\n", 0), 0U) << printed.str();
 }
 
+// The return address into inlined code gives a frame for the inlined function's line and one for
+// the line of the function it was inlined into (this test). (addr2line may name the inlined
+// frame's function after the one it was inlined into; its file and line are the inlined code's.)
+TEST(stack_trace, AnInlinedFunctionIsAFrameOfItsOwn)
+{
+  if (!addr2line_installed()) { GTEST_SKIP() << "addr2line (binutils) is not installed"; }
+  auto const symbols       = inlined_caller().symbols();
+  unsigned const call_line = __LINE__ - 1;
+  ASSERT_GT(symbols.size(), 2U);
+  auto const in_this_file = [](unsigned line) {
+    return "stack_trace_test.cpp:" + std::to_string(line) + ")";
+  };
+  EXPECT_NE(symbols[1].find(in_this_file(inlined_call_line)), std::string::npos) << symbols[1];
+  EXPECT_NE(symbols[2].find(in_this_file(call_line)), std::string::npos) << symbols[2];
+  EXPECT_NE(symbols[2].find("TestBody"), std::string::npos) << symbols[2];
+}
+
 TEST(symbolizer, AnAddressIsNamedTheSameWayEveryTime)
 {
   auto const t     = captured_here();
@@ -84,8 +108,11 @@ TEST(symbolizer, FallsBackToModuleAndOffset)
   loc.symbol        = "x::f(int)";
   loc.symbol_offset = 0x1c;
   EXPECT_EQ(loc.text(), "/usr/lib/libx.so(x::f(int)+0x1c)");
-  loc.source = {{"x::g()", "/src/x.cpp", 12}};
+  EXPECT_EQ(loc.texts(), std::vector<std::string>{loc.text()});
+  loc.source = {{"x::g()", "/src/x.cpp", 12}, {"", "/src/y.cpp", 40}};
   EXPECT_EQ(loc.text(), "x::g() (/src/x.cpp:12)");
+  EXPECT_EQ(loc.texts(),
+            (std::vector<std::string>{"x::g() (/src/x.cpp:12)", "?? (/src/y.cpp:40)"}));
 
   code_location nowhere;
   nowhere.address = 0x10;

@@ -20,7 +20,8 @@ class stack_trace {
 
   [[nodiscard]] std::vector<void*> const& frames() const noexcept { return frames_; }
 
-  /// Each frame named, innermost (the caller of the constructor) first.
+  /// Each frame named, innermost (the caller of the constructor) first; a frame whose code was
+  /// inlined gives one entry per function, the inlined one first (as a debugger shows them).
   [[nodiscard]] std::vector<std::string> symbols() const;
 
   /// symbols(), innermost first, joined by `separator` on one line: a

@@ -33,9 +33,12 @@ struct code_location {
   std::uintptr_t symbol_offset{};
   std::vector<source_frame> source;  ///< innermost first; empty without debug information
 
-  /// "function (file:line)" from debug information; else "module(symbol+0x1c)" or
-  /// "module(+0xca2c4)"; else the bare address.
+  /// "function (file:line)" from debug information (the innermost function); else
+  /// "module(symbol+0x1c)" or "module(+0xca2c4)"; else the bare address.
   [[nodiscard]] std::string text() const;
+  /// text(), and after it each function the innermost was inlined into, outward, as
+  /// "function (file:line)" (the line in it that the inlined code came from).
+  [[nodiscard]] std::vector<std::string> texts() const;
 };
 
 /// Names each of `addresses` (in order). Give a return address minus one to name the call.
