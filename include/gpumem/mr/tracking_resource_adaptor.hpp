@@ -9,10 +9,10 @@
 // Allocations made before the adaptor existed are not tracked; freeing one is forwarded upstream
 // untracked (so is a double free: the upstream reports it). A live pointer freed with a wrong size
 // is reported, counted in bad_deallocations() and freed with the size it was allocated with. A
-// debug adaptor: every call takes a lock, stacks cost more. Stack symbols of the executable need
-// linking with -rdynamic. write_outstanding_trace() writes the live allocations as a trace (the
-// replay tool's CSV, with their call stacks in the Frames column when captured), so that a leak
-// can be looked at in `gpumem replay`'s report.
+// debug adaptor: every call takes a lock, stacks cost more. Stack frames are named when written
+// (detail::stack_trace: file and line from debug information). write_outstanding_trace() writes
+// the live allocations as a trace (the replay tool's CSV, with their call stacks in the Frames
+// column when captured), so that a leak can be looked at in `gpumem replay`'s report.
 //
 // Invariant: allocated_bytes == sum of allocation_size over outstanding allocations.
 // Thread safety: all members are thread-safe (a shared_mutex guards the map).
