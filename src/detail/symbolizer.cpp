@@ -48,27 +48,26 @@ module_info module_of(std::uintptr_t address)
 {
   struct search {
     std::uintptr_t address;
-    module_info found;
-    bool main_program{};
-  } s{address, {}, false};
+    std::uintptr_t bias{};
+    char const* name{};  ///< the module's name as the loader has it; "" for the main program
+  } s{address};
   dl_iterate_phdr(
-      [](dl_phdr_info* info, std::size_t, void* data) {
+      [](dl_phdr_info* info, std::size_t, void* data) noexcept {
         auto& s = *static_cast<search*>(data);
         for (int i = 0; i < info->dlpi_phnum; ++i) {
           auto const& ph   = info->dlpi_phdr[i];
           auto const begin = info->dlpi_addr + ph.p_vaddr;
           if (ph.p_type == PT_LOAD && s.address >= begin && s.address < begin + ph.p_memsz) {
-            s.found.bias   = info->dlpi_addr;
-            s.main_program = info->dlpi_name == nullptr || info->dlpi_name[0] == '\0';
-            s.found.path   = s.main_program ? std::string{} : std::string{info->dlpi_name};
+            s.bias = info->dlpi_addr;
+            s.name = info->dlpi_name != nullptr ? info->dlpi_name : "";
             return 1;
           }
         }
         return 0;
       },
       &s);
-  if (s.main_program) { s.found.path = executable_path(); }
-  return s.found;
+  if (s.name == nullptr) { return {}; }
+  return {s.name[0] == '\0' ? executable_path() : std::string{s.name}, s.bias};
 }
 
 /// True when the ELF file at `path` has DWARF line or symbol information in it (not stripped,
@@ -183,9 +182,10 @@ struct cache {
   std::unordered_map<std::uintptr_t, code_location> named;  ///< guarded by mutex
   std::unordered_map<std::string, bool> debug_info;         ///< guarded by mutex
 
+  /// Never destroyed: a stack may be written by a static object's destructor at exit.
   static cache& instance()
   {
-    static cache c;  // never destroyed before its last user: function-local, first use
+    static cache& c = *new cache;
     return c;
   }
 };
@@ -225,10 +225,6 @@ void add_source(std::vector<code_location>& fresh, cache& c)
     }
   }
 }
-
-}  // namespace
-
-namespace {
 
 /// "function (file:line)"; `fallback` names a function that has no name of its own.
 std::string source_text(source_frame const& f, std::string const& fallback)
