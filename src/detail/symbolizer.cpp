@@ -70,9 +70,9 @@ module_info module_of(std::uintptr_t address)
   return {s.name[0] == '\0' ? executable_path() : std::string{s.name}, s.bias};
 }
 
-/// True when the ELF file at `path` has DWARF line or symbol information in it (not stripped,
-/// built with -g). Reads only its headers.
-bool has_debug_info(std::string const& path)
+/// True when the ELF file at `path` has something for addr2line: DWARF (built with -g) or a full
+/// symbol table (not stripped). Reads only its headers.
+bool worth_addr2line(std::string const& path)
 {
   std::ifstream f{path, std::ios::binary};
   Elf64_Ehdr eh{};
@@ -94,7 +94,7 @@ bool has_debug_info(std::string const& path)
   for (auto const& s : sections) {
     if (s.sh_name >= names.size() || s.sh_type == SHT_NOBITS) { continue; }
     std::string_view const name{names.c_str() + s.sh_name};
-    if (name == ".debug_line" || name == ".debug_info") { return true; }
+    if (name == ".debug_line" || name == ".debug_info" || name == ".symtab") { return true; }
   }
   return false;
 }
@@ -176,11 +176,11 @@ std::vector<std::vector<source_frame>> addr2line(std::string const& path,
   return all;
 }
 
-/// The cache of every address named so far, and of which modules have debug information.
+/// The cache of every address named so far, and of which modules addr2line can read.
 struct cache {
   std::mutex mutex;
   std::unordered_map<std::uintptr_t, code_location> named;  ///< guarded by mutex
-  std::unordered_map<std::string, bool> debug_info;         ///< guarded by mutex
+  std::unordered_map<std::string, bool> readable;           ///< worth_addr2line; guarded by mutex
 
   /// Never destroyed: a stack may be written by a static object's destructor at exit.
   static cache& instance()
@@ -206,7 +206,8 @@ code_location locate(std::uintptr_t address)
   return loc;
 }
 
-/// Fills in the source frames of `fresh` from debug information, one addr2line run per module.
+/// Fills in the source frames of `fresh` from debug information or the symbol table, one
+/// addr2line run per module.
 void add_source(std::vector<code_location>& fresh, cache& c)
 {
   std::map<std::string, std::vector<std::size_t>> by_module;
@@ -214,8 +215,8 @@ void add_source(std::vector<code_location>& fresh, cache& c)
     if (!fresh[i].module.empty()) { by_module[fresh[i].module].push_back(i); }
   }
   for (auto const& [path, which] : by_module) {
-    auto [known, inserted] = c.debug_info.try_emplace(path, false);
-    if (inserted) { known->second = has_debug_info(path); }
+    auto [known, inserted] = c.readable.try_emplace(path, false);
+    if (inserted) { known->second = worth_addr2line(path); }
     if (!known->second) { continue; }
     std::vector<std::uintptr_t> offsets;
     for (auto i : which) { offsets.push_back(fresh[i].offset); }

@@ -109,6 +109,10 @@ TEST(symbolizer, FallsBackToModuleAndOffset)
   loc.symbol_offset = 0x1c;
   EXPECT_EQ(loc.text(), "/usr/lib/libx.so(x::f(int)+0x1c)");
   EXPECT_EQ(loc.texts(), std::vector<std::string>{loc.text()});
+  auto from_symbol_table   = loc;  // a function name but no file and line
+  from_symbol_table.symbol = "";
+  from_symbol_table.source = {{"x::h()", "", 0}};
+  EXPECT_EQ(from_symbol_table.text(), "/usr/lib/libx.so(x::h())");
   loc.source = {{"x::g()", "/src/x.cpp", 12}, {"", "/src/y.cpp", 40}};
   EXPECT_EQ(loc.text(), "x::g() (/src/x.cpp:12)");
   EXPECT_EQ(loc.texts(),

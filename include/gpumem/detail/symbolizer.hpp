@@ -1,11 +1,12 @@
 // gpumem/detail/symbolizer.hpp — names code addresses: function, source file and line (not API).
 //
 // The module (executable or shared library) holding an address is found among the loaded ones
-// (dl_iterate_phdr). Where the module carries debug information (built with -g, not stripped),
-// binutils' addr2line is run on it, without a shell (detail::run_program), once for all the new
-// addresses of that module in a call; its answers give the function, file and line, the inlined
-// functions included. Elsewhere — no debug information, or no addr2line installed — the name is
-// the exported symbol around the address (dladdr), and the module and offset.
+// (dl_iterate_phdr). Where the module carries debug information (built with -g) or at least its
+// symbol table (not stripped), binutils' addr2line is run on it, without a shell
+// (detail::run_program), once for all the new addresses of that module in a call; its answers
+// give the function and, with debug information, the file and line, the inlined functions
+// included. Elsewhere — a stripped module, or no addr2line installed — the name is the exported
+// symbol around the address (dladdr), and the module and offset.
 // Every answer is cached for the life of the process, so an address is looked up once; a module
 // unloaded and another loaded at the same addresses would be named after the first.
 // Thread safety: symbolize() may be called from any thread (one lookup at a time).
@@ -34,7 +35,8 @@ struct code_location {
   std::vector<source_frame> source;  ///< innermost first; empty without debug information
 
   /// "function (file:line)" from debug information (the innermost function); else
-  /// "module(symbol+0x1c)" or "module(+0xca2c4)"; else the bare address.
+  /// "module(symbol+0x1c)" (an exported symbol), "module(function)" (the symbol table) or
+  /// "module(+0xca2c4)"; else the bare address.
   [[nodiscard]] std::string text() const;
   /// text(), and after it each function the innermost was inlined into, outward, as
   /// "function (file:line)" (the line in it that the inlined code came from).
