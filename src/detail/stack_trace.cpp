@@ -5,6 +5,7 @@
 
 #include <execinfo.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -12,11 +13,17 @@
 
 namespace gpumem::detail {
 
-stack_trace::stack_trace(int max_frames) : frames_(static_cast<std::size_t>(max_frames) + 1)
+stack_trace::stack_trace(int max_frames)
 {
-  int const n = ::backtrace(frames_.data(), max_frames + 1);
-  frames_.resize(static_cast<std::size_t>(n > 0 ? n : 0));
-  if (!frames_.empty()) { frames_.erase(frames_.begin()); }  // this constructor's own frame
+  auto const kept = static_cast<std::size_t>(std::max(max_frames, 0));
+  frames_.resize(kept + 2);  // room for this constructor's frame (and a sanitizer's)
+  int const n = ::backtrace(frames_.data(), static_cast<int>(frames_.size()));
+  frames_.resize(static_cast<std::size_t>(std::max(n, 0)));
+  // The frames before the caller's are this constructor's own (and, under a sanitizer, the
+  // backtrace() interceptor's): the first kept is the one that returns into the caller.
+  auto const caller = std::find(frames_.begin(), frames_.end(), __builtin_return_address(0));
+  frames_.erase(frames_.begin(), caller != frames_.end() ? caller : frames_.begin() + (n > 0));
+  if (frames_.size() > kept) { frames_.resize(kept); }
 }
 
 std::vector<std::string> stack_trace::symbols() const
