@@ -40,6 +40,19 @@ def test_tracking_reports_outstanding_allocations(leaf):
     assert tracked.get_outstanding_allocations() == {}
 
 
+def test_tracking_with_stacks_names_the_frames(leaf):
+    # Each live allocation is followed by its C++ stack, one "#i" line a frame: with file and line
+    # where the module has debug information, else the module (this extension) and an offset.
+    tracked = gpumem.TrackingResourceAdaptor(leaf, capture_stacks=True)
+    p = tracked.allocate(256)
+    report = tracked.get_outstanding_allocations_str()
+    tracked.deallocate(p, 256)
+    frames = [line for line in report.splitlines() if line.startswith("  #")]
+    assert len(frames) > 1, report
+    assert all(len(f.split(" ", 3)) == 4 for f in frames), report  # "  #i <something>"
+    assert "tracking_resource_adaptor.hpp:" in report or "_gpumem" in report, report
+
+
 def test_logging_writes_the_replayable_csv(leaf, tmp_path):
     path = tmp_path / "log.csv"
     logged = gpumem.LoggingResourceAdaptor(leaf, str(path), auto_flush=True)
