@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <charconv>
+#include <concepts>
 #include <ostream>
 #include <string_view>
 #include <vector>
@@ -31,12 +34,37 @@ class json_writer {
     key(name);
     value(v);
   }
+  /// One integer: an element of the large arrays. Integers need no escaping, so they skip the
+  /// serializer (the text is the same).
+  template <std::integral Int>
+  void integer(Int v)
+  {
+    separate();
+    write_integer(v);
+  }
+  /// One small array of integers, "[a,b,…]" (what the large arrays are made of), written as
+  /// integer() writes each.
+  template <std::integral... Int>
+  void integers(Int... v)
+  {
+    separate();
+    char sep = '[';
+    ((out_.put(sep), write_integer(v), sep = ','), ...);
+    out_.put(']');
+  }
 
  private:
   void open(char bracket);
   void close(char bracket);
   /// Writes the comma before an element that is not the first of its container.
   void separate();
+  template <std::integral Int>
+  void write_integer(Int v)
+  {
+    std::array<char, 21> buf;  // 20 digits, or a sign and 19
+    auto const end = std::to_chars(buf.data(), buf.data() + buf.size(), v).ptr;
+    out_.write(buf.data(), end - buf.data());
+  }
 
   std::ostream& out_;
   /// One entry per open object or array: true until its first element (or member) is written.

@@ -3,6 +3,7 @@
 #include "report.hpp"
 
 #include "checked_output.hpp"
+#include "script_safe_stream.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -83,38 +84,10 @@ table.results td.error { text-align: left; color: #b00020; }
 #selftest { white-space: pre-wrap; font-size: 10px; }
 )css";
 
-/// JSON inside <script>: the text must not end the element ("</script"), open a comment or a
-/// nested script ("<!--", "<script") or break a line for old parsers (U+2028, U+2029). Each of
-/// these characters can stand only inside a JSON string, where its \u escape means the same, so
-/// the data stays equal to results.json.
-std::string script_safe(std::string const& json)
-{
-  std::string out;
-  out.reserve(json.size());
-  for (std::size_t i = 0; i < json.size(); ++i) {
-    char const c = json[i];
-    if (c == '<') {
-      out += "\\u003c";
-    } else if (c == '>') {
-      out += "\\u003e";
-    } else if (c == '&') {
-      out += "\\u0026";
-    } else if (json.compare(i, 3, "\xe2\x80\xa8") == 0 || json.compare(i, 3, "\xe2\x80\xa9") == 0) {
-      out += json[i + 2] == '\xa8' ? "\\u2028" : "\\u2029";
-      i += 2;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 void write_html(std::ostream& out, replay_report const& report)
 {
-  std::ostringstream json;
-  write_json(json, report, true);
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       << "<title>gpumem replay report</title><style>" << page_style << "</style></head>\n"
       << "<body><h1>gpumem replay report</h1><div id=\"device\"></div>"
@@ -122,8 +95,12 @@ void write_html(std::ostream& out, replay_report const& report)
          "the largest free block are measured when the trace's live bytes peak (\"@ peak\"). "
          "See docs/tool.md.</p>"
       << "<div id=\"traces\"></div>\n"
-      << "<script id=\"gpumem-data\" type=\"application/json\">" << script_safe(json.str())
-      << "</script>\n<script>" << page_script << "</script></body></html>\n";
+      << "<script id=\"gpumem-data\" type=\"application/json\">";
+  script_safe_buf safe{out};
+  std::ostream json{&safe};
+  write_json(json, report, true);
+  safe.finish();
+  out << "</script>\n<script>" << page_script << "</script></body></html>\n";
 }
 
 std::string write_report_folder(std::string const& dir, replay_report const& report,

@@ -62,7 +62,7 @@ template <class Points>
 void write_pairs(json_writer& w, Points const& points)
 {
   w.begin_array();
-  for (auto const& [a, b] : points) { w.value(json::array({a, b})); }
+  for (auto const& [a, b] : points) { w.integers(a, b); }
   w.end_array();
 }
 
@@ -79,12 +79,16 @@ void write_trace_data(json_writer& w, trace::trace_profile const& p)
   w.end_array();
   w.key("stacks");
   w.begin_array();
-  for (auto const& stack : p.stacks) { w.value(stack); }
+  for (auto const& stack : p.stacks) {
+    w.begin_array();
+    for (auto frame : stack) { w.integer(frame); }
+    w.end_array();
+  }
   w.end_array();
   w.key("allocations");
   w.begin_array();
   for (auto const& a : p.allocation_log) {
-    w.value(json::array({a.alloc_event, a.free_event, a.size, a.stack}));
+    w.integers(a.alloc_event, a.free_event, a.size, a.stack);
   }
   w.end_array();
 }
@@ -106,13 +110,13 @@ void write_layout_data(json_writer& w, trace::replay_layout const& l, std::size_
   w.begin_array();
   bool const any = l.known && !l.omitted;
   for (std::size_t k = 0; any && k < allocations; ++k) {
-    w.value(k < l.addresses.size() ? offset(l.addresses[k]) : std::int64_t{-1});
+    w.integer(k < l.addresses.size() ? offset(l.addresses[k]) : std::int64_t{-1});
   }
   w.end_array();
   w.key("chunks");
   w.begin_array();
   for (auto const& c : l.chunks) {
-    w.value(json::array({offset(c.address), c.bytes, c.from_event, c.to_event}));
+    w.integers(offset(c.address), c.bytes, c.from_event, c.to_event);
   }
   w.end_array();
   w.member("chunks_join", l.chunks_join);
@@ -213,9 +217,7 @@ void write_run(json_writer& w, resource_run const& r, trace::trace_profile const
   if (timelines) {
     w.key("timeline");
     w.begin_array();
-    for (auto const& pt : res.timeline) {
-      w.value(json::array({pt.event, pt.live_bytes, pt.held_bytes}));
-    }
+    for (auto const& pt : res.timeline) { w.integers(pt.event, pt.live_bytes, pt.held_bytes); }
     w.end_array();
     write_layout_data(w, res.layout, p.allocation_log.size());
   }
