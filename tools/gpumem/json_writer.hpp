@@ -11,6 +11,7 @@
 #include <charconv>
 #include <concepts>
 #include <ostream>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -78,7 +79,7 @@ class json_writer {
 /// cannot hold, become null.
 [[nodiscard]] nlohmann::ordered_json six_digits(double v);
 
-/// A string as JSON text ("..."), any bytes that are not UTF-8 replaced by U+FFFD.
+/// `v` as compact JSON text; in its strings, each byte sequence that is not UTF-8 becomes U+FFFD.
 [[nodiscard]] std::string json_text(nlohmann::ordered_json const& v);
 
 }  // namespace gpumem::tool
