@@ -138,6 +138,7 @@ struct reply {
   std::int32_t home_id{-1};
   std::int32_t exporter_home_refused{};
   std::int32_t devices{};
+  std::int32_t other_device_wait_refused{};  ///< make_wait from another device's stream refused
   char error[512]{};
 };
 
@@ -219,12 +220,25 @@ void import_in_child(int sock, std::string const& mode, reply& r, bool& replied)
 
   auto alloc = pool->import_pointer(m.data, m.bytes);
   step(mode, "imported the pointer");
-  auto ready = ipc_event::open(m.ready);
-  step(mode, "opened the exporter's event");
   {
+    // The event is opened with the reading device current, the device of the stream that waits
+    // on it.
     (void)cudaSetDevice(read_on);
+    auto ready = ipc_event::open(m.ready);
+    step(mode, "opened the exporter's event");
+    if (mode == "inherit") {  // a stream of the other device cannot wait on it: refused, no crash
+      stream other{0};
+      try {
+        ready.make_wait(other);
+      } catch (logic_error const& e) {
+        r.other_device_wait_refused = 1;
+        std::cout << "child: a wait from device 0 was refused: " << e.what() << "\n";
+      }
+    }
     stream s;
+    step(mode, "made a stream on the reading device");
     ready.make_wait(s);  // the exporter's pattern is written before we read
+    step(mode, "the stream waits for the exporter's event");
     r.mismatches = mismatches(alloc.get(), m.bytes, m.seed_in, s.s);
     step(mode, "read the exporter's pattern");
     fill(alloc.get(), m.bytes, m.seed_out, s.s);
@@ -482,6 +496,8 @@ TEST(gpu_ipc_two, the_exporters_access_grants_are_not_inherited_by_the_importer)
   });
   EXPECT_EQ(r.access_before, static_cast<std::int32_t>(access_flags::none))
       << "the importer saw the exporter's grant to device 1";
+  EXPECT_EQ(r.other_device_wait_refused, 1)
+      << "the event opened on device 1 was waited on by a stream of device 0 without an error";
   EXPECT_EQ(r.access_after, static_cast<std::int32_t>(access_flags::read_write));
   EXPECT_EQ(r.home_known, 1);
   EXPECT_EQ(r.home_id, 0);
