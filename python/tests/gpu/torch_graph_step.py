@@ -96,11 +96,15 @@ def main():
         torch._C._cuda_clearCublasWorkspaces()
         gc.collect()
         torch.cuda.synchronize()
+    pools_at_end, own_at_end = _pools(), _torch_private_segments()
+    # PyTorch's own allocator keeps a released graph pool's segments cached until empty_cache.
+    torch.cuda.empty_cache()
     params = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
     out = {"mode": args.mode, "losses": losses, "params": params[:: max(1, len(params) // 64)]
            .tolist(), "param_sum": float(params.double().abs().sum()), "memory": memory,
-           "junk_ok": junk_ok, "pools_after_capture": pools, "pools_at_end": _pools(), "left_before_clear": left_before_clear,
-           "torch_private_segments_at_end": _torch_private_segments()}
+           "junk_ok": junk_ok, "pools_after_capture": pools, "pools_at_end": pools_at_end, "left_before_clear": left_before_clear,
+           "torch_private_segments_at_end": own_at_end,
+           "torch_private_segments_after_empty_cache": _torch_private_segments()}
     print("RESULT " + json.dumps(out), flush=True)
 
 
