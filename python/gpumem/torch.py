@@ -93,6 +93,14 @@ def _library() -> ctypes.CDLL:
     lib.gpumem_torch_set_resource_calls.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.gpumem_torch_set_resource_calls.restype = None
     lib.gpumem_torch_set_resource_calls(*_gpumem._resource_calls())
+    lib.gpumem_torch_pool_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
+    lib.gpumem_torch_pool_open.restype = ctypes.c_int
+    lib.gpumem_torch_pool_close.argtypes = [ctypes.c_int]
+    lib.gpumem_torch_pool_close.restype = ctypes.c_int
+    lib.gpumem_torch_pool_stats.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    lib.gpumem_torch_pool_stats.restype = ctypes.c_int
+    lib.gpumem_torch_pool_last_error.restype = ctypes.c_char_p
+    lib.gpumem_torch_pool_slots.restype = ctypes.c_int
     lib.gpumem_torch_set_resource.argtypes = [ctypes.c_int, ctypes.c_void_p]
     lib.gpumem_torch_set_resource.restype = ctypes.c_int
     lib.gpumem_torch_set_resource2.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
@@ -521,6 +529,91 @@ def resume(tag: str | None = None, device=None) -> int:
 def regions(device=None) -> list:
     """The region names used so far on ``device``, sorted."""
     return _regions_of(device, "regions").regions()
+
+
+# -- PyTorch memory pools (torch.cuda.MemPool) from gpumem ----------------------------------------
+
+_open_slots: dict = {}   # slot -> spec, for pools alive or whose segments PyTorch still holds
+_closing: set = set()    # slots whose MemPool is gone, closed once PyTorch gave their segments back
+
+
+def mem_pool(spec: str | None = None, *, runtime=None):
+    """A ``torch.cuda.MemPool`` whose segments come from a gpumem stack built from ``spec`` (None:
+    ``DEFAULT_SPEC``), beside PyTorch's own allocator for the rest of the process::
+
+        pool = gpumem.torch.mem_pool()
+        with torch.cuda.use_mem_pool(pool):
+            kv_cache = torch.empty(n, device="cuda")   # placed by PyTorch in gpumem's segments
+
+    Inside the pool PyTorch places the tensors and asks gpumem only for segments, on any device
+    (each device gets its own stack); ``torch.cuda.memory_stats``, ``memory_snapshot`` and
+    ``pool.snapshot()`` report them as for PyTorch's own pools. Several pools may live at once
+    (up to ``gpumem_torch_pool_slots()``, 16). ``runtime``: a ``gpumem.HostRuntime`` (tests).
+    Needs a PyTorch whose ``torch.cuda.MemPool`` takes an allocator (2.5 and later). Raises
+    AllocatorConfigError for a bad spec, RuntimeError when every slot is taken."""
+    import torch
+
+    spec = _check_spec(DEFAULT_SPEC if spec is None else spec, spec, "mem_pool()")
+    lib = _library()
+    _close_finished()
+    rt_handle = runtime._handle if runtime is not None else None
+    simulated = int(runtime is not None and not getattr(runtime, "backed", True))
+    slot = lib.gpumem_torch_pool_open(spec.encode(), rt_handle, simulated)
+    if slot < 0:
+        why = lib.gpumem_torch_pool_last_error().decode(errors="replace")
+        if "slots is in use" in why:
+            raise RuntimeError(why)
+        raise AllocatorConfigError(why, spec, "mem_pool()")
+    _open_slots[slot] = spec
+    if runtime is not None:
+        _keep_forever(runtime)
+    try:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            library_path(), f"gpumem_torch_pool_malloc_{slot}", f"gpumem_torch_pool_free_{slot}")
+        pool = torch.cuda.MemPool(allocator.allocator())
+    except Exception:
+        lib.gpumem_torch_pool_close(slot)
+        _open_slots.pop(slot, None)
+        raise
+    import weakref
+
+    weakref.finalize(pool, _closing.add, slot)
+    _pool_of[id(pool)] = slot
+    weakref.finalize(pool, _pool_of.pop, id(pool), None)
+    return pool
+
+
+_pool_of: dict = {}  # id(MemPool) -> slot, while the MemPool lives
+
+
+def _close_finished() -> None:
+    """Closes the slots of pools that are gone and whose segments PyTorch gave back."""
+    lib = _library()
+    for slot in sorted(_closing):
+        if lib.gpumem_torch_pool_close(slot) == 0:
+            _closing.discard(slot)
+            _open_slots.pop(slot, None)
+
+
+def mem_pool_stats(pool) -> dict:
+    """What gpumem holds for ``pool`` (a ``mem_pool()``): ``segments`` and ``segment_bytes`` that
+    PyTorch holds now, ``allocations`` and ``failures`` so far, and ``held_bytes`` (what the
+    stacks hold from the devices, at least ``segment_bytes``)."""
+    slot = _pool_of.get(id(pool))
+    if slot is None:
+        raise ValueError("not a pool made by gpumem.torch.mem_pool() (or it is gone)")
+    out = (ctypes.c_ulonglong * 5)()
+    _library().gpumem_torch_pool_stats(slot, out, 5)
+    keys = ("segments", "segment_bytes", "allocations", "failures", "held_bytes")
+    return dict(zip(keys, out))
+
+
+def mem_pool_spec(pool) -> str:
+    """The spec the segments of ``pool`` (a ``mem_pool()``) come from."""
+    slot = _pool_of.get(id(pool))
+    if slot is None:
+        raise ValueError("not a pool made by gpumem.torch.mem_pool() (or it is gone)")
+    return _open_slots[slot]
 
 
 torch_memory_saver = TorchMemorySaver()
