@@ -156,14 +156,22 @@ void write_verdict(std::ostream& out, verdict const& v, trace_run const& t)
   out << "]}";
 }
 
+/// A double as it is (17 significant digits): the page shows the figures rounded as the table does.
+std::string exact(double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 /// {"median":..,"min":..,"max":..,"repeats":[..]}: ns/op over the repeats.
 void write_timing(std::ostream& out, timing const& t)
 {
-  out << "{\"median\":" << num(t.median) << ",\"min\":" << num(t.min) << ",\"max\":" << num(t.max)
+  out << "{\"median\":" << exact(t.median) << ",\"min\":" << exact(t.min) << ",\"max\":" << exact(t.max)
       << ",\"repeats\":[";
   char const* sep = "";
   for (auto const v : t.ns_per_op) {
-    out << sep << num(v);
+    out << sep << exact(v);
     sep = ",";
   }
   out << "]}";
@@ -173,10 +181,10 @@ void write_timing(std::ostream& out, timing const& t)
 void write_figures(std::ostream& out, run_figures const& f)
 {
   out << ",\"figures\":{\"peak_held_bytes\":" << f.peak_held_bytes
-      << ",\"footprint_ratio\":" << num(f.footprint_ratio);
+      << ",\"footprint_ratio\":" << exact(f.footprint_ratio);
   if (f.at_peak_known) {
-    out << ",\"internal_fragmentation\":" << num(f.internal_fragmentation)
-        << ",\"external_fragmentation\":" << num(f.external_fragmentation)
+    out << ",\"internal_fragmentation\":" << exact(f.internal_fragmentation)
+        << ",\"external_fragmentation\":" << exact(f.external_fragmentation)
         << ",\"free_bytes\":" << f.at_peak.free_bytes
         << ",\"largest_free_bytes\":" << f.at_peak.largest_free_bytes
         << ",\"internal_bytes\":" << f.at_peak.internal_bytes

@@ -81,6 +81,7 @@ function renderPage() {
   if (state.view === "layout") sec.insertBefore(document.getElementById("layout-view"), timeBox);
   el("h3", {}, sec, "Results");
   resultsTable(sec, model, data.simulated, data.report_version || 1);
+  byStackTable(sec, model);
   return page;
 }
 

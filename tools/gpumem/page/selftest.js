@@ -11,6 +11,8 @@ function runSelftest(page) {
     lines.push(JSON.stringify(markersShown(tl)));
     for (const line of zoomedHovers(tl)) lines.push(JSON.stringify(line));
   }
+  lines.push(JSON.stringify(figuresShown(page)));
+  lines.push(JSON.stringify(byStackShown()));
   if (page.layout) {
     lines.push(JSON.stringify(layoutShown(page.layout)));
     const h = layoutHover(page.layout);
@@ -58,6 +60,43 @@ function markersShown(tl) {
                                        g => g.getAttribute("data-stack"));
   return {kind: "markers", oom: oom, live_last_event: lastX === null ? null : tl.sc.ex(lastX),
           live_points: xs.length, plot_px: tl.sc.pw, lo: tl.sc.lo, hi: tl.sc.hi};
+}
+
+/// The figures as the results table and the layout rows (at the layout's event) display them.
+function figuresShown(page) {
+  const text = (row, cls) => { const c = row.querySelector("td." + cls); return c ? c.textContent : null; };
+  const table = {};
+  for (const row of document.querySelectorAll("table.results:not(.by-stack-table) tbody tr[data-stack]")) {
+    table[row.getAttribute("data-stack")] = {peak_held: text(row, "peak-held") && row.querySelector("td.peak-held").firstChild.textContent,
+      ratio: text(row, "ratio"), internal: text(row, "internal"), external: text(row, "external"),
+      largest: text(row, "largest"), ns: text(row, "ns")};
+  }
+  const layout = {};
+  if (page.layout) {
+    for (const row of page.layout.body.querySelectorAll(".layout-row")) {
+      const ext = row.querySelector("span.ext"), cv = row.querySelector("canvas.layout-canvas");
+      if (!ext || !cv) continue;
+      const lay = cv.gmLayout;
+      layout[row.getAttribute("data-stack")] = {external: ext.textContent, free: lay.free, largest: lay.largest,
+                                                internal: lay.internal, held: lay.held};
+    }
+  }
+  const v = document.getElementById("verdict");
+  return {kind: "figures", layout_event: page.layout ? page.layout.event : null, table: table, layout: layout,
+          leanest: textOf("verdict-leanest"), fastest: textOf("verdict-fastest"), verdict: v ? v.textContent : null};
+}
+
+function textOf(id) {
+  const e = document.getElementById(id);
+  return e ? e.textContent : null;
+}
+
+/// The rows of the "live at the peak, by call stack" table.
+function byStackShown() {
+  const rows = Array.prototype.map.call(document.querySelectorAll("#by-stack tbody tr"), r => ({
+    stack: Number(r.getAttribute("data-stack-index")), bytes: Number(r.getAttribute("data-bytes")),
+    blocks: Number(r.getAttribute("data-blocks")), text: r.textContent}));
+  return {kind: "by-stack", shown: !!document.getElementById("by-stack"), rows: rows};
 }
 
 function layoutShown(ly) {

@@ -50,12 +50,19 @@ function modelOf(trace) {
   trace.results.forEach((r, i) => {
     if (r.error || !r.timeline) return;
     stacks.push({r: r, index: i, color: COLORS[stacks.length % COLORS.length],
-                 failEvent: r.failure ? r.failure.event : null});
+                 failEvent: r.failure ? r.failure.event : null, grant: grantOf(r)});
   });
   return {trace: trace, stacks: stacks, live: liveLineOf(trace, stacks), capacity: data.capacity_bytes || 0,
           time: trace.time_us && trace.time_us.length ? trace.time_us : null,
           hasLayout: Array.isArray(trace.allocations) && trace.allocations.length > 0,
           events: Math.max(1, trace.events)};
+}
+
+/// The bytes the stack gives a request of `size`: results.json's "granted" where it differs from
+/// the size rounded up to 256 B, as the replay measures internal fragmentation.
+function grantOf(r) {
+  const m = new Map(r.granted || []);
+  return size => (m.has(size) ? m.get(size) : Math.ceil(size / 256) * 256);
 }
 
 /// [[event, live], ...]: the trace's own when present, else from a stack that did not fail

@@ -162,6 +162,111 @@ def check_interactions(kinds, trace):
               f"{line['hash_while_hidden']}) and a second click shows it again ({line['after']})")
 
 
+def human(n):
+    """Sizes as the tool's table writes them (report_text.cpp's human_bytes)."""
+    v, u = float(n), 0
+    while v >= 1024.0 and u < 4:
+        v /= 1024.0
+        u += 1
+    return f"{n} B" if u == 0 else "%.2f %s" % (v, ["B", "KiB", "MiB", "GiB", "TiB"][u])
+
+
+def pct(f):
+    return "%.1f%%" % (100.0 * f)
+
+
+def speed(t):
+    if len(t["repeats"]) < 2:
+        return "%.1f" % t["median"]
+    return "%.1f (%.1f-%.1f)" % (t["median"], t["min"], t["max"])
+
+
+def text_rows(path, trace):
+    """The text output's table rows of `trace`: {spec: line}."""
+    name = trace["path"].replace("\\", "/").split("/")[-1]
+    rows, inside = {}, False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("trace "):
+                inside = line.startswith(f"trace {name}:")
+            elif inside and line.startswith("  ") and not line.startswith("    "):
+                rows[line[2:].split(" ")[0]] = line
+    return rows
+
+
+def check_figures(line, trace, text):
+    """One definition of every figure: the table, the layout row at the peak and the text output
+    show the same numbers, and they are results.json's figures."""
+    peak = trace["peak_live_event"]
+    rows = text_rows(text, trace) if text else None
+    compared = 0
+    for r in trace["results"]:
+        name, f = r["resource"], r.get("figures")
+        if r.get("error") or f is None:
+            continue
+        shown = line["table"].get(name, {})
+        want = {"peak_held": human(f["peak_held_bytes"]), "ratio": "%.3f" % f["footprint_ratio"],
+                "ns": speed(f["ns_per_op"])}
+        if "external_fragmentation" in f and f.get("layout_known"):
+            want["external"] = pct(f["external_fragmentation"]) + " of " + human(f["free_bytes"])
+            want["largest"] = human(f["largest_free_bytes"])
+        for k, v in want.items():
+            check(shown.get(k) == v, f"table: {name} {k} {shown.get(k)!r} == results.json figures {v!r}")
+        lay = line["layout"].get(name)
+        if line["layout_event"] == peak and "external" in want and lay is not None:
+            compared += 1
+            check(lay["external"] == shown.get("external"),
+                  f"layout row at the peak: {name} external {lay['external']!r} == table {shown.get('external')!r}")
+            check((lay["free"], lay["largest"], lay["internal"]) ==
+                  (f["free_bytes"], f["largest_free_bytes"], f["internal_bytes"]),
+                  f"layout row at the peak: {name} free/largest/slack {lay['free']}/{lay['largest']}/"
+                  f"{lay['internal']} == results.json {f['free_bytes']}/{f['largest_free_bytes']}/{f['internal_bytes']}")
+        if rows is not None:
+            row = rows.get(name, "")
+            missing = [v for v in [shown.get(k) for k in ("peak_held", "ratio", "external", "largest", "ns")]
+                       if v is not None and v not in row]
+            check(row and not missing, f"text output: {name}'s row shows the table's figures (missing: {missing})")
+    if line["layout_event"] == peak and trace.get("allocations"):
+        check(compared > 0, f"{compared} layout row(s) compared with the table at the peak")
+
+
+def check_verdict(line, trace):
+    v, s = trace.get("verdict") or {}, trace.get("verdict_spread")
+    if not s or not v.get("fastest"):
+        return
+    check(v["leanest"] != "cuda" and v["fastest"] != "cuda", "the verdict leaves the cuda baseline aside")
+    a, b = s["fastest_ns_per_op"], (s["fastest_runner_up"] or {}).get("ns_per_op")
+    if b:
+        overlap = a["min"] <= b["max"] and b["min"] <= a["max"]
+        check(s["fastest_clear"] == (not overlap), f"fastest is clear ({s['fastest_clear']}) unless the spreads overlap")
+    check(("no clear winner" in (line["fastest"] or "")) == (not s["fastest_clear"]),
+          f"the page says 'no clear winner' exactly when the verdict has none: {line['fastest']!r}")
+    check(v["fastest"] in (line["fastest"] or "") and speed(a) in (line["fastest"] or ""),
+          f"the page's fastest names {v['fastest']} with its median and spread {speed(a)}")
+
+
+def check_by_stack(line, trace):
+    if "live_at_peak_by_stack" not in trace or not isinstance(trace.get("allocations", []), list):
+        return
+    p, groups = trace["peak_live_event"], {}
+    for a in trace.get("allocations", []):
+        if a[0] <= p and (a[1] == -1 or p < a[1]):
+            g = groups.setdefault(a[3], [0, 0])
+            g[0] += a[2]
+            g[1] += 1
+    want = sorted(([k, v[0], v[1]] for k, v in groups.items()), key=lambda x: (-x[1], -x[2], x[0]))[:100]
+    got = [[r["stack"], r["bytes"], r["blocks"]] for r in line["rows"]]
+    check(line["shown"], "the 'live at the peak, by call stack' table is shown")
+    if trace.get("allocations"):
+        check(got == want, f"by-stack table: {len(got)} rows == grouped from the allocations at the peak ({len(want)})")
+        other = trace.get("live_at_peak_other_stacks", {}).get("bytes", 0)
+        check(sum(r[1] for r in got) + other == trace["peak_live_bytes"],
+              "by-stack bytes add up to the peak live bytes")
+    for r in line["rows"]:
+        frames = [trace["frames"][i] for i in trace["stacks"][r["stack"]]] if r["stack"] >= 0 else []
+        check(not frames or frames[0] in r["text"], f"by-stack row {r['stack']} names its innermost frame")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dom")
@@ -169,6 +274,8 @@ def main():
     ap.add_argument("--trace", type=int, default=0)
     ap.add_argument("--expect-oom", action="store_true")
     ap.add_argument("--expect-layout", action="store_true")
+    ap.add_argument("--expect-stacks", action="store_true", help="the trace records call stacks")
+    ap.add_argument("--text", help="the tool's table output of the same run, to compare its figures")
     args = ap.parse_args()
     with open(args.dom, encoding="utf-8") as f:
         lines = selftest_lines(f.read())
@@ -197,6 +304,14 @@ def main():
     else:
         check("layout" not in kinds, "no layout view (the report has no addresses)")
     check_interactions(kinds, trace)
+    for line in kinds.get("figures", []):
+        check_figures(line, trace, args.text)
+        check_verdict(line, trace)
+    for line in kinds.get("by-stack", []):
+        check_by_stack(line, trace)
+    if args.expect_stacks:
+        rows = kinds.get("by-stack", [{}])[0].get("rows", [])
+        check(len(rows) > 1 and all(r["stack"] >= 0 for r in rows), f"{len(rows)} call stacks at the peak")
     check(len(kinds.get("legend", [])) == 1, "the legend was clicked")
     check(kinds.get("verdict", [{}])[0].get("shown") is True, "the verdict panel is shown")
     for line in kinds.get("timing", []):

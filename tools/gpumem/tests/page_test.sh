@@ -92,8 +92,15 @@ fi
   -r pool -r arena -r caching >oom.txt 2>oom.err
 check "the small device's run reports out of memory (exit 3)" "[ $? -eq 3 ]"
 
-page_checks default "$work/default" $(grep -q '"report_version":[2-9]' default/results.json && echo --expect-layout)
-page_checks oom "$work/oom" --expect-oom $(grep -q '"report_version":[2-9]' oom/results.json && echo --expect-layout)
+# a trace with call stacks (made-up frames by size): the by-stack table and the bands' hovers
+python3 "$here/frames_trace.py" "$traces/resnet50_train.csv" "$work/stacks.csv"
+"$bin" replay "$work/stacks.csv" --simulate --report "$work/stacks" --no-progress --repeat 3 \
+  -r pool -r caching -r vmm_pool -r cuda >stacks.txt 2>stacks.err
+check "the run over a trace with call stacks succeeds" "[ $? -eq 0 ]"
+
+page_checks default "$work/default" --text default.txt $(grep -q '"report_version":[2-9]' default/results.json && echo --expect-layout)
+page_checks oom "$work/oom" --expect-oom --text oom.txt $(grep -q '"report_version":[2-9]' oom/results.json && echo --expect-layout)
+page_checks stacks "$work/stacks" --expect-layout --text stacks.txt --expect-stacks
 d2=$(v2 "$work/default") o2=$(v2 "$work/oom")
 if [ "$d2" != "$work/default" ]; then page_checks default-v2 "$d2" --expect-layout
 else page_checks default-v1 "$(old "$work/default")"; fi

@@ -246,9 +246,10 @@ def upgrade_trace(trace, rows, simulated):
 
 
 V2_TRACE_FIELDS = ["time_us", "live_timeline", "frames", "stacks", "allocations_omitted", "verdict",
-                   "allocation_count"]
+                   "allocation_count", "verdict_spread", "live_at_peak_by_stack",
+                   "live_at_peak_other_stacks"]
 V2_RESULT_FIELDS = ["layout_known", "addresses", "base", "chunks", "peak_held_event", "reservation",
-                    "ns_per_op_basis", "held_at_start"]
+                    "ns_per_op_basis", "held_at_start", "figures", "granted"]
 
 
 def downgrade(data):
