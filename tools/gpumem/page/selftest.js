@@ -59,7 +59,24 @@ function markersShown(tl) {
   const oom = Array.prototype.map.call(tl.svg.querySelectorAll("g.oom-marker"),
                                        g => g.getAttribute("data-stack"));
   return {kind: "markers", oom: oom, live_last_event: lastX === null ? null : tl.sc.ex(lastX),
-          live_points: xs.length, plot_px: tl.sc.pw, lo: tl.sc.lo, hi: tl.sc.hi};
+          live_points: xs.length, plot_px: tl.sc.pw, lo: tl.sc.lo, hi: tl.sc.hi,
+          exact: !!tl.model.exactLive, peaks: peaksDrawn(tl)};
+}
+
+/// Where each drawn line reaches its highest point in view (the first such point): the event
+/// under it, and the bytes it stands for.
+function peaksDrawn(tl) {
+  const at = path => {
+    let best = null;
+    for (const m of (path.getAttribute("d") || "").matchAll(/(-?[\d.]+),(-?[\d.]+)/g)) {
+      const x = parseFloat(m[1]), y = parseFloat(m[2]);
+      if (best === null || y < best.y - 1e-9) best = {x: x, y: y};
+    }
+    return best && {event: tl.sc.ex(best.x)};
+  };
+  const out = {live: at(tl.svg.querySelector("path.series.live"))};
+  for (const p of tl.svg.querySelectorAll("path.series.held")) out[p.getAttribute("data-stack")] = at(p);
+  return out;
 }
 
 /// The figures as the results table and the layout rows (at the layout's event) display them.
@@ -123,7 +140,8 @@ function zoomedHovers(tl) {
     out.push(line);
   }
   const m = markersShown(tl);
-  out.push({kind: "zoomed-live", zoom: zoom, lo: tl.sc.lo, hi: tl.sc.hi, live_points: m.live_points});
+  out.push({kind: "zoomed-live", zoom: zoom, lo: tl.sc.lo, hi: tl.sc.hi, live_points: m.live_points,
+            exact: m.exact, peaks: m.peaks, plot_px: tl.sc.pw});
   setZoom(tl, null);
   return out;
 }

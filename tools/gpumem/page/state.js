@@ -52,10 +52,39 @@ function modelOf(trace) {
     stacks.push({r: r, index: i, color: COLORS[stacks.length % COLORS.length],
                  failEvent: r.failure ? r.failure.event : null, grant: grantOf(r)});
   });
+  const hasLayout = Array.isArray(trace.allocations) && trace.allocations.length > 0;
+  const events = Math.max(1, trace.events);
+  for (const st of stacks) st.exact = hasLayout ? exactHeld(st, events) : null;
   return {trace: trace, stacks: stacks, live: liveLineOf(trace, stacks), capacity: data.capacity_bytes || 0,
           time: trace.time_us && trace.time_us.length ? trace.time_us : null,
-          hasLayout: Array.isArray(trace.allocations) && trace.allocations.length > 0,
-          events: Math.max(1, trace.events)};
+          hasLayout: hasLayout, events: events, exactLive: hasLayout ? exactLive(trace, events) : null};
+}
+
+/// Live bytes after each event, from the trace's allocations (exact at every event; the JSON's
+/// live_timeline is a sample of it: each point the most over a span of events).
+function exactLive(trace, events) {
+  const v = new Float64Array(events + 1);
+  for (const a of trace.allocations) {
+    v[a[0]] += a[2];
+    if (a[1] !== -1) v[a[1]] -= a[2];
+  }
+  for (let e = 1; e < events; e++) v[e] += v[e - 1];
+  return v.subarray(0, events);
+}
+
+/// Held bytes of a stack after each event, from the chunks it held (taken at from_event, given
+/// back at to_event), up to its failure; null when its layout is not known.
+function exactHeld(st, events) {
+  const r = st.r;
+  if (!r.layout_known || !Array.isArray(r.chunks) || !r.chunks.length) return null;
+  const n = st.failEvent !== null ? Math.min(events, st.failEvent + 1) : events;
+  const v = new Float64Array(n + 1);
+  for (const c of r.chunks) {
+    if (c[2] < n) v[c[2]] += c[1];
+    if (c[3] !== -1 && c[3] < n) v[c[3]] -= c[1];
+  }
+  for (let e = 1; e < n; e++) v[e] += v[e - 1];
+  return v.subarray(0, n);
 }
 
 /// The bytes the stack gives a request of `size`: results.json's "granted" where it differs from

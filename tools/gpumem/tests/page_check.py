@@ -20,6 +20,7 @@ import argparse
 import bisect
 import html
 import json
+import math
 import re
 import sys
 
@@ -57,7 +58,44 @@ def live_line(trace):
     return [[p[0], p[1]] for p in whole[0]["timeline"]] if whole else []
 
 
+def exact_live(trace):
+    """Live bytes after every event from the allocations (None without them), as the page does."""
+    al = trace.get("allocations")
+    if not isinstance(al, list) or not al:
+        return None
+    n = max(1, trace["events"])
+    v = [0] * (n + 1)
+    for a in al:
+        v[a[0]] += a[2]
+        if a[1] != -1:
+            v[a[1]] -= a[2]
+    for e in range(1, n):
+        v[e] += v[e - 1]
+    return v[:n]
+
+
+def exact_held(trace, r):
+    """Held bytes after every event from the stack's chunks, up to its failure (None without)."""
+    if exact_live(trace) is None or not r.get("layout_known") or not r.get("chunks"):
+        return None
+    n = max(1, trace["events"])
+    if r.get("failure"):
+        n = min(n, r["failure"]["event"] + 1)
+    v = [0] * (n + 1)
+    for c in r["chunks"]:
+        if c[2] < n:
+            v[c[2]] += c[1]
+        if c[3] != -1 and c[3] < n:
+            v[c[3]] -= c[1]
+    for e in range(1, n):
+        v[e] += v[e - 1]
+    return v[:n]
+
+
 def check_hover(line, trace):
+    live = exact_live(trace)
+    if live is not None:
+        return check_exact_hover(line, trace, live)
     x, tag = line["x"], "hover at event %.1f" % line["x"]
     lp = span_point(live_line(trace), x)
     check(lp is not None and line["event"] == lp[0] and line["live"] == lp[1],
@@ -74,16 +112,61 @@ def check_hover(line, trace):
               f"{tag}: {name} held {shown} == JSON point {p}")
 
 
+def check_exact_hover(line, trace, live):
+    e = min(max(0, int(math.floor(line["x"] + 0.5))), len(live) - 1)  # as Math.round
+    tag = "hover at event %.1f (exact)" % line["x"]
+    check(line["event"] == e and line["live"] == live[e], f"{tag}: event {line['event']} live {line['live']} == "
+          f"live bytes after event {e} from the allocations ({live[e]})")
+    for r in trace["results"]:
+        if r.get("error") or not r.get("timeline"):
+            continue
+        name, shown = r["resource"], line["held"].get(r["resource"], "missing")
+        if r.get("failure") and e > r["failure"]["event"]:
+            check(shown is None, f"{tag}: {name} shows out of memory (failed at {r['failure']['event']})")
+            continue
+        held = exact_held(trace, r)
+        if held is None:
+            p = span_point(r["timeline"], e)
+            check(shown == p[2] and line["at"].get(name) == p[0], f"{tag}: {name} held {shown} == JSON point {p}")
+        else:
+            check(shown == held[e] and line["at"].get(name) == e,
+                  f"{tag}: {name} held {shown} == held after event {e} from its chunks ({held[e]})")
+
+
+def check_peaks(line, trace, zoomed):
+    """Each line's highest drawn point is at the event of its peak (within one pixel's events in the
+    overview; exactly when zoomed in to every event)."""
+    lo, hi, px = line["lo"], line["hi"], line["plot_px"]
+    tol = 0.5 if zoomed else 0.6 * (hi - lo) / px  # half a pixel column, and the path's rounding
+    where = "zoomed" if zoomed else "overview"
+    peaks = [("live", trace["peak_live_event"], exact_live(trace))]
+    for r in trace["results"]:
+        if not r.get("error") and r.get("timeline"):
+            peaks.append((r["resource"], r.get("peak_held_event"), exact_held(trace, r)))
+    for name, event, series in peaks:
+        drawn = line["peaks"].get(name)
+        if series is None or drawn is None or event is None or not (lo <= event <= hi):
+            continue
+        if event >= len(series) or series[event] != max(series):
+            continue  # a stack that failed: its peak held may be the failure's state
+        check(abs(drawn["event"] - event) <= tol + 1e-6,
+              f"{where}: {name}'s highest point is drawn at event {drawn['event']:.2f}, its peak is at {event} "
+              f"(tolerance {tol:.2f} events)")
+
+
 def check_markers(line, trace):
     failed = sorted(r["resource"] for r in trace["results"] if r.get("failure"))
     check(sorted(line["oom"]) == failed, f"out-of-memory markers {sorted(line['oom'])} == failed stacks {failed}")
     live = live_line(trace)
     end = live[-1][0] if live else 0
     last = line["live_last_event"]
-    if len(live) > 2 * line["plot_px"]:
+    n = trace["events"] if line.get("exact") else len(live)
+    if n > 2 * line["plot_px"]:
         check(line["live_points"] <= 4 * line["plot_px"] + 8,
-              f"overview: {len(live)} live points downsampled to {line['live_points']} path points "
+              f"overview: {n} live points downsampled to {line['live_points']} path points "
               f"(at most 4 per pixel column, {line['plot_px']:.0f} px)")
+    if line.get("exact"):
+        check_peaks(line, trace, False)
     check(last is not None and last >= end - 1, f"live line drawn to event {last} (its last point: {end})")
     whole = [r for r in trace["results"] if not r.get("error") and not r.get("failure")]
     if not trace.get("live_timeline") and not whole:
@@ -96,6 +179,14 @@ def check_markers(line, trace):
 
 
 def check_zoomed_live(line, trace):
+    if line.get("exact"):
+        a = max(0, int(line["lo"] // 1))
+        b = min(trace["events"] - 1, -int(-line["hi"] // 1))
+        check(line["zoom"] is not None and line["live_points"] == 1 + 2 * (b - a),
+              f"zoomed to {line['zoom']}: the live line steps through every event {a}-{b} "
+              f"(path has {line['live_points']} points, {b - a + 1} events)")
+        check_peaks(line, trace, True)
+        return
     live = live_line(trace)
     inside = sum(1 for p in live if line["lo"] <= p[0] <= line["hi"])
     check(line["zoom"] is not None and inside <= line["live_points"] <= inside + 4,
