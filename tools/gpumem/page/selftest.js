@@ -20,6 +20,7 @@ function runSelftest(page) {
     if (tl) lines.push(JSON.stringify(clickPick(tl, page.layout)));
     lines.push(JSON.stringify(typedEvent(page.layout)));
   }
+  if (page.bands) for (const line of bandsShown(page.bands, tl)) lines.push(JSON.stringify(line));
   if (tl) lines.push(JSON.stringify(legendToggle(tl)));
   lines.push(JSON.stringify({kind: "verdict", shown: !!document.getElementById("verdict")}));
   lines.push(JSON.stringify(Object.assign({kind: "timing", allocations: Array.isArray(page.model.trace.allocations) ? page.model.trace.allocations.length : 0,
@@ -179,6 +180,47 @@ function typedEvent(ly) {
   input.dispatchEvent(new Event("change", {bubbles: true}));
   const shown = layoutShown(ly);
   return {kind: "typed", typed: want, event: shown.event, blocks: shown.blocks};
+}
+
+/// The bands: what is drawn, a hover on the largest band by size and by address, and the events
+/// shown after a zoom of the timeline.
+function bandsShown(bd, tl) {
+  const al = bd.model.trace.allocations, out = [];
+  const hover = (k, bytesAt) => {
+    const a = al[k], end = a[1] === -1 ? bd.model.events : a[1], ev = Math.floor((a[0] + end) / 2);
+    const box = bd.canvas.getBoundingClientRect();
+    // the mouse is at whole pixels: the point read back is where it really is
+    const cx = Math.round(box.left + bd.sc.x(ev + 0.5)), cy = Math.round(box.top + bd.sc.y(bytesAt(ev) + a[2] / 2));
+    bd.canvas.dispatchEvent(new MouseEvent("mousemove", {clientX: cx, clientY: cy, bubbles: true}));
+    const line = {kind: "bands-hover", mode: bd.canvas.getAttribute("data-mode"), target: k,
+                  event: Math.floor(bd.sc.ex(cx - box.left)), bytes: bd.sc.vy(cy - box.top),
+                  hovered: bd.canvas.getAttribute("data-hover"),
+                  text: document.getElementById("tooltip").textContent};
+    bd.canvas.dispatchEvent(new MouseEvent("mouseleave", {bubbles: true}));
+    return line;
+  };
+  out.push({kind: "bands", mode: bd.canvas.getAttribute("data-mode"), drawn: Number(bd.canvas.getAttribute("data-bands")),
+            note: bd.note.textContent, limit: BAND_LIMIT});
+  const base = k => ev => { let b = 0; for (const s of bd.geo.steps.get(k)) if (s[0] <= ev) b = s[1]; return b; };
+  for (const k of [bd.picked.ks[0], bd.picked.ks[Math.floor(bd.picked.ks.length / 2)]]) out.push(hover(k, base(k)));
+  const sel = bd.controls.select, opt = sel.querySelector("option[value^='address:']");
+  if (opt) {
+    sel.value = opt.value;
+    sel.dispatchEvent(new Event("change", {bubbles: true}));
+    out.push({kind: "bands", mode: bd.canvas.getAttribute("data-mode"), drawn: Number(bd.canvas.getAttribute("data-bands")),
+              note: bd.note.textContent, limit: BAND_LIMIT});
+    const k = bd.picked.ks.find(x => bd.geo.at.has(x));
+    if (k !== undefined) out.push(hover(k, () => bd.geo.at.get(k)));
+    sel.value = "size";
+    sel.dispatchEvent(new Event("change", {bubbles: true}));
+  }
+  if (tl) {
+    const [lo, hi] = [Math.floor(tl.model.events / 4), Math.floor(tl.model.events / 2)];
+    setZoom(tl, [lo, hi]);
+    out.push({kind: "bands-zoom", timeline: [tl.sc.lo, tl.sc.hi], bands: [bd.sc.lo, bd.sc.hi]});
+    setZoom(tl, null);
+  }
+  return out;
 }
 
 /// Clicks the first stack of the legend twice: its line goes, then comes back.

@@ -363,6 +363,7 @@ function setZoom(tl, range) {
   state.zoom = range;
   writeHash();
   tl.render();
+  if (tl.hooks.zoomChanged) tl.hooks.zoomChanged();
 }
 
 function timelineControls(parent, tl) {

@@ -358,6 +358,76 @@ def check_by_stack(line, trace):
         check(not frames or frames[0] in r["text"], f"by-stack row {r['stack']} names its innermost frame")
 
 
+def band_order(trace, limit):
+    """The allocations drawn one by one, as the page stacks them by size: the `limit` with the most
+    bytes x events (ties: the earlier allocation), then largest first (ties: earlier event, index)."""
+    al, end = trace["allocations"], trace["events"]
+    life = [((end if a[1] == -1 else a[1]) - a[0]) for a in al]
+    keep = sorted(range(len(al)), key=lambda k: (-al[k][2] * life[k], k))[:limit]
+    return sorted(keep, key=lambda k: (-al[k][2], al[k][0], k))
+
+
+def chunk_positions(r):
+    ranges = []
+    for c in sorted(r["chunks"], key=lambda c: c[0]):
+        if ranges and c[0] <= ranges[-1][0] + ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], c[0] + c[1] - ranges[-1][0])
+        else:
+            ranges.append([c[0], c[1]])
+    pos, out = 0, []
+    for off, size in ranges:
+        out.append((off, size, pos))
+        pos += size
+    return out
+
+
+def band_under(trace, line, order):
+    """The allocation under (event, bytes) of a hover, worked out from results.json."""
+    al, e, y = trace["allocations"], line["event"], line["bytes"]
+    live = [k for k in order if al[k][0] <= e and (al[k][1] == -1 or e < al[k][1])]
+    if line["mode"] == "size":
+        base = 0
+        for k in live:
+            if base <= y < base + al[k][2]:
+                return str(k)
+            base += al[k][2]
+        return "rest" if len(order) < len(al) and y < exact_live(trace)[e] else None
+    r = next(r for r in trace["results"] if "address:" + r["resource"] == line["mode"])
+    ranges = chunk_positions(r)
+    for k in live:
+        off = r["addresses"][k]
+        g = [g for g in ranges if g[0] <= off < g[0] + g[1]]
+        if g and g[0][2] + off - g[0][0] <= y < g[0][2] + off - g[0][0] + al[k][2]:
+            return str(k)
+    return None
+
+
+def check_bands(kinds, trace):
+    lines = kinds.get("bands", [])
+    if not check(bool(lines), "the bands are drawn"):
+        return
+    n, limit = len(trace["allocations"]), lines[0]["limit"]
+    order = band_order(trace, limit)
+    check(lines[0]["mode"] == "size" and lines[0]["drawn"] == min(n, limit),
+          f"bands by size: {lines[0]['drawn']} drawn one by one == min({n} allocations, {limit})")
+    if n > limit:
+        check(f"the other {n - limit:,} are the grey band" in lines[0]["note"], f"the page says {n - limit} are summed")
+    for line in kinds.get("bands-hover", []):
+        want = band_under(trace, line, order)
+        check(want is not None and line["hovered"] == want,
+              f"bands {line['mode']}: hover at event {line['event']}, {line['bytes']:.0f} B shows allocation "
+              f"{line['hovered']} == the one there worked out from results.json ({want}; aimed at {line['target']})")
+        if line["hovered"] in ("rest", None, ""):
+            continue
+        a = trace["allocations"][int(line["hovered"])]
+        frames = [trace["frames"][i] for i in trace["stacks"][a[3]]] if a[3] >= 0 and trace.get("stacks") else []
+        check(f"({a[2]:,} B)" in line["text"] and f"allocated at event {a[0]:,}" in line["text"] and
+              all(f in line["text"] for f in frames), f"bands hover names the size, the events and {len(frames)} frame(s)")
+    check(any(l["mode"].startswith("address:") for l in lines), "the bands were stacked by address too")
+    for line in kinds.get("bands-zoom", []):
+        check(line["bands"] == line["timeline"], f"the bands show the timeline's zoom {line['timeline']}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dom")
@@ -400,6 +470,8 @@ def main():
         check_verdict(line, trace)
     for line in kinds.get("by-stack", []):
         check_by_stack(line, trace)
+    if args.expect_layout:
+        check_bands(kinds, trace)
     if args.expect_stacks:
         rows = kinds.get("by-stack", [{}])[0].get("rows", [])
         check(len(rows) > 1 and all(r["stack"] >= 0 for r in rows), f"{len(rows)} call stacks at the peak")
