@@ -16,6 +16,10 @@ function makeBands(parent, model, hooks) {
               mode: "size", stack: model.stacks.find(s => Array.isArray(s.r.addresses) && s.r.addresses.length) || null};
   bd.picked = pickBands(model);
   bd.controls = bandControls(parent, bd);
+  const chosen = model.stacks.find(s => "address:" + s.index === state.bands);
+  if (chosen && Array.isArray(chosen.r.addresses) && chosen.r.addresses.length) {
+    bd.mode = "address"; bd.stack = chosen; bd.controls.select.value = state.bands;
+  }
   bd.note = el("p", {class: "note", id: "bands-note"}, parent);
   bd.canvas = el("canvas", {class: "bands-canvas", id: "bands"}, parent);
   bd.render = () => renderBands(bd);
@@ -49,9 +53,12 @@ function bandControls(parent, bd) {
   sel.addEventListener("change", () => {
     bd.mode = sel.value === "size" ? "size" : "address";
     if (bd.mode === "address") bd.stack = bd.model.stacks.find(s => "address:" + s.index === sel.value);
+    state.bands = sel.value;
+    writeHash();
     bd.render();
   });
-  el("span", {class: "hint"}, bar, "events as in the timeline above (zoom there) · hover: size, events, call stack");
+  el("span", {class: "hint"}, bar, "events as in the timeline above (zoom there) · colour: the call stack " +
+     "(as in the table \"live at the peak, by call stack\") · hover: size, events, call stack");
   return {select: sel};
 }
 
@@ -134,7 +141,8 @@ function renderBands(bd) {
   bd.geo = geo;
   g.save();
   g.beginPath(); g.rect(BANDS_M.l, BANDS_M.t, pw, ph); g.clip();
-  const color = k => COLORS[(al[k][3] >= 0 ? al[k][3] : k) % COLORS.length];
+  // the call stack's colour (as in the by-stack table); without stacks, one colour per allocation
+  const color = k => COLORS[(bd.model.trace.stacks && bd.model.trace.stacks.length ? Math.max(0, al[k][3]) : k) % COLORS.length];
   if (bd.mode === "size") {
     for (const k of bd.picked.ks) drawSizeBand(g, bd, k, geo.steps.get(k), color(k));
     drawRest(g, bd, geo);

@@ -1,11 +1,11 @@
 // page/state.js: the page's state (which trace, event, zoom, view, hidden stacks) and its URL hash,
-// e.g. #trace=0&event=123&zoom=100-2000&azoom=0-1073741824&view=layout&hide=1,3
+// e.g. #trace=0&event=123&zoom=100-2000&azoom=0-1073741824&view=layout&hide=1,3&bands=address:2
 // so that a link or a screenshot shows a chosen state (#hover=EVENT: the readout at EVENT, as if
 // the mouse were there; read only, not written back). Also the model of each trace: its stacks
 // with colors, its live line, its time lookup.
 
 const STATE_DEFAULTS = {trace: 0, event: null, zoom: null, azoom: null, view: "timeline", hide: [],
-                        hover: null, selftest: false};
+                        hover: null, selftest: false, bands: "size"};
 const state = Object.assign({}, STATE_DEFAULTS);
 
 function parseRange(text) {
@@ -28,6 +28,7 @@ function readHash() {
     else if (k === "hide" && v) state.hide = v.split(",").map(Number).filter(n => n >= 0);
     else if (k === "hover" && /^\d+$/.test(v || "")) state.hover = parseInt(v, 10);
     else if (k === "selftest") state.selftest = true;
+    else if (k === "bands" && /^(size|address:\d+)$/.test(v || "")) state.bands = v;
   }
 }
 
@@ -38,6 +39,7 @@ function writeHash() {
   if (state.azoom) parts.push("azoom=" + state.azoom.map(Math.round).join("-"));
   if (state.view !== "timeline") parts.push("view=" + state.view);
   if (state.hide.length) parts.push("hide=" + state.hide.join(","));
+  if (state.bands !== "size") parts.push("bands=" + state.bands);
   if (state.selftest) parts.push("selftest");
   history.replaceState(null, "", "#" + parts.join("&"));
 }

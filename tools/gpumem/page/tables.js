@@ -168,7 +168,9 @@ function byStackTable(parent, model) {
     const row = el("tr", {"data-stack-index": String(r.stack), "data-bytes": String(r.bytes),
                           "data-blocks": String(r.blocks)}, body);
     const frames = framesOf(tr, r.stack);
-    const cell = el("td", {class: "frames"}, row, frames.length ? frames[0] : "(no call stack recorded)");
+    const cell = el("td", {class: "frames"}, row);
+    el("i", {class: "swatch", title: "its colour in the bands", style: "background:" + COLORS[Math.max(0, r.stack) % COLORS.length]}, cell);
+    cell.appendChild(document.createTextNode(frames.length ? frames[0] : "(no call stack recorded)"));
     if (frames.length > 1) {
       cell.title = frames.join("\n");
       el("div", {class: "sub"}, cell, frames.slice(1, 3).join(" ← ") + (frames.length > 3 ? " ← …" : ""));

@@ -44,10 +44,10 @@ load() {
     --enable-logging=stderr --v=0 --virtual-time-budget=5000 --window-size=1400,2000 \
     --dump-dom "file://$1#$2" >"$3.html" 2>"$3.console"
 }
-# shot PAGE HASH PNG: a screenshot of the page in that state
+# shot PAGE HASH PNG [HEIGHT]: a screenshot of the page in that state
 shot() {
   timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
-    --hide-scrollbars --window-size=1400,2000 --screenshot="$3" "file://$1#$2" >/dev/null 2>&1
+    --hide-scrollbars --window-size=1400,${4:-2000} --screenshot="$3" "file://$1#$2" >/dev/null 2>&1
   check "screenshot $3" "[ -s '$3' ]"
   echo "screenshot: $3"
 }
@@ -128,4 +128,10 @@ shot "$o2/index.html" "trace=0&hover=$(event 'max(fail) + t["events"] / 100' "$o
 shot "$o2/index.html" "trace=0&view=layout&event=$(event 'max(fail)' "$o2/results.json")" "$work/oom-layout.png"
 shot "$d2/index.html" "trace=0&view=layout&azoom=0-1073741824&event=$(event 't["peak_live_event"]' "$d2/results.json")" \
   "$work/layout-zoomed.png"
+# the trace with call stacks: bands by size, the by-stack table at the bottom; bands by address in
+# the pool stack (result 0); the timeline zoomed around the peak of live bytes, hovered at it
+shot "$work/stacks/index.html" "trace=0" "$work/stacks.png" 2700
+shot "$work/stacks/index.html" "trace=0&bands=address:0" "$work/bands-address.png" 2700
+peak=$(event 't["peak_live_event"]' "$d2/results.json")
+shot "$d2/index.html" "trace=0&zoom=$((peak - 60))-$((peak + 60))&hover=$peak" "$work/timeline-zoomed.png" 1000
 [ "$failures" -eq 0 ]
