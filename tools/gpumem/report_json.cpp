@@ -167,8 +167,8 @@ std::string exact(double v)
 /// {"median":..,"min":..,"max":..,"repeats":[..]}: ns/op over the repeats.
 void write_timing(std::ostream& out, timing const& t)
 {
-  out << "{\"median\":" << exact(t.median) << ",\"min\":" << exact(t.min) << ",\"max\":" << exact(t.max)
-      << ",\"repeats\":[";
+  out << "{\"median\":" << exact(t.median) << ",\"min\":" << exact(t.min)
+      << ",\"max\":" << exact(t.max) << ",\"repeats\":[";
   char const* sep = "";
   for (auto const v : t.ns_per_op) {
     out << sep << exact(v);

@@ -30,11 +30,11 @@ function verdictPanel(parent, model, simulated) {
     if (sp && !sp.leanest_clear) {
       words(dd, "no clear winner: ");
       dd.appendChild(code(v.leanest)); words(dd, " and "); dd.appendChild(code(ru.spec));
-      words(dd, ` both hold ${Number(v.leanest_ratio).toFixed(3)}× the trace's peak live bytes`);
+      words(dd, ` both hold ${fixed(Number(v.leanest_ratio), 3)}× the trace's peak live bytes`);
     } else {
       dd.appendChild(code(v.leanest));
-      words(dd, ` holds ${Number(v.leanest_ratio).toFixed(3)}× the trace's peak live bytes`);
-      if (ru) { words(dd, "; next "); dd.appendChild(code(ru.spec)); words(dd, ` ${ru.footprint_ratio.toFixed(3)}×`); }
+      words(dd, ` holds ${fixed(Number(v.leanest_ratio), 3)}× the trace's peak live bytes`);
+      if (ru) { words(dd, "; next "); dd.appendChild(code(ru.spec)); words(dd, ` ${fixed(ru.footprint_ratio, 3)}×`); }
     }
   }
   if (v.fastest) {
@@ -42,7 +42,7 @@ function verdictPanel(parent, model, simulated) {
     dd.id = "verdict-fastest";
     const ru = sp && sp.fastest_runner_up, best = sp ? sp.fastest_ns_per_op : null;
     const speed = t => t ? ` ${speedText(t)} ns per operation (median, smallest-largest of ${t.repeats.length})`
-                         : ` ${Number(v.fastest_ns_per_op).toFixed(1)} ns per operation`;
+                         : ` ${fixed(Number(v.fastest_ns_per_op), 1)} ns per operation`;
     if (sp && !sp.fastest_clear) {
       words(dd, "no clear winner: ");
       dd.appendChild(code(v.fastest)); words(dd, speed(best) + " and ");
@@ -57,7 +57,7 @@ function verdictPanel(parent, model, simulated) {
     const dd = item("suggestion", ""), sg = v.suggestion;
     dd.appendChild(code(sg.spec));
     const measured = sg.peak_held_bytes !== undefined
-        ? ` (replayed: holds ${human(sg.peak_held_bytes)}, ${Number(sg.footprint_ratio).toFixed(3)}× peak live)` : "";
+        ? ` (replayed: holds ${human(sg.peak_held_bytes)}, ${fixed(Number(sg.footprint_ratio), 3)}× peak live)` : "";
     dd.appendChild(document.createTextNode(measured + " — " + (sg.why || "")));
   }
   if (v.notes && v.notes.length) {
@@ -117,7 +117,7 @@ function resultRow(body, trace, r, st) {
   } else if (r.held_at_start) {
     el("div", {class: "sub res-note"}, peak, human(r.held_at_start) + " held before the first event");
   }
-  el("td", {class: "ratio"}, row, f.footprint_ratio.toFixed(3));
+  el("td", {class: "ratio"}, row, fixed(f.footprint_ratio, 3));
   atPeakCells(row, trace, r, f);
   const ns = el("td", {class: "ns"}, row, speedText(f.ns_per_op));
   ns.title = "median over " + f.ns_per_op.repeats.length + " timed replay(s), smallest-largest in parentheses" +
