@@ -115,6 +115,8 @@ mkdir -p "$work/omitted"
 python3 "$here/v2_fixture.py" "$d2/results.json" "$work/omitted/results.json" --omit \
   --html "$d2/index.html" "$work/omitted/index.html" && page_checks omitted "$work/omitted"
 check "omitted: the page says why there is no layout" "grep -q 'more than 2,000,000 allocations' omitted.html"
+check "omitted: the page says why there are no bands" "grep -q 'and with them the bands' omitted.html"
+check "omitted: the page says why there is no by-stack table" "grep -q 'and with them this table' omitted.html"
 
 # event EXPR RESULTS: a number from the first trace of RESULTS (t: the trace, fail: failure events)
 event() {

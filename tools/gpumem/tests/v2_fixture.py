@@ -319,6 +319,9 @@ def main():
     if args.omit:
         for t in data["traces"]:
             t["allocations_omitted"], t["allocations"] = True, []
+            if "live_at_peak_by_stack" in t:  # the tool groups the allocations it kept: none
+                t["live_at_peak_by_stack"] = []
+                t["live_at_peak_other_stacks"] = {"stacks": 0, "bytes": 0, "blocks": 0}
             for r in t["results"]:
                 if not r.get("error"):
                     r["addresses"], r["chunks"] = [], []
