@@ -147,10 +147,12 @@ void try_pool_sizes(trace_run& tr, std::string const& path, replay_command_optio
                     bool simulated, progress_bar& bar)
 {
   if (!tr.profile.compact) { return; }
+  auto once    = options;  // a suggestion is about memory: its replay is not timed again
+  once.repeats = 1;
   for (auto const& r : tr.runs) {
     auto const candidates = pool_candidates(r, tr.profile);
     for (auto const& c : candidates) {
-      auto run = run_one(tr, path, c, options, simulated, bar);
+      auto run = run_one(tr, path, c, once, simulated, bar);
       bool const no_growth =
           better(run, tr.suggested) && run.result.peak_held_bytes <= run.result.held_at_start;
       if (better(run, tr.suggested)) { tr.suggested = std::move(run); }
