@@ -64,6 +64,8 @@ Options:
       --threads          replay each trace thread on its own host thread, in the trace's order
       --json | --csv     machine-readable output instead of the table
       --report DIR       also write DIR/index.html (+ results.json, results.csv)
+      --repeat N         time each stack over N replays (1-100, default 5): the table shows the
+                         median ns/op and its spread, and the verdict says when the spreads overlap
       --no-progress      no progress bar on stderr
       --list-resources   every resource name with its parameters and defaults
 
@@ -243,6 +245,8 @@ bool replay_option(args& a, std::string const& arg, replay_command_options& o)
     o.report_dir = a.value("--report", arg);
   } else if (arg == "--no-progress") {
     o.progress = false;
+  } else if (is(arg, "--repeat")) {
+    o.repeats = count_value("--repeat", a.value("--repeat", arg), 1, 100);
   } else {
     return false;
   }

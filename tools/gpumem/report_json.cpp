@@ -1,4 +1,5 @@
 // JSON rendering of a replay report (stdout with --json, results.json in the report folder).
+#include "figures.hpp"
 #include "report.hpp"
 #include "verdict.hpp"
 
@@ -155,6 +156,102 @@ void write_verdict(std::ostream& out, verdict const& v, trace_run const& t)
   out << "]}";
 }
 
+/// A double as it is (17 significant digits): the page shows the figures rounded as the table does.
+std::string exact(double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+/// {"median":..,"min":..,"max":..,"repeats":[..]}: ns/op over the repeats.
+void write_timing(std::ostream& out, timing const& t)
+{
+  out << "{\"median\":" << exact(t.median) << ",\"min\":" << exact(t.min)
+      << ",\"max\":" << exact(t.max) << ",\"repeats\":[";
+  char const* sep = "";
+  for (auto const v : t.ns_per_op) {
+    out << sep << exact(v);
+    sep = ",";
+  }
+  out << "]}";
+}
+
+/// The run's figures as the table and the page show them (figures.hpp): "figures".
+void write_figures(std::ostream& out, run_figures const& f)
+{
+  out << ",\"figures\":{\"peak_held_bytes\":" << f.peak_held_bytes
+      << ",\"footprint_ratio\":" << exact(f.footprint_ratio);
+  if (f.at_peak_known) {
+    out << ",\"internal_fragmentation\":" << exact(f.internal_fragmentation)
+        << ",\"external_fragmentation\":" << exact(f.external_fragmentation)
+        << ",\"free_bytes\":" << f.at_peak.free_bytes
+        << ",\"largest_free_bytes\":" << f.at_peak.largest_free_bytes
+        << ",\"internal_bytes\":" << f.at_peak.internal_bytes
+        << ",\"layout_known\":" << (f.at_peak.layout_known ? "true" : "false");
+  }
+  out << ",\"ns_per_op\":";
+  write_timing(out, f.speed);
+  out << "}";
+}
+
+/// "granted": [[size, bytes given], ...] where that is not the size rounded up to 256 B.
+void write_granted(std::ostream& out, resource_run const& r)
+{
+  out << ",\"granted\":";
+  write_pairs(out, r.granted);
+}
+
+/// The blocks live at the peak of live bytes by call stack, most bytes first:
+/// "live_at_peak_by_stack": [{"stack": index or -1, "bytes", "blocks"}, ...].
+/// The first max_by_stack_rows stacks; the rest are summed in "live_at_peak_other_stacks".
+void write_by_stack(std::ostream& out, trace::trace_profile const& p)
+{
+  constexpr std::size_t max_by_stack_rows = 100;
+  auto const shares                       = live_at_peak_by_stack(p);
+  out << ",\"live_at_peak_by_stack\":[";
+  stack_share rest{};
+  std::size_t others = 0;
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    auto const& s = shares[i];
+    if (i >= max_by_stack_rows) {
+      rest.bytes += s.bytes, rest.blocks += s.blocks, ++others;
+      continue;
+    }
+    out << (i == 0 ? "" : ",") << "{\"stack\":" << s.stack << ",\"bytes\":" << s.bytes
+        << ",\"blocks\":" << s.blocks << "}";
+  }
+  out << "],\"live_at_peak_other_stacks\":{\"stacks\":" << others << ",\"bytes\":" << rest.bytes
+      << ",\"blocks\":" << rest.blocks << "}";
+}
+
+/// The verdict's runners-up and spreads: "verdict_spread".
+void write_verdict_spread(std::ostream& out, verdict const& v)
+{
+  auto const runner_up = [&](contender const& c) {
+    if (c.spec.empty()) {
+      out << "null";
+      return;
+    }
+    out << "{\"spec\":" << json_string(c.spec) << ",\"footprint_ratio\":" << num(c.ratio)
+        << ",\"ns_per_op\":";
+    write_timing(out, c.speed);
+    out << "}";
+  };
+  out << ",\"verdict_spread\":{\"leanest_clear\":" << (v.leanest_clear ? "true" : "false")
+      << ",\"leanest_runner_up\":";
+  runner_up(v.leanest_runner_up);
+  out << ",\"fastest_clear\":" << (v.fastest_clear ? "true" : "false") << ",\"fastest_ns_per_op\":";
+  if (v.fastest.empty()) {
+    out << "null";
+  } else {
+    write_timing(out, v.fastest_speed);
+  }
+  out << ",\"fastest_runner_up\":";
+  runner_up(v.fastest_runner_up);
+  out << ",\"repeats\":" << v.repeats << "}";
+}
+
 void write_run(std::ostream& out, resource_run const& r, trace::trace_profile const& p,
                bool simulated, bool timelines)
 {
@@ -177,7 +274,7 @@ void write_run(std::ostream& out, resource_run const& r, trace::trace_profile co
   }
   write_reservation(out, reservation_of(r, p));
   out << ",\"operations\":" << res.operations << ",\"seconds\":" << num(res.seconds)
-      << ",\"ns_per_op\":" << num(res.ns_per_operation())
+      << ",\"ns_per_op\":" << num(figures_of(r, p).speed.median)
       << ",\"ns_per_op_basis\":" << json_string(speed_basis(simulated)) << ",\"failure\":";
   if (res.failure) {
     auto const& f = *res.failure;
@@ -197,7 +294,9 @@ void write_run(std::ostream& out, resource_run const& r, trace::trace_profile co
     }
     out << "}";
   }
+  write_figures(out, figures_of(r, p));
   if (timelines) {
+    write_granted(out, r);
     out << ",\"timeline\":[";
     char const* sep = "";
     for (auto const& pt : res.timeline) {
@@ -221,8 +320,13 @@ void write_json(std::ostream& out, replay_report const& report, bool timelines)
   for (auto const& t : report.traces) {
     out << tsep << "{";
     write_profile(out, t.profile, timelines);
-    write_verdict(out, verdict_of(t, report.simulated), t);
-    if (timelines) { write_trace_data(out, t.profile); }
+    auto const v = verdict_of(t, report.simulated);
+    write_verdict(out, v, t);
+    write_verdict_spread(out, v);
+    if (timelines) {
+      write_by_stack(out, t.profile);
+      write_trace_data(out, t.profile);
+    }
     out << ",\"results\":[";
     char const* rsep = "";
     for (auto const& r : t.runs) {
