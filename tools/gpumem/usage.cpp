@@ -1,0 +1,126 @@
+// The refusals of usage.hpp.
+#include "usage.hpp"
+
+#include "closest_name.hpp"
+#include "option_values.hpp"
+
+#include <filesystem>
+
+namespace gpumem::tool {
+namespace {
+
+/// The option names `app` defines, as written on a command line (--resource, -r).
+std::vector<std::string> option_names(CLI::App const& app)
+{
+  std::vector<std::string> names;
+  for (auto const* opt : app.get_options()) {
+    for (auto const& n : opt->get_lnames()) { names.push_back("--" + n); }
+    for (auto const& n : opt->get_snames()) { names.push_back("-" + n); }
+  }
+  return names;
+}
+
+std::vector<std::string> command_names(CLI::App const& app)
+{
+  std::vector<std::string> names;
+  for (auto const* sub : app.get_subcommands([](CLI::App const*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+std::string did_you_mean(std::string const& word, std::vector<std::string> const& names)
+{
+  auto const guess = closest_name(word, names);
+  return guess.empty() ? std::string{} : "; did you mean " + guess + "?";
+}
+
+[[noreturn]] void unknown_option(CLI::App const& app, std::string const& word)
+{
+  auto const name = word.substr(0, word.find('='));
+  throw usage_error{"unknown option '" + shown(name) + "' for '" + command_name(app) + "'" +
+                    did_you_mean(name, option_names(app))};
+}
+
+[[noreturn]] void unknown_command(CLI::App const& app, std::string const& word)
+{
+  auto const names = command_names(app);
+  throw usage_error{"unknown command '" + shown(word) + "'" + did_you_mean(word, names) +
+                    " (the commands are " + CLI::detail::join(names, ", ") + ")"};
+}
+
+}  // namespace
+
+std::string command_name(CLI::App const& app)
+{
+  auto const* parent = app.get_parent();
+  return parent == nullptr ? app.get_name() : command_name(*parent) + " " + app.get_name();
+}
+
+std::vector<std::string> prepare_words(std::vector<std::string> words)
+{
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    auto& w = words[i];
+    if (w == "--") {
+      out.insert(out.end(), words.begin() + static_cast<std::ptrdiff_t>(i), words.end());
+      break;
+    }
+    if (w.starts_with("--") && w.size() > 3 && w.back() == '=' && w.find('=') == w.size() - 1) {
+      auto const name = w.substr(0, w.size() - 1);
+      throw usage_error{"option " + shown(name) + " has nothing after '='; write " + name +
+                        "=VALUE or " + name + " VALUE"};
+    }
+    if (w == "--simulate" && i + 1 < words.size() && looks_like_size(words[i + 1]) &&
+        !std::filesystem::exists(words[i + 1])) {
+      w += "=" + words[++i];
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::string usage_message(CLI::ParseError const& error, CLI::App const& app)
+{
+  std::string const text = error.what();
+  auto const colon       = text.find(": ");
+  auto const name        = text.substr(0, colon);
+  auto const rest        = colon == std::string::npos ? std::string{} : text.substr(colon + 2);
+  if (dynamic_cast<CLI::ArgumentMismatch const*>(&error) != nullptr) {
+    if (rest.starts_with("At Most ")) { return name + " was given more than once; give it once"; }
+    if (text.ends_with(" was given a disallowed flag override")) {
+      auto const flag = text.substr(0, text.find(' '));
+      return (flag.starts_with('-') ? flag : "--" + flag) + " takes no value";
+    }
+    if (rest.ends_with(" missing") && rest.find(" required ") != std::string::npos) {
+      auto const type = rest.substr(rest.find(" required ") + 10);
+      return name + " needs a value (" + type.substr(0, type.size() - 8) + ")";
+    }
+  }
+  if (dynamic_cast<CLI::ExcludesError const*>(&error) != nullptr) {
+    auto const at = text.find(" excludes ");
+    if (at != std::string::npos) {
+      return text.substr(0, at) + " and " + text.substr(at + 10) + " cannot be given together";
+    }
+  }
+  auto const formatter = std::dynamic_pointer_cast<CLI::Formatter>(app.get_formatter());
+  if (dynamic_cast<CLI::RequiredError const*>(&error) != nullptr &&
+      text.ends_with(" is required") && formatter != nullptr) {
+    auto usage = formatter->make_usage(&app, command_name(app));  // "Usage: gpumem synth ...\n"
+    usage      = usage.substr(usage.find(' ') + 1);
+    return "give " + text.substr(0, text.size() - 12) + ": " + usage.substr(0, usage.find('\n'));
+  }
+  return text;
+}
+
+void refuse_leftovers(CLI::App const& app)
+{
+  auto const left = app.remaining(false);
+  if (left.empty()) { return; }
+  auto const& word = left.front();
+  if (word.size() > 1 && word[0] == '-') { unknown_option(app, word); }
+  if (app.get_parent() == nullptr) { unknown_command(app, word); }
+  throw usage_error{"unexpected argument '" + shown(word) + "' for '" + command_name(app) + "'"};
+}
+
+}  // namespace gpumem::tool
