@@ -432,8 +432,8 @@ int command_line::run(std::vector<std::string> words)
     return 0;
   }
   auto& app = chosen();
-  refuse_leftovers(root_);
-  refuse_leftovers(app);
+  refuse_leftovers(app, app);
+  refuse_leftovers(root_, app);
   if (&app != &root_) {
     for (auto const* opt : root_.get_options()) {
       if (opt->count() > 0) {

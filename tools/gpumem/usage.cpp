@@ -113,14 +113,16 @@ std::string usage_message(CLI::ParseError const& error, CLI::App const& app)
   return text;
 }
 
-void refuse_leftovers(CLI::App const& app)
+void refuse_leftovers(CLI::App const& app, CLI::App const& command)
 {
-  auto const left = app.remaining(false);
+  auto left = app.remaining(false);
+  std::erase(left, "--");  // CLI11 keeps the end-of-options mark among the leftovers
   if (left.empty()) { return; }
   auto const& word = left.front();
   if (word.size() > 1 && word[0] == '-') { unknown_option(app, word); }
-  if (app.get_parent() == nullptr) { unknown_command(app, word); }
-  throw usage_error{"unexpected argument '" + shown(word) + "' for '" + command_name(app) + "'"};
+  if (command.get_parent() == nullptr) { unknown_command(app, word); }
+  throw usage_error{"unexpected argument '" + shown(word) + "' for '" + command_name(command) +
+                    "'"};
 }
 
 }  // namespace gpumem::tool

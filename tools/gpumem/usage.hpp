@@ -23,8 +23,10 @@ struct usage_error : std::runtime_error {
 [[nodiscard]] std::vector<std::string> prepare_words(std::vector<std::string> words);
 
 /// Throws usage_error for the first word that `app` (parsed with allow_extras) left over: an
-/// unknown option or command with the closest defined one, or an argument too many.
-void refuse_leftovers(CLI::App const& app);
+/// unknown option of `app` or an unknown command, with the closest defined one, or an argument too
+/// many for `command` (the command given; CLI11 hands a word after `--` that the command does not
+/// take back to the root).
+void refuse_leftovers(CLI::App const& app, CLI::App const& command);
 
 /// CLI11's message for a command line it refused, said the way the tool's other messages are
 /// ("--report needs a value (DIR)" for "--report: 1 required DIR missing"); `app` is the command
