@@ -191,8 +191,7 @@ void command_line::define_replay_options(CLI::App& app, replay_command_options& 
 CLI::Option* define_list_resources(CLI::App& app)
 {
   return plain_flag(app, "--list-resources",
-                    "every resource name with its parameters and defaults\n(alone: no trace or "
-                    "other option with it)");
+                    "every resource name with its parameters and defaults\n(give it alone)");
 }
 
 /// Prints the resource listing when --list-resources was given (alone, else a usage_error).

@@ -52,6 +52,9 @@ for cmd in replay bench info convert synth; do
   run 0 "$cmd" -h
   check "gpumem $cmd -h is gpumem $cmd --help" 'cmp -s out.txt want.txt'
 done
+"$bin" --help >want.txt 2>/dev/null
+run 0 help
+check "gpumem help is gpumem --help" 'cmp -s out.txt want.txt'
 run 0 --help
 check "the help lists the commands" '(for c in replay bench info convert synth help; do grep -qE "^  $c " out.txt || exit 1; done)'
 check "the help says which options exclude each other" 'has "(not with --csv)" out.txt && has "(not with --report)" out.txt'
