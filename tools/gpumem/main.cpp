@@ -331,7 +331,7 @@ void command_line::define_convert()
       ->check(not_empty("a file"));
   app->add_option("--device", o.device, "the device whose allocations to take (default 0)")
       ->type_name("N")
-      ->check(count_between(0, INT_MAX));
+      ->transform(count_between(0, INT_MAX));
   app->add_option("--python", o.python, "the Python 3 to run the converter (default python3)")
       ->type_name("PYTHON")
       ->check(not_empty("a program such as python3"));
@@ -363,19 +363,19 @@ void command_line::define_synth()
       ->check(not_empty("the file to write"));
   app->add_option("--events", o.events, "allocations and frees to write (default 10000000)")
       ->type_name("N")
-      ->check(count_between(0, synth_options::most_events));
+      ->transform(count_between(0, synth_options::most_events));
   app->add_option("--seed", o.seed, "the random seed (default 1)")
       ->type_name("S")
-      ->check(count_between(0, UINT64_MAX));
+      ->transform(count_between(0, UINT64_MAX));
   app->add_option("--threads", o.threads, "threads the trace names (default 1)")
       ->type_name("T")
-      ->check(count_between(1, synth_options::most_ids));
+      ->transform(count_between(1, synth_options::most_ids));
   app->add_option("--streams", o.streams, "streams the trace names (default 1)")
       ->type_name("S")
-      ->check(count_between(0, synth_options::most_ids));
+      ->transform(count_between(0, synth_options::most_ids));
   app->add_option("--max-live", o.max_live, "blocks live at most (default 4096)")
       ->type_name("N")
-      ->check(count_between(1, synth_options::most_live));
+      ->transform(count_between(1, synth_options::most_live));
   app->footer("Example: gpumem synth big.csv --events 20000000");
   runs_[app] = [this] { return run_synth(synth_); };
 }

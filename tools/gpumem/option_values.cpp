@@ -51,6 +51,7 @@ CLI::Validator count_between(std::uint64_t least, std::uint64_t most)
     }
     if (value.empty()) { return "the value is empty" + range; }
     if (overflow || n < least || n > most) { return shown(value) + " is out of range" + range; }
+    value = std::to_string(n);
     return {};
   };
   return CLI::Validator{check, ""};

@@ -21,7 +21,9 @@ namespace gpumem::tool {
 /// A size (4096, 256KiB, 1.5GiB, 80GB) from `least` to `most` bytes.
 [[nodiscard]] CLI::Validator size_between(std::size_t least, std::size_t most);
 
-/// A whole number from `least` to `most`: digits only (no sign, no spaces), no overflow.
+/// A whole number from `least` to `most`: digits only (no sign, no spaces), no overflow. A
+/// transform (`->transform`): it rewrites the value without leading zeros, so that CLI11, which
+/// reads "010" as octal, gets ten.
 [[nodiscard]] CLI::Validator count_between(std::uint64_t least, std::uint64_t most);
 
 /// One of `names` (a `kind` such as "workload"); the message lists them and the closest one.

@@ -214,6 +214,8 @@ for r in csv.DictReader(open(sys.argv[1])):
     most = max(most, live)
 assert most == 5, most
 PY'
+run 0 synth ten.csv --events 010
+check "synth: --events 010 is ten (decimal, not octal)" '[ "$(wc -l <ten.csv)" -eq 11 ]'
 for opt in events seed threads streams max-live; do
   run 2 synth x.csv "--$opt=1x"
   check "synth: --$opt=1x is refused with the range" 'has "--$opt: '"'1x'"' is not a count (give a whole number from" err.txt && [ ! -e x.csv ]'
