@@ -5,6 +5,9 @@
 #include "option_values.hpp"
 
 #include <filesystem>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 namespace gpumem::tool {
 namespace {
@@ -49,6 +52,25 @@ std::string did_you_mean(std::string const& word, std::vector<std::string> const
                     " (the commands are " + CLI::detail::join(names, ", ") + ")"};
 }
 
+/// The text before and after the first `mark` in `text`, if it holds one.
+std::optional<std::pair<std::string, std::string>> split_at(std::string const& text,
+                                                            std::string_view mark)
+{
+  auto const at = text.find(mark);
+  if (at == std::string::npos) { return std::nullopt; }
+  return std::pair{text.substr(0, at), text.substr(at + mark.size())};
+}
+
+/// "gpumem synth [OPTIONS] OUT": the usage line of `app`'s --help.
+std::string usage_line(CLI::App const& app)
+{
+  auto const formatter = std::dynamic_pointer_cast<CLI::Formatter>(app.get_formatter());
+  if (formatter == nullptr) { return command_name(app); }
+  auto const usage = formatter->make_usage(&app, command_name(app));  // "Usage: ...\n"
+  auto const from  = usage.find(' ') + 1;
+  return usage.substr(from, usage.find('\n') - from);
+}
+
 }  // namespace
 
 std::string command_name(CLI::App const& app)
@@ -83,32 +105,28 @@ std::vector<std::string> prepare_words(std::vector<std::string> words)
 std::string usage_message(CLI::ParseError const& error, CLI::App const& app)
 {
   std::string const text = error.what();
-  auto const colon       = text.find(": ");
-  auto const name        = text.substr(0, colon);
-  auto const rest        = colon == std::string::npos ? std::string{} : text.substr(colon + 2);
   if (dynamic_cast<CLI::ArgumentMismatch const*>(&error) != nullptr) {
-    if (rest.starts_with("At Most ")) { return name + " was given more than once; give it once"; }
-    if (text.ends_with(" was given a disallowed flag override")) {
-      auto const flag = text.substr(0, text.find(' '));
-      return (flag.starts_with('-') ? flag : "--" + flag) + " takes no value";
+    if (auto const p = split_at(text, ": At Most ")) {  // "--report: At Most 1 required but ..."
+      return p->first + " was given more than once; give it once";
     }
-    if (rest.ends_with(" missing") && rest.find(" required ") != std::string::npos) {
-      auto const type = rest.substr(rest.find(" required ") + 10);
-      return name + " needs a value (" + type.substr(0, type.size() - 8) + ")";
+    if (auto const p = split_at(text, " was given a disallowed flag override")) {  // "json was..."
+      return (p->first.starts_with('-') ? p->first : "--" + p->first) + " takes no value";
+    }
+    if (auto const p = split_at(text, ": 1 required "); p && p->second.ends_with(" missing")) {
+      auto const type = p->second.substr(0, p->second.size() - std::string_view{" missing"}.size());
+      return p->first + " needs a value (" + type + ")";  // "--report: 1 required DIR missing"
     }
   }
   if (dynamic_cast<CLI::ExcludesError const*>(&error) != nullptr) {
-    auto const at = text.find(" excludes ");
-    if (at != std::string::npos) {
-      return text.substr(0, at) + " and " + text.substr(at + 10) + " cannot be given together";
+    if (auto const p = split_at(text, " excludes ")) {  // "--json excludes --csv"
+      return p->first + " and " + p->second + " cannot be given together";
     }
   }
-  auto const formatter = std::dynamic_pointer_cast<CLI::Formatter>(app.get_formatter());
-  if (dynamic_cast<CLI::RequiredError const*>(&error) != nullptr &&
-      text.ends_with(" is required") && formatter != nullptr) {
-    auto usage = formatter->make_usage(&app, command_name(app));  // "Usage: gpumem synth ...\n"
-    usage      = usage.substr(usage.find(' ') + 1);
-    return "give " + text.substr(0, text.size() - 12) + ": " + usage.substr(0, usage.find('\n'));
+  if (dynamic_cast<CLI::RequiredError const*>(&error) != nullptr) {
+    if (auto const p = split_at(text, " is required");
+        p && p->second.empty()) {  // "OUT is required"
+      return "give " + p->first + ": " + usage_line(app);
+    }
   }
   return text;
 }
