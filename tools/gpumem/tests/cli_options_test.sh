@@ -117,6 +117,12 @@ for cmd in gpumem replay; do
   check "$cmd: an unknown option suggests the closest" 'has "unknown option '"'--simulat'"' for '"'$name'"'; did you mean --simulate?" err.txt'
   run 2 "${pre[@]}" --jsno
   check "$cmd: a swap of two letters is close" 'has "did you mean --json?" err.txt'
+  run 2 "${pre[@]}" --sim
+  check "$cmd: an abbreviation suggests the whole name" 'has "did you mean --simulate?" err.txt'
+  run 2 "${pre[@]}" --report-dir x
+  check "$cmd: a longer name suggests the option it begins with" 'has "did you mean --report?" err.txt'
+  run 2 "${pre[@]}" -x
+  check "$cmd: an unknown one-letter option, no suggestion" 'has "unknown option '"'-x'"'" err.txt && ! has "did you mean" err.txt'
   run 2 "${pre[@]}" --frobnicate
   check "$cmd: nothing close, no suggestion" 'has "unknown option '"'--frobnicate'"'" err.txt && ! has "did you mean" err.txt'
 done
