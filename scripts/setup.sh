@@ -5,8 +5,9 @@
 set -euo pipefail
 
 need=()
+# clang + libFuzzer: fuzzers; pkg-config: consumers; libcli11-dev: the gpumem tool's command line
 for pkg in cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv \
-           clang-14 libclang-rt-14-dev pkg-config; do  # clang + libFuzzer: fuzzers; pkg-config: consumers
+           clang-14 libclang-rt-14-dev pkg-config libcli11-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
