@@ -27,13 +27,13 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 
 
 @pytest.mark.parametrize("spec", ["vmm_pool", "vmm_pool:handle=none", "pool"])
-def test_a_registered_gpumem_pool_all_reduces_right(spec):
+def test_a_registered_gpumem_pool_all_reduces_right(spec, tmp_path):
     env = dict(os.environ, **NO_MULTICAST, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="REG")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "torch_nccl_register.py", "--spec", spec, "--mib", "64"]
+           "torch_nccl_register.py", "--spec", spec, "--mib", "64", "--out", str(tmp_path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=HERE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    ranks = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"rank"')]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     print(ranks)
     assert sorted(r["rank"] for r in ranks) == [0, 1]
     for r in ranks:

@@ -18,6 +18,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec", default=None, help="the pool's gpumem spec (default: mem_pool's)")
     ap.add_argument("--mib", type=int, default=64)
+    ap.add_argument("--out", default=None, help="write each rank's line to OUT/rank<N>.json too")
     args = ap.parse_args()
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
@@ -42,9 +43,13 @@ def main() -> None:
             backend.deregister_mem_pool(pool)
         except Exception as e:  # noqa: BLE001
             why = f"deregister: {type(e).__name__}: {e}"
-    print(json.dumps({"rank": rank, "registered": registered, "error": why, "sums_ok": ok,
-                      "spec": gt.mem_pool_spec(pool), "pool": gt.mem_pool_stats(pool),
-                      "nccl": ".".join(map(str, torch.cuda.nccl.version()))}), flush=True)
+    line = json.dumps({"rank": rank, "registered": registered, "error": why, "sums_ok": ok,
+                       "spec": gt.mem_pool_spec(pool), "pool": gt.mem_pool_stats(pool),
+                       "nccl": ".".join(map(str, torch.cuda.nccl.version()))})
+    print(line, flush=True)
+    if args.out:
+        with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
+            f.write(line)
     del x
     dist.destroy_process_group()
 
