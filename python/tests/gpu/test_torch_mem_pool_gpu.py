@@ -5,22 +5,11 @@ segments go back to gpumem once the pool is gone.
 
 Runs in a subprocess. Skips without a GPU or without PyTorch."""
 
-import importlib.util
-import json
-import subprocess
-import sys
 import textwrap
 
-import pytest
+from torch_gpu_support import NEEDS_GPU, NEEDS_TORCH, run_for_json
 
-import gpumem
-
-pytestmark = [
-    pytest.mark.skipif(gpumem.get_num_devices() == 0,
-                       reason="needs a CUDA GPU (none visible on this machine)"),
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="needs the Python package 'torch'"),
-]
+pytestmark = [NEEDS_GPU, NEEDS_TORCH]
 
 CODE = textwrap.dedent("""
     import gc, json, torch
@@ -71,11 +60,7 @@ CODE = textwrap.dedent("""
 
 
 def test_a_mem_pool_serves_its_region_beside_pytorchs_allocator():
-    proc = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True,
-                          timeout=300)
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
-    r = json.loads(lines[-1][len("RESULT "):])
+    r = run_for_json(["-c", CODE])
     print(r)
     assert r["a_in"] and r["b_in"] and r["c_in_lean"] and not r["x_in"], r
     assert r["values_ok"]

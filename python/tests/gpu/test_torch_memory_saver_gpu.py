@@ -6,22 +6,11 @@ tags is given back, and a CUDA graph captured before the pause replays correctly
 Runs in a subprocess (PyTorch chooses its allocator once per process). Skips without a GPU or
 without PyTorch."""
 
-import importlib.util
-import json
-import subprocess
-import sys
 import textwrap
 
-import pytest
+from torch_gpu_support import NEEDS_GPU, NEEDS_TORCH, run_for_json
 
-import gpumem
-
-pytestmark = [
-    pytest.mark.skipif(gpumem.get_num_devices() == 0,
-                       reason="needs a CUDA GPU (none visible on this machine)"),
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="needs the Python package 'torch'"),
-]
+pytestmark = [NEEDS_GPU, NEEDS_TORCH]
 
 CODE = textwrap.dedent("""
     import json, torch
@@ -72,11 +61,7 @@ CODE = textwrap.dedent("""
 
 
 def test_pause_and_resume_keep_addresses_contents_and_graphs():
-    proc = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True,
-                          timeout=300)
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
-    r = json.loads(lines[-1][len("RESULT "):])
+    r = run_for_json(["-c", CODE])
     print(r)
     assert r["states"] == ["paused_offloaded", "paused_discarded"]
     assert r["same_ptrs"] and r["weights_kept"] and r["kv_written"] and r["other_ok"]

@@ -13,15 +13,13 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from tiny_gpt import TinyGPT, allocator_name, device_used_bytes, setup_determinism
-
-SHAPES = [(16, 256), (8, 512), (4, 1024), (12, 384), (6, 768), (24, 128)]  # batch x sequence
+from tiny_gpt import (TinyGPT, allocator_name, device_used_bytes, setup_determinism, token_batches,
+                      train_step)
 
 
 def main() -> None:
@@ -39,27 +37,12 @@ def main() -> None:
     setup_determinism(args.seed)  # the same initial weights on every rank
     model = DistributedDataParallel(TinyGPT(layers=args.layers).cuda(), device_ids=[local])
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=False, foreach=True)
-    gen = torch.Generator().manual_seed(args.seed + 1 + rank)  # each rank its own batches
-    batches = []
-    for step in range(args.steps):
-        b, t = SHAPES[step % len(SHAPES)]
-        batches.append(torch.randint(0, 50257, (b, t + 1), generator=gen))
-
     losses, times, peak_used = [], [], 0
-    for tokens in batches:
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        tokens = tokens.cuda(non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(tokens[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1),
-                                                     tokens[:, 1:].flatten())
-        loss.backward()  # DDP all-reduces the gradients over NCCL, bucket by bucket
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
+    # each rank its own batches; backward all-reduces the gradients over NCCL, bucket by bucket
+    for tokens in token_batches(args.steps, args.seed + 1 + rank):
+        loss, ms = train_step(model, optimizer, tokens)
+        losses.append(loss)
+        times.append(ms)
         peak_used = max(peak_used, device_used_bytes())
 
     mean = torch.tensor(losses, dtype=torch.float64, device="cuda")
