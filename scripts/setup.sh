@@ -5,9 +5,10 @@
 set -euo pipefail
 
 need=()
+# clang + libFuzzer: fuzzers; pkg-config: consumers; libcli11-dev: the gpumem tool's command line;
+# nlohmann-json3-dev: the tool's JSON output
 for pkg in cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv \
-           clang-14 libclang-rt-14-dev pkg-config nlohmann-json3-dev; do
-  # clang + libFuzzer: fuzzers; pkg-config: consumers; nlohmann-json: the tool's JSON output
+           clang-14 libclang-rt-14-dev pkg-config libcli11-dev nlohmann-json3-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

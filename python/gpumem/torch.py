@@ -30,6 +30,12 @@ https://pytorch.org/memory_viz opens, see ``write_snapshot``).
 
 CUDA graphs: ``torch.cuda.graph`` captures allocate from a private pool per graph pool, kept
 until PyTorch releases it (``graph_pools()`` lists them).
+
+Sleep and wake: ``use_regions()`` installs a ``VmmRegionMemoryResource``; then
+``with region("kv_cache"):`` tags the tensors allocated inside, and ``pause(tag, offload=...)`` /
+``resume(tag)`` give their device memory back and take it again at the same addresses.
+``torch_memory_saver`` offers the same under torch_memory_saver's names (``region``, ``pause``,
+``resume``, ``disable``, ``cuda_graph``).
 """
 
 from __future__ import annotations
@@ -40,7 +46,10 @@ import os
 import re
 import sys
 
-from . import DeviceMemoryResource, SpecError, canonical_spec, from_spec, get_current_device
+from . import _gpumem
+from . import (DeviceMemoryResource, SpecError, VmmRegionMemoryResource, canonical_spec,
+               from_spec, get_current_device)
+from ._memory_saver import TorchMemorySaver
 
 ENV_VAR = "GPUMEM_TORCH_ALLOC"
 """The environment variable ``use()`` reads when it is given no spec."""
@@ -79,6 +88,19 @@ def _library() -> ctypes.CDLL:
     if _lib is not None:
         return _lib
     lib = ctypes.CDLL(library_path())
+    # Resource objects of this package are called through two C functions of its extension: an
+    # exception cannot cross from the extension's C++ runtime into the allocator library's.
+    lib.gpumem_torch_set_resource_calls.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.gpumem_torch_set_resource_calls.restype = None
+    lib.gpumem_torch_set_resource_calls(*_gpumem._resource_calls())
+    lib.gpumem_torch_pool_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
+    lib.gpumem_torch_pool_open.restype = ctypes.c_int
+    lib.gpumem_torch_pool_close.argtypes = [ctypes.c_int]
+    lib.gpumem_torch_pool_close.restype = ctypes.c_int
+    lib.gpumem_torch_pool_stats.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    lib.gpumem_torch_pool_stats.restype = ctypes.c_int
+    lib.gpumem_torch_pool_last_error.restype = ctypes.c_char_p
+    lib.gpumem_torch_pool_slots.restype = ctypes.c_int
     lib.gpumem_torch_set_resource.argtypes = [ctypes.c_int, ctypes.c_void_p]
     lib.gpumem_torch_set_resource.restype = ctypes.c_int
     lib.gpumem_torch_set_resource2.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
@@ -447,6 +469,156 @@ def installed() -> dict:
     """What ``use()`` installed: ``{device: spec or resource}`` (None: every device); empty
     before ``use()``."""
     return dict(_installed)
+
+
+# -- sleep and wake: regions -----------------------------------------------------------------
+
+def use_regions(device: int | None = None, **options) -> VmmRegionMemoryResource:
+    """Installs a ``VmmRegionMemoryResource(device=..., **options)`` as PyTorch's allocator for
+    ``device`` (None: the current one), before PyTorch initializes CUDA (as ``use()``), and
+    returns it. Its regions can then be paused and resumed: ``region``, ``pause``, ``resume``."""
+    if device is None:
+        device = _device_index(None)
+    resource = VmmRegionMemoryResource(device=device, **options)
+    return use(resource, device=device)
+
+
+def region_resource(device=None):
+    """The ``VmmRegionMemoryResource`` PyTorch allocates from on ``device`` (None: current), or
+    None when ``use()`` installed something else or nothing."""
+    r = _installed.get(_device_index(device))
+    return r if isinstance(r, VmmRegionMemoryResource) else None
+
+
+def _regions_of(device, what: str) -> VmmRegionMemoryResource:
+    res = region_resource(device)
+    if res is None:
+        d = _device_index(device)
+        if d in _installed:
+            now = f"device {d} has {_installed[d]!r}"
+        elif _installed:
+            now = f"gpumem.torch.use() installed {_describe_installed()}"
+        else:
+            now = "gpumem.torch.use() was not called"
+        raise RuntimeError(
+            f"gpumem.torch.{what}: PyTorch does not allocate from a gpumem region resource on "
+            f"device {d} ({now}); call gpumem.torch.use_regions() before the first CUDA tensor")
+    return res
+
+
+def region(tag: str, device=None):
+    """``with gpumem.torch.region("kv_cache"):``: the tensors this thread allocates on ``device``
+    inside the block belong to region ``tag`` (nestable; outside any region: ``"default"``)."""
+    return _regions_of(device, "region").region(tag)
+
+
+def pause(tag: str | None = None, offload: bool = False, device=None) -> int:
+    """Releases the device memory of region ``tag`` (None: every region, ``"default"`` too),
+    keeping every address; ``offload=True`` keeps the contents in pinned host memory until
+    ``resume``. Allocating in a paused region raises. Returns how many regions this paused."""
+    res = _regions_of(device, "pause")
+    return res.pause(tag, offload=offload)
+
+
+def resume(tag: str | None = None, device=None) -> int:
+    """Maps region ``tag`` (None: every region) again at the same addresses and copies offloaded
+    contents back. Returns how many regions this resumed."""
+    return _regions_of(device, "resume").resume(tag)
+
+
+def regions(device=None) -> list:
+    """The region names used so far on ``device``, sorted."""
+    return _regions_of(device, "regions").regions()
+
+
+# -- PyTorch memory pools (torch.cuda.MemPool) from gpumem ----------------------------------------
+
+_open_slots: dict = {}   # slot -> spec, for pools alive or whose segments PyTorch still holds
+_closing: set = set()    # slots whose MemPool is gone, closed once PyTorch gave their segments back
+
+
+def mem_pool(spec: str | None = None, *, runtime=None):
+    """A ``torch.cuda.MemPool`` whose segments come from a gpumem stack built from ``spec`` (None:
+    ``DEFAULT_SPEC``), beside PyTorch's own allocator for the rest of the process::
+
+        pool = gpumem.torch.mem_pool()
+        with torch.cuda.use_mem_pool(pool):
+            kv_cache = torch.empty(n, device="cuda")   # placed by PyTorch in gpumem's segments
+
+    Inside the pool PyTorch places the tensors and asks gpumem only for segments, on any device
+    (each device gets its own stack); ``torch.cuda.memory_stats``, ``memory_snapshot`` and
+    ``pool.snapshot()`` report them as for PyTorch's own pools. Several pools may live at once
+    (up to ``gpumem_torch_pool_slots()``, 16). ``runtime``: a ``gpumem.HostRuntime`` (tests).
+    Needs a PyTorch whose ``torch.cuda.MemPool`` takes an allocator (2.5 and later). Raises
+    AllocatorConfigError for a bad spec, RuntimeError when every slot is taken."""
+    import torch
+
+    spec = _check_spec(DEFAULT_SPEC if spec is None else spec, spec, "mem_pool()")
+    lib = _library()
+    _close_finished()
+    rt_handle = runtime._handle if runtime is not None else None
+    simulated = int(runtime is not None and not getattr(runtime, "backed", True))
+    slot = lib.gpumem_torch_pool_open(spec.encode(), rt_handle, simulated)
+    if slot < 0:
+        why = lib.gpumem_torch_pool_last_error().decode(errors="replace")
+        if "slots is in use" in why:
+            raise RuntimeError(why)
+        raise AllocatorConfigError(why, spec, "mem_pool()")
+    _open_slots[slot] = spec
+    if runtime is not None:
+        _keep_forever(runtime)
+    try:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            library_path(), f"gpumem_torch_pool_malloc_{slot}", f"gpumem_torch_pool_free_{slot}")
+        pool = torch.cuda.MemPool(allocator.allocator())
+    except Exception:
+        lib.gpumem_torch_pool_close(slot)
+        _open_slots.pop(slot, None)
+        raise
+    import weakref
+
+    weakref.finalize(pool, _closing.add, slot)
+    _pool_of[id(pool)] = slot
+    weakref.finalize(pool, _pool_of.pop, id(pool), None)
+    return pool
+
+
+_pool_of: dict = {}  # id(MemPool) -> slot, while the MemPool lives
+
+
+def _close_finished() -> None:
+    """Closes the slots of pools that are gone and whose segments PyTorch gave back."""
+    lib = _library()
+    for slot in sorted(_closing):
+        if lib.gpumem_torch_pool_close(slot) == 0:
+            _closing.discard(slot)
+            _open_slots.pop(slot, None)
+
+
+def mem_pool_stats(pool) -> dict:
+    """What gpumem holds for ``pool`` (a ``mem_pool()``): ``segments`` and ``segment_bytes`` that
+    PyTorch holds now, ``allocations`` and ``failures`` so far, and ``held_bytes`` (what the
+    stacks hold from the devices, at least ``segment_bytes``)."""
+    slot = _pool_of.get(id(pool))
+    if slot is None:
+        raise ValueError("not a pool made by gpumem.torch.mem_pool() (or it is gone)")
+    out = (ctypes.c_ulonglong * 5)()
+    _library().gpumem_torch_pool_stats(slot, out, 5)
+    keys = ("segments", "segment_bytes", "allocations", "failures", "held_bytes")
+    return dict(zip(keys, out))
+
+
+def mem_pool_spec(pool) -> str:
+    """The spec the segments of ``pool`` (a ``mem_pool()``) come from."""
+    slot = _pool_of.get(id(pool))
+    if slot is None:
+        raise ValueError("not a pool made by gpumem.torch.mem_pool() (or it is gone)")
+    return _open_slots[slot]
+
+
+torch_memory_saver = TorchMemorySaver()
+"""torch_memory_saver's singleton, over gpumem's regions: ``from gpumem.torch import
+torch_memory_saver`` in place of ``from torch_memory_saver import torch_memory_saver``."""
 
 
 # -- statistics --------------------------------------------------------------------------------

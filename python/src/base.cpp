@@ -3,8 +3,13 @@
 #include "bindings.hpp"
 #include "byte_size.hpp"
 
+#include <gpumem/error.hpp>
 #include <gpumem/mr/per_device_resource.hpp>
 
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 namespace gpumem::python {
@@ -158,8 +163,56 @@ mr::device_memory_resource& to_resource(py::handle resource)
   return resource.cast<device_memory_resource&>();
 }
 
+namespace {
+
+// The PyTorch allocator library (_torch_allocator.so) calls resource objects of this module. Each
+// library carries its own C++ runtime (-static-libstdc++), so an exception cannot cross from one
+// to the other (the process would abort): the allocator library calls these two functions, which
+// catch everything here and report it as an error kind and a message (kinds: 0 none,
+// 1 out_of_memory, 2 another bad_alloc, 3 logic_error, 4 anything else).
+void* call_allocate(void* mr, std::size_t bytes, void* stream, int* kind, char* message,
+                    std::size_t capacity) noexcept
+{
+  auto report = [&](int k, char const* what) {
+    *kind = k;
+    if (capacity > 0) { std::snprintf(message, capacity, "%s", what); }
+    return nullptr;
+  };
+  *kind = 0;
+  try {
+    return static_cast<device_memory_resource*>(mr)->allocate(
+        bytes, gpumem::cuda_stream_view{static_cast<cudaStream_t>(stream)});
+  } catch (gpumem::out_of_memory const& e) {
+    return report(1, e.what());
+  } catch (std::bad_alloc const& e) {
+    return report(2, e.what());
+  } catch (std::logic_error const& e) {
+    return report(3, e.what());
+  } catch (std::exception const& e) {
+    return report(4, e.what());
+  } catch (...) {
+    return report(4, "an unknown error");
+  }
+}
+
+void call_deallocate(void* mr, void* ptr, std::size_t bytes, void* stream) noexcept
+{
+  static_cast<device_memory_resource*>(mr)->deallocate(
+      ptr, bytes, gpumem::cuda_stream_view{static_cast<cudaStream_t>(stream)});
+}
+
+}  // namespace
+
 void bind_base(py::module_& m)
 {
+  m.def(
+      "_resource_calls",
+      [] {
+        return py::make_tuple(to_int(reinterpret_cast<void const*>(&call_allocate)),
+                              to_int(reinterpret_cast<void const*>(&call_deallocate)));
+      },
+      "Addresses of the C functions through which the PyTorch allocator library calls resource "
+      "objects of this module (allocate, deallocate).");
   bind_device_memory_resource(m);
   bind_device_buffer(m);
 }

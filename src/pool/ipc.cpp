@@ -107,7 +107,7 @@ ipc_event ipc_event::create()
   cudaEvent_t event{};
   check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventInterprocess),
         "creating an interprocess event");
-  return ipc_event{event};
+  return ipc_event{event, -1};
 }
 
 ipc_event ipc_event::open(ipc_event_handle const& handle)
@@ -115,20 +115,26 @@ ipc_event ipc_event::open(ipc_event_handle const& handle)
   cudaIpcEventHandle_t h{};
   static_assert(sizeof h == sizeof handle.bytes);
   std::memcpy(&h, handle.bytes.data(), sizeof h);
+  int device{};
+  check(cudaGetDevice(&device), "finding the current device to open an IPC event on");
   cudaEvent_t event{};
   check(cudaIpcOpenEventHandle(&event, h),
         "cannot open IPC event handle (it must come from ipc_event::handle() in another, still "
         "running process)");
-  return ipc_event{event};
+  return ipc_event{event, device};
 }
 
-ipc_event::ipc_event(ipc_event&& other) noexcept : event_{std::exchange(other.event_, nullptr)} {}
+ipc_event::ipc_event(ipc_event&& other) noexcept
+    : event_{std::exchange(other.event_, nullptr)}, opened_on_{std::exchange(other.opened_on_, -1)}
+{
+}
 
 ipc_event& ipc_event::operator=(ipc_event&& other) noexcept
 {
   if (this != &other) {
     if (event_ != nullptr) { GPUMEM_CUDA_TRY_NOEXCEPT(cudaEventDestroy(event_)); }
-    event_ = std::exchange(other.event_, nullptr);
+    event_     = std::exchange(other.event_, nullptr);
+    opened_on_ = std::exchange(other.opened_on_, -1);
   }
   return *this;
 }
@@ -154,6 +160,14 @@ void ipc_event::record(cuda_stream_view stream) const
 
 void ipc_event::make_wait(cuda_stream_view stream) const
 {
+  if (opened_on_ >= 0) {
+    int device{};
+    check(cudaStreamGetDevice(stream.value(), &device), "finding the device of a stream");
+    GPUMEM_EXPECTS(device == opened_on_, logic_error,
+                   detail::format("ipc_event::make_wait: the event was opened on device ",
+                                  opened_on_, " and cannot be waited on by a stream of device ",
+                                  device, "; open it with device ", device, " current"));
+  }
   check(cudaStreamWaitEvent(stream.value(), event_, 0), "waiting on an IPC event");
 }
 

@@ -26,6 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -136,12 +138,20 @@ struct reply {
   std::int32_t home_id{-1};
   std::int32_t exporter_home_refused{};
   std::int32_t devices{};
+  std::int32_t other_device_wait_refused{};  ///< make_wait from another device's stream refused
   char error[512]{};
 };
 
 using test::bytes_of;
 
 // -- the child ------------------------------------------------------------------------------------
+
+/// Where the importer is, on stderr: when it dies (a signal, a CUDA abort) the exporter's log
+/// shows the last step it reached.
+void step(std::string const& mode, char const* what)
+{
+  std::cerr << "importer (" << mode << "): " << what << std::endl;
+}
 
 /// Sends the reply, then waits for the exporter's "done": what the caller keeps alive until then
 /// (the imported pool, the freed event) outlives the exporter's wait.
@@ -159,6 +169,7 @@ void import_in_child(int sock, std::string const& mode, reply& r, bool& replied)
 {
   request m{};
   shareable_pool_handle handle{receive_with_fd(sock, bytes_of(m))};
+  step(mode, "received the pool handle");
   r.devices = get_num_cuda_devices();
   std::optional<imported_memory_pool> pool;
   int read_on = 0;  // the device (this process's numbering) whose kernels read and write
@@ -202,17 +213,34 @@ void import_in_child(int sock, std::string const& mode, reply& r, bool& replied)
   } else {
     pool.emplace(handle);
   }
+  step(mode, "imported the pool");
   r.home_known      = pool->location().has_value() ? 1 : 0;
   r.home_id         = pool->location() ? pool->location()->id : -1;
   int const free_on = pool->location() ? pool->location()->id : 0;
 
   auto alloc = pool->import_pointer(m.data, m.bytes);
-  auto ready = ipc_event::open(m.ready);
+  step(mode, "imported the pointer");
   {
+    // The event is opened with the reading device current, the device of the stream that waits
+    // on it.
     (void)cudaSetDevice(read_on);
+    auto ready = ipc_event::open(m.ready);
+    step(mode, "opened the exporter's event");
+    if (mode == "inherit") {  // a stream of the other device cannot wait on it: refused, no crash
+      stream other{0};
+      try {
+        ready.make_wait(other);
+      } catch (logic_error const& e) {
+        r.other_device_wait_refused = 1;
+        std::cout << "child: a wait from device 0 was refused: " << e.what() << "\n";
+      }
+    }
     stream s;
+    step(mode, "made a stream on the reading device");
     ready.make_wait(s);  // the exporter's pattern is written before we read
+    step(mode, "the stream waits for the exporter's event");
     r.mismatches = mismatches(alloc.get(), m.bytes, m.seed_in, s.s);
+    step(mode, "read the exporter's pattern");
     fill(alloc.get(), m.bytes, m.seed_out, s.s);
     if (cudaStreamSynchronize(s.s) != cudaSuccess) {
       throw std::runtime_error{"the child's kernels on the imported memory failed"};
@@ -222,6 +250,7 @@ void import_in_child(int sock, std::string const& mode, reply& r, bool& replied)
   stream fs;
   auto freed = ipc_event::create();
   alloc.free_async(fs, freed);  // the importer frees first and signals
+  step(mode, "wrote its pattern and freed");
   r.freed = freed.handle();
   replied = true;
   reply_and_wait(sock, r);  // `pool` and `freed` live until the exporter has waited
@@ -268,21 +297,31 @@ class child {
     pid_ = test::spawn_self("gpu_ipc_child.importer_role", env);
   }
   [[nodiscard]] bool started() const { return pid_ > 0; }
-  reply exchange(request const& m, int pool_fd)
+  /// The child's reply; nothing when it closed the socket first (it died: see `finish`).
+  std::optional<reply> exchange(request const& m, int pool_fd)
   {
     send_with_fd(parent_.get(), bytes_of(m), pool_fd);
     reply r{};
-    (void)receive_with_fd(parent_.get(), bytes_of(r));
+    try {
+      (void)receive_with_fd(parent_.get(), bytes_of(r));
+    } catch (std::exception const& e) {
+      std::cerr << "exporter: no reply from the importer: " << e.what() << "\n";
+      return std::nullopt;
+    }
     return r;
   }
-  /// Lets the child exit; its exit status (0: passed).
+  /// Lets the child exit; its exit status (0: passed; 128 + N: killed by signal N).
   int finish()
   {
     std::uint32_t done{1};
-    send_with_fd(parent_.get(), bytes_of(done));
+    try {
+      send_with_fd(parent_.get(), bytes_of(done));
+    } catch (std::exception const&) {  // NOLINT(bugprone-empty-catch): the child is gone already
+    }
     int status{};
     if (::waitpid(pid_, &status, 0) != pid_) { return -1; }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    if (WIFSIGNALED(status)) { return 128 + WTERMSIG(status); }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
   }
 
  private:
@@ -316,7 +355,16 @@ reply share_with_child(shareable_pool_handle const& handle, void* p, int home, s
     ADD_FAILURE() << "could not start the importer";
     return {};
   }
-  auto const r = c.exchange(m, handle.fd());
+  auto const got = c.exchange(m, handle.fd());
+  if (!got) {
+    int const status = c.finish();
+    ADD_FAILURE() << "the importer (" << mode << ") died before replying: exit status " << status
+                  << (status > 128 ? std::string{" ("} + strsignal(status - 128) + ")" : "")
+                  << "; its last step is in the log above";
+    free_after(ipc_event::create());
+    return {};
+  }
+  auto const& r = *got;
   EXPECT_NE(r.status, 1) << "importer (" << mode << "): " << r.error;
   if (r.status == 0) {
     EXPECT_EQ(r.mismatches, 0U) << "the importer read the exporter's pattern (" << mode << ")";
@@ -448,6 +496,8 @@ TEST(gpu_ipc_two, the_exporters_access_grants_are_not_inherited_by_the_importer)
   });
   EXPECT_EQ(r.access_before, static_cast<std::int32_t>(access_flags::none))
       << "the importer saw the exporter's grant to device 1";
+  EXPECT_EQ(r.other_device_wait_refused, 1)
+      << "the event opened on device 1 was waited on by a stream of device 0 without an error";
   EXPECT_EQ(r.access_after, static_cast<std::int32_t>(access_flags::read_write));
   EXPECT_EQ(r.home_known, 1);
   EXPECT_EQ(r.home_id, 0);

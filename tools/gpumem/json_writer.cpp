@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -43,6 +44,13 @@ nlohmann::ordered_json six_digits(double v)
     return std::strtoll(buf, nullptr, 10);  // "1572": an integer, as it reads
   }
   return std::strtod(buf, nullptr);
+}
+
+nlohmann::ordered_json exact(double v)
+{
+  if (!std::isfinite(v)) { return nullptr; }
+  if (std::trunc(v) == v && std::fabs(v) < 1e17) { return static_cast<std::int64_t>(v); }
+  return v;  // nlohmann-json writes the shortest text that reads back as v
 }
 
 void json_writer::key(std::string_view name)

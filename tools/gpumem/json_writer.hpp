@@ -79,6 +79,10 @@ class json_writer {
 /// cannot hold, become null.
 [[nodiscard]] nlohmann::ordered_json six_digits(double v);
 
+/// `v` as it is: a number that reads back as exactly `v` (an integer when `v` is a whole number
+/// below 1e17, as "%.17g" writes it); NaN and infinity, which JSON cannot hold, become null.
+[[nodiscard]] nlohmann::ordered_json exact(double v);
+
 /// `v` as compact JSON text; in its strings, each byte sequence that is not UTF-8 becomes U+FFFD.
 [[nodiscard]] std::string json_text(nlohmann::ordered_json const& v);
 

@@ -1,21 +1,27 @@
 // gpumem — replay, simulate, benchmark and picture GPU allocation traces.
-// This file only parses arguments; the commands live in the other files of this folder.
+// This file only defines the command line, with CLI11: each option's names, value, check, conflicts
+// and --help line come from one definition here. The commands live in the other files of this
+// folder; option_values.hpp checks values, usage.hpp refuses what CLI11 leaves over.
 #include "commands.hpp"
+#include "help_format.hpp"
+#include "option_values.hpp"
 #include "replay_command.hpp"
+#include "usage.hpp"
 
 #include <gpumem/spec/resource_factory.hpp>
+#include <gpumem/spec/resource_spec.hpp>
 #include <gpumem/trace/trace_event.hpp>
 
+#include <CLI/CLI.hpp>
 #include <cuda/version>
 #include <cuda_runtime_api.h>
 
-#include <cstring>
-#include <filesystem>
+#include <algorithm>
+#include <climits>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace {
@@ -23,402 +29,440 @@ namespace {
 using namespace gpumem;
 using namespace gpumem::tool;
 
-constexpr char const* main_help =
-    R"(gpumem — replay, simulate, benchmark and picture GPU allocation traces
+constexpr std::size_t least_capacity = std::size_t{1} << 10;
+std::vector<std::string> const workload_names{"pair", "random_small", "random_large", "threads",
+                                              "replay"};
 
-Usage:
-  gpumem [--simulate[=CAPACITY]] [--report DIR] [--resource SPEC]...
-      The default run: replays the bundled traces over every suballocator, prints a table and
-      writes an HTML report (default folder ./gpumem-report). Without a GPU (or with --simulate)
-      it runs on a simulated address space of CAPACITY (default 80GiB); on a GPU, device memory.
-  gpumem replay TRACE... [--resource SPEC]... [options]   replay your traces
-  gpumem bench [--resource SPEC]... [--smoke] [--json]    allocation microbenchmarks
-  gpumem info                                             what this machine's CUDA offers
-  gpumem convert SNAPSHOT.pickle -o TRACE.csv             PyTorch memory snapshot -> trace
-  gpumem synth OUT.csv [--events N]                       a synthetic trace of any length
-  gpumem COMMAND --help                                   more about each command
-  gpumem --version                                        gpumem's version and its CCCL
-
-Examples:
-  gpumem
-  gpumem replay run.csv --resource pool:initial=1GiB --resource arena --simulate=40GB
-  gpumem replay run.csv --resource 'statistics>pool>cuda_async' --json
-  gpumem bench --resource pool --workload pair --smoke
-)";
-
-constexpr char const* replay_help = R"(gpumem replay — replay allocation traces over resource stacks
-
-Usage: gpumem replay TRACE... [--resource SPEC]... [options]
-
-A trace is the CSV written by logging_resource_adaptor (Thread,Time,Action,Pointer,Size,Stream),
-or by `gpumem convert` from a PyTorch memory snapshot. Each trace is replayed over each stack from
-a cold start; the table shows the peak memory held, held / peak live bytes, internal and external
-fragmentation and the largest free block at the peak of live bytes, and host time per operation.
-
-Options:
-  -r, --resource SPEC    a resource stack (repeatable; default: every suballocator). Grammar:
-                         name[:key=value,...] stacked with '>' (outermost first), e.g.
-                         pool:initial=1GiB,max=4GiB>cuda_async. Sizes take units (KiB, MiB,
-                         GiB, KB, MB, GB). A stack not ending in a leaf gets 'cuda' appended.
-      --simulate[=CAP]   use a simulated address space of CAP bytes (default 80GiB) even on a GPU
-      --threads          replay each trace thread on its own host thread, in the trace's order
-      --json | --csv     machine-readable output instead of the table
-      --report DIR       also write DIR/index.html (+ results.json, results.csv)
-      --no-progress      no progress bar on stderr
-      --list-resources   every resource name with its parameters and defaults
-
-Exit status: 0 ok; 1 error; 2 bad arguments or bad trace; 3 a replay ran out of memory or a
-stack could not be built (the table says where and why).
-
-Examples:
-  gpumem replay train.csv
-  gpumem replay train.csv -r pool -r 'binning:min=512B>pool:initial=0' --simulate=16GiB
-  gpumem replay a.csv b.csv -r arena --threads --csv > results.csv
-)";
-
-constexpr char const* bench_help = R"(gpumem bench — allocation microbenchmarks
-
-Usage: gpumem bench [--resource SPEC]... [--workload NAME]... [options]
-
-Workloads: pair (alloc+free of one size), random_small, random_large, threads (1..16 threads,
-each on its own stream), replay (each trace cold then warm). On a GPU the peers cuda (cudaMalloc),
-cuda_malloc_async (release threshold at maximum) and cub_caching (CUB's CachingDeviceAllocator)
-always run beside the chosen resources.
-
-Options:
-  -r, --resource SPEC    a stack to measure (repeatable; default: every suballocator)
-  -w, --workload NAME    only this workload (repeatable)
-      --trace FILE       trace for the replay workload (repeatable; default: bundled traces)
-      --simulate[=CAP]   on the simulated device even on a GPU
-      --smoke            a few iterations of everything (for CI; numbers are meaningless)
-      --json             JSON instead of tables
-      --no-progress      no progress bar on stderr
-      --profile FILE     also sample where the host threads spend the timed loops' time and
-                         write a flat profile by function, for each row and stack, to FILE
-                         (function names of gpumem itself need addr2line, from binutils)
-
-Examples:
-  gpumem bench
-  gpumem bench -r pool -r arena -w threads
-  gpumem bench -r 'binning>pool' -w threads --profile threads-profile.txt
-  gpumem bench --smoke --json
-)";
-
-constexpr char const* info_help = R"(gpumem info — devices, memory, pool support, IPC handle types,
-VMM granularity, driver and runtime versions. Says plainly when there is no GPU.
-
-Usage: gpumem info
-)";
-
-constexpr char const* convert_help = R"(gpumem convert — PyTorch memory snapshot to a gpumem trace
-
-Usage: gpumem convert SNAPSHOT.pickle [-o TRACE.csv] [--device N] [--python PYTHON]
-
-Capture in PyTorch:
-  torch.cuda.memory._record_memory_history(max_entries=1000000)
-  ... run the workload ...
-  torch.cuda.memory._dump_snapshot("snapshot.pickle")
-Then: gpumem convert snapshot.pickle -o trace.csv && gpumem replay trace.csv
-Needs python3 (standard library only). Default output: SNAPSHOT with .csv.
-)";
-
-constexpr char const* synth_help = R"(gpumem synth — write a synthetic trace
-
-Usage: gpumem synth OUT.csv [--events N] [--seed S] [--threads T] [--streams S] [--max-live N]
-
-Sizes are log-uniform 256 B..64 MiB; allocations and frees interleave at random with at most
---max-live (default 4096) blocks live. Example: gpumem synth big.csv --events 20000000
-)";
-
-/// A command-line word as a message repeats it: at most 80 bytes, then "..." and its size.
-std::string shown(std::string const& word)
+std::string version_text()
 {
-  constexpr std::size_t most = 80;
-  if (word.size() <= most) { return word; }
-  return word.substr(0, most) + "... (" + std::to_string(word.size()) + " bytes)";
+  return "gpumem " GPUMEM_VERSION_STRING " (CCCL " + std::to_string(CCCL_MAJOR_VERSION) + '.' +
+         std::to_string(CCCL_MINOR_VERSION) + '.' + std::to_string(CCCL_PATCH_VERSION) +
+         ", CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + '.' +
+         std::to_string(CUDART_VERSION % 1000 / 10) + ")";
 }
 
-/// Thrown for bad command lines; main prints it with the command's --help hint.
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+/// An option given any number of times with one value each: `-r A -r B` (never `-r A B`, which
+/// would swallow a trace named B).
+CLI::Option* repeatable(CLI::Option* opt)
+{
+  return opt->expected(1)->allow_extra_args(false)->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeAll);
+}
 
-class args {
+/// A flag that only counts (CLI11 2.1 finds a string literal's help ambiguous).
+CLI::Option* plain_flag(CLI::App& app, std::string name, std::string const& help)
+{
+  return app.add_flag(std::move(name), help);
+}
+
+/// `--simulate[=SIZE]`: a flag whose value comes only after '=' (prepare_words turns
+/// `--simulate SIZE` into that), so that a trace after it is never read as its value.
+class simulate_option {
  public:
-  args(std::string cmd, std::vector<std::string> v) : cmd_{std::move(cmd)}, v_{std::move(v)} {}
-  [[nodiscard]] bool done() const { return i_ >= v_.size(); }
-  std::string const& peek() const { return v_[i_]; }
-  std::string take() { return v_[i_++]; }
-  /// The value of an option given as `--opt VALUE` or `--opt=VALUE`.
-  std::string value(std::string const& opt, std::string const& arg)
+  void define(CLI::App& app, std::size_t default_bytes)
   {
-    auto const eq = arg.find('=');
-    if (eq != std::string::npos) { return arg.substr(eq + 1); }
-    if (done()) { throw usage_error{"option " + opt + " needs a value"}; }
-    return take();
+    auto const range = "from " + spec::size_to_string(least_capacity) + " to " +
+                       spec::size_to_string(spec::most_device_bytes);
+    option_ = app.add_flag("--simulate{" + spec::size_to_string(default_bytes) + "}", text_,
+                           "use a simulated address space of SIZE bytes (default " +
+                               spec::size_to_string(default_bytes) + ",\n" + range +
+                               ") even on a GPU; --simulate=SIZE or\n--simulate SIZE");
+    option_->check(size_between(least_capacity, spec::most_device_bytes))
+        ->option_text("[SIZE]")
+        ->disable_flag_override(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
   }
-  [[noreturn]] void unknown(std::string const& arg) const
+  /// After parsing: sets `simulate` and `capacity` when the option was given.
+  void apply(bool& simulate, std::size_t& capacity) const
   {
-    throw usage_error{"unknown option '" + shown(arg) + "' for 'gpumem" +
-                      (cmd_.empty() ? "" : " ") + cmd_ + "'"};
+    if (option_->count() == 0) { return; }
+    simulate = true;
+    capacity = spec::parse_size(text_);
   }
-  std::string const& command() const { return cmd_; }
 
  private:
-  std::string cmd_;
-  std::vector<std::string> v_;
-  std::size_t i_{};
+  std::string text_;
+  CLI::Option* option_{};
 };
 
-bool is(std::string const& arg, char const* name)
-{
-  return arg == name || arg.rfind(std::string{name} + "=", 0) == 0;
-}
+/// The command line: the root app (the default run) and its commands, each bound to its options
+/// and to what runs it once they are parsed.
+class command_line {
+ public:
+  command_line();
+  /// Parses `words` (the arguments without the program's name); returns the exit status.
+  int run(std::vector<std::string> words);
+  /// "(see gpumem replay --help)": where the command line that failed is described.
+  [[nodiscard]] std::string hint() { return "(see " + command_name(failed()) + " --help)"; }
+  [[nodiscard]] std::string message(CLI::ParseError const& e) { return usage_message(e, failed()); }
 
-/// Whether `word` reads as a size (4096, 16GiB, max).
-bool looks_like_size(std::string const& word)
+ private:
+  static void define_replay_options(CLI::App& app, replay_command_options& o, simulate_option& sim);
+  void define_default_run();
+  void define_replay();
+  void define_bench();
+  void define_info();
+  void define_convert();
+  void define_synth();
+  void define_help();
+  [[nodiscard]] CLI::App& chosen();
+  /// The command a refused command line was for: the one parsed, else the one its first word names.
+  [[nodiscard]] CLI::App& failed();
+  int print_help(CLI::App const& app) const;
+
+  CLI::App root_;
+  std::map<CLI::App const*, std::function<int()>> runs_;
+
+  replay_command_options default_run_, replay_;
+  simulate_option default_simulate_, replay_simulate_, bench_simulate_;
+  bench_options bench_;
+  struct {
+    std::string snapshot, output, device{"0"}, python{"python3"};
+  } convert_;
+  synth_options synth_;
+  std::string help_topic_;
+  std::string first_word_;
+};
+
+command_line::command_line()
+    : root_{
+          "gpumem — replay, simulate, benchmark and picture GPU allocation traces\n\n"
+          "With no command, the default run: replays the bundled traces over every "
+          "suballocator,\nprints a table and writes an HTML report (default folder "
+          "./gpumem-report). Without a GPU\n(or with --simulate) it runs on a simulated address "
+          "space; on a GPU, device memory.",
+          "gpumem"}
 {
-  try {
-    (void)spec::parse_size(word);
-    return true;
-  } catch (spec::spec_error const&) {
-    return false;
+  root_.formatter(std::make_shared<help_format>());
+  root_.set_help_flag("-h,--help", "this help");
+  root_.option_defaults()->disable_flag_override();  // --json=no is refused, not read as "false"
+  root_.require_subcommand(0, 1);
+  root_.set_version_flag("--version", version_text(), "gpumem's version and its CCCL, then exit");
+  define_default_run();
+  define_replay();
+  define_bench();
+  define_info();
+  define_convert();
+  define_synth();
+  define_help();
+  root_.allow_extras();  // refuse_leftovers says what was wrong with them
+  for (auto* sub : root_.get_subcommands([](CLI::App const*) { return true; })) {
+    sub->allow_extras()->group("Commands");
   }
+  root_.footer(
+      "Examples:\n"
+      "  gpumem\n"
+      "  gpumem replay run.csv --resource pool:initial=1GiB --resource arena --simulate=40GB\n"
+      "  gpumem replay run.csv --resource 'statistics>pool>cuda_async' --json\n"
+      "  gpumem bench --resource pool --workload pair --smoke\n"
+      "  gpumem COMMAND --help      (or gpumem help COMMAND) more about each command");
 }
 
-/// A whole number in [lo, hi]: digits only (no sign, no spaces), no overflow.
-std::uint64_t count_value(std::string const& opt, std::string const& v, std::uint64_t lo,
-                          std::uint64_t hi)
+/// The options shared by the default run and `replay`.
+void command_line::define_replay_options(CLI::App& app, replay_command_options& o,
+                                         simulate_option& sim)
 {
-  auto const range =
-      " (give a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ")";
-  std::uint64_t n = 0;
-  bool overflow   = false;
-  for (char c : v) {
-    if (c < '0' || c > '9') {
-      throw usage_error{opt + ": '" + shown(v) + "' is not a count" + range};
+  repeatable(app.add_option("-r,--resource", o.resources,
+                            "a resource stack (repeatable; default: every suballocator).\n"
+                            "Grammar: name[:key=value,...] stacked with '>' (outermost\n"
+                            "first), e.g. pool:initial=1GiB,max=4GiB>cuda_async. Sizes take\n"
+                            "units (KiB, MiB, GiB, KB, MB, GB). A stack not ending in a leaf\n"
+                            "gets 'cuda' appended."))
+      ->type_name("SPEC")
+      ->check(not_empty("a resource spec such as pool"));
+  sim.define(app, o.capacity_bytes);
+  app.add_flag("--threads", o.threads,
+               "replay each trace thread on its own host thread, in the trace's order");
+  auto* json = app.add_flag_callback(
+      "--json", [&o] { o.format = output_format::json; }, "JSON instead of the table");
+  auto* csv = app.add_flag_callback(
+      "--csv", [&o] { o.format = output_format::csv; }, "CSV instead of the table");
+  json->excludes(csv);
+  app.add_option("--report", o.report_dir,
+                 o.report_dir.empty() ? "also write DIR/index.html (+ results.json, results.csv)"
+                                      : "write the report into DIR (default " + o.report_dir +
+                                            "):\nindex.html, results.json, results.csv")
+      ->type_name("DIR")
+      ->check(not_empty("a folder"));
+  app.add_option("--repeat", o.repeats,
+                 "time each stack over N replays (1-100, default 5): the table shows\n"
+                 "the median ns/op and its spread, and the verdict says when the\n"
+                 "spreads overlap")
+      ->type_name("N")
+      ->transform(count_between(1, 100));
+  app.add_flag("--no-progress{false}", o.progress, "no progress bar on stderr");
+}
+
+/// --list-resources: a listing instead of a run, so it goes alone.
+CLI::Option* define_list_resources(CLI::App& app)
+{
+  return plain_flag(app, "--list-resources",
+                    "every resource name with its parameters and defaults\n(give it alone)");
+}
+
+/// Prints the resource listing when --list-resources was given (alone, else a usage_error).
+bool listed_resources(CLI::App const& app, CLI::Option const* list)
+{
+  if (list->count() == 0) { return false; }
+  for (auto const* opt : app.get_options()) {
+    if (opt != list && opt->count() > 0) {
+      throw usage_error{"--list-resources goes alone; " + opt->get_name() + " was given with it"};
     }
-    overflow = overflow || __builtin_mul_overflow(n, 10U, &n) ||
-               __builtin_add_overflow(n, static_cast<std::uint64_t>(c - '0'), &n);
   }
-  if (v.empty()) { throw usage_error{opt + " needs a value" + range}; }
-  if (overflow || n < lo || n > hi) {
-    throw usage_error{opt + ": " + shown(v) + " is out of range" + range};
-  }
-  return n;
-}
-
-/// --simulate's optional capacity, as `--simulate=16GiB` or `--simulate 16GiB` (the next word,
-/// when it reads as a size and names no file): a size from 1 KiB to spec::most_device_bytes.
-void simulate_capacity(args& a, std::string const& arg, std::size_t& capacity)
-{
-  auto const eq = arg.find('=');
-  std::string value;
-  if (eq != std::string::npos) {
-    value = arg.substr(eq + 1);
-  } else if (!a.done() && looks_like_size(a.peek()) && !std::filesystem::exists(a.peek())) {
-    value = a.take();
-  } else {
-    return;
-  }
-  capacity = spec::parse_size_in(value, "--simulate capacity", std::size_t{1} << 10,
-                                 spec::most_device_bytes);
-}
-
-/// Options shared by the default run and `replay`; false when `a` is not one of them.
-bool replay_option(args& a, std::string const& arg, replay_command_options& o)
-{
-  if (arg == "-r" || is(arg, "--resource")) {
-    o.resources.push_back(a.value("--resource", arg));
-  } else if (is(arg, "--simulate")) {
-    o.simulate = true;
-    simulate_capacity(a, arg, o.capacity_bytes);
-  } else if (arg == "--threads") {
-    o.threads = true;
-  } else if (arg == "--json") {
-    o.format = output_format::json;
-  } else if (arg == "--csv") {
-    o.format = output_format::csv;
-  } else if (is(arg, "--report")) {
-    o.report_dir = a.value("--report", arg);
-  } else if (arg == "--no-progress") {
-    o.progress = false;
-  } else {
-    return false;
-  }
+  std::cout << spec::describe_factory();
   return true;
 }
 
-int list_resources()
+void command_line::define_default_run()
 {
-  std::cout << spec::describe_factory();
+  default_run_.report_dir = "gpumem-report";
+  define_replay_options(root_, default_run_, default_simulate_);
+  auto* no_report = plain_flag(root_, "--no-report", "no report folder");
+  no_report->excludes("--report");
+  auto* list    = define_list_resources(root_);
+  runs_[&root_] = [this, no_report, list] {
+    if (listed_resources(root_, list)) { return 0; }
+    default_simulate_.apply(default_run_.simulate, default_run_.capacity_bytes);
+    if (no_report->count() > 0) { default_run_.report_dir.clear(); }
+    return print_and_report(run_replays(default_run_), default_run_);
+  };
+}
+
+void command_line::define_replay()
+{
+  auto* app = root_.add_subcommand(
+      "replay",
+      "replay allocation traces over resource stacks\n\n"
+      "A trace is the CSV written by logging_resource_adaptor (Thread,Time,Action,Pointer,Size,\n"
+      "Stream), or by `gpumem convert` from a PyTorch memory snapshot. Each trace is replayed\n"
+      "over each stack from a cold start; the table shows the peak memory held, held / peak\n"
+      "live bytes, internal and external fragmentation and the largest free block at the peak\n"
+      "of live bytes, and host time per operation.");
+  app->add_option("TRACE", replay_.traces, "trace files (CSV) to replay, in order")
+      ->type_name("")
+      ->check(not_empty("a trace file"));
+  define_replay_options(*app, replay_, replay_simulate_);
+  auto* list = define_list_resources(*app);
+  app->footer(
+      "Exit status: 0 ok; 1 error; 2 bad arguments or bad trace; 3 a replay ran out of memory\n"
+      "or a stack could not be built (the table says where and why).\n\n"
+      "Examples:\n"
+      "  gpumem replay train.csv\n"
+      "  gpumem replay train.csv -r pool -r 'binning:min=512B>pool:initial=0' --simulate=16GiB\n"
+      "  gpumem replay a.csv b.csv -r arena --threads --csv > results.csv");
+  runs_[app] = [this, app, list] {
+    if (listed_resources(*app, list)) { return 0; }
+    if (replay_.traces.empty()) {
+      throw usage_error{"give at least one trace: gpumem replay TRACE.csv"};
+    }
+    replay_simulate_.apply(replay_.simulate, replay_.capacity_bytes);
+    return print_and_report(run_replays(replay_), replay_);
+  };
+}
+
+void command_line::define_bench()
+{
+  auto* app = root_.add_subcommand(
+      "bench",
+      "allocation microbenchmarks\n\n"
+      "Workloads: pair (alloc+free of one size), random_small, random_large, threads (1..16\n"
+      "threads, each on its own stream), replay (each trace cold then warm). On a GPU the peers\n"
+      "cuda (cudaMalloc), cuda_malloc_async (release threshold at maximum) and cub_caching\n"
+      "(CUB's CachingDeviceAllocator) always run beside the chosen resources.");
+  auto& o = bench_;
+  repeatable(app->add_option("-r,--resource", o.resources,
+                             "a stack to measure (repeatable; default: every suballocator)"))
+      ->type_name("SPEC")
+      ->check(not_empty("a resource spec such as pool"));
+  repeatable(app->add_option("-w,--workload", o.workloads,
+                             "only this workload (repeatable; default: all of\n" +
+                                 CLI::detail::join(workload_names, ", ") + ")"))
+      ->type_name("NAME")
+      ->check(one_of("workload", workload_names));
+  repeatable(
+      app->add_option("--trace", o.traces,
+                      "a trace for the replay workload (repeatable; default: the\nbundled traces)"))
+      ->type_name("FILE")
+      ->check(not_empty("a trace file"));
+  bench_simulate_.define(*app, o.capacity_bytes);
+  app->add_flag("--smoke", o.smoke,
+                "a few iterations of everything (for CI; numbers are meaningless)");
+  app->add_flag("--json", o.json, "JSON instead of tables");
+  app->add_flag("--no-progress{false}", o.progress, "no progress bar on stderr");
+  app->add_option("--profile", o.profile,
+                  "also sample where the host threads spend the timed loops' time\n"
+                  "and write a flat profile by function, for each row and stack,\n"
+                  "to FILE (function names of gpumem itself need addr2line, from\n"
+                  "binutils)")
+      ->type_name("FILE")
+      ->check(not_empty("a file"));
+  app->footer(
+      "Examples:\n"
+      "  gpumem bench\n"
+      "  gpumem bench -r pool -r arena -w threads\n"
+      "  gpumem bench -r 'binning>pool' -w threads --profile threads-profile.txt\n"
+      "  gpumem bench --smoke --json");
+  runs_[app] = [this] {
+    auto& o = bench_;
+    if (!o.traces.empty() && !o.workloads.empty() &&
+        std::find(o.workloads.begin(), o.workloads.end(), "replay") == o.workloads.end()) {
+      throw usage_error{
+          "--trace is read only by the replay workload; add -w replay or leave out -w"};
+    }
+    bench_simulate_.apply(o.simulate, o.capacity_bytes);
+    return run_bench(o);
+  };
+}
+
+void command_line::define_info()
+{
+  auto* app = root_.add_subcommand(
+      "info",
+      "what this machine's CUDA offers\n\n"
+      "Devices, memory, pool support, IPC handle types, VMM granularity, driver and runtime\n"
+      "versions. Says plainly when there is no GPU.");
+  runs_[app] = [] { return run_info(); };
+}
+
+void command_line::define_convert()
+{
+  auto* app = root_.add_subcommand("convert", "PyTorch memory snapshot -> gpumem trace");
+  auto& o   = convert_;
+  app->add_option("SNAPSHOT", o.snapshot, "the snapshot (a .pickle file)")
+      ->type_name("")
+      ->required()
+      ->check(not_empty("the snapshot file"));
+  app->add_option("-o,--output", o.output, "the trace to write (default: SNAPSHOT with .csv)")
+      ->type_name("FILE")
+      ->check(not_empty("a file"));
+  app->add_option("--device", o.device, "the device whose allocations to take (default 0)")
+      ->type_name("N")
+      ->transform(count_between(0, INT_MAX));
+  app->add_option("--python", o.python, "the Python 3 to run the converter (default python3)")
+      ->type_name("PYTHON")
+      ->check(not_empty("a program such as python3"));
+  app->footer(
+      "Capture in PyTorch:\n"
+      "  torch.cuda.memory._record_memory_history(max_entries=1000000)\n"
+      "  ... run the workload ...\n"
+      "  torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")\n"
+      "Then: gpumem convert snapshot.pickle -o trace.csv && gpumem replay trace.csv\n"
+      "Needs python3 (standard library only).");
+  runs_[app] = [this] {
+    auto& o = convert_;
+    if (o.output.empty()) { o.output = o.snapshot.substr(0, o.snapshot.rfind('.')) + ".csv"; }
+    return run_convert(o.snapshot, o.output, o.device, o.python);
+  };
+}
+
+void command_line::define_synth()
+{
+  auto* app = root_.add_subcommand(
+      "synth",
+      "write a synthetic trace of any length\n\n"
+      "Sizes are log-uniform 256 B..64 MiB; allocations and frees interleave at random with at\n"
+      "most --max-live blocks live.");
+  auto& o = synth_;
+  app->add_option("OUT", o.out, "the trace to write (CSV)")
+      ->type_name("")
+      ->required()
+      ->check(not_empty("the file to write"));
+  app->add_option("--events", o.events, "allocations and frees to write (default 10000000)")
+      ->type_name("N")
+      ->transform(count_between(0, synth_options::most_events));
+  app->add_option("--seed", o.seed, "the random seed (default 1)")
+      ->type_name("S")
+      ->transform(count_between(0, UINT64_MAX));
+  app->add_option("--threads", o.threads, "threads the trace names (default 1)")
+      ->type_name("T")
+      ->transform(count_between(1, synth_options::most_ids));
+  app->add_option("--streams", o.streams, "streams the trace names (default 1)")
+      ->type_name("S")
+      ->transform(count_between(0, synth_options::most_ids));
+  app->add_option("--max-live", o.max_live, "blocks live at most (default 4096)")
+      ->type_name("N")
+      ->transform(count_between(1, synth_options::most_live));
+  app->footer("Example: gpumem synth big.csv --events 20000000");
+  runs_[app] = [this] { return run_synth(synth_); };
+}
+
+void command_line::define_help()
+{
+  auto* app = root_.add_subcommand("help", "this help, or a command's: gpumem help COMMAND");
+  std::vector<std::string> names;
+  for (auto const* sub : root_.get_subcommands([](CLI::App const*) { return true; })) {
+    if (sub != app) { names.push_back(sub->get_name()); }
+  }
+  app->add_option("COMMAND", help_topic_, "the command to describe")
+      ->type_name("")
+      ->check(one_of("command", names));
+  runs_[app] = [this] {
+    return print_help(help_topic_.empty() ? root_ : *root_.get_subcommand(help_topic_));
+  };
+}
+
+CLI::App& command_line::chosen()
+{
+  auto const parsed = root_.get_subcommands();
+  return parsed.empty() ? root_ : *parsed.front();
+}
+
+CLI::App& command_line::failed()
+{
+  auto& app = chosen();
+  if (&app != &root_) { return app; }
+  for (auto* sub : root_.get_subcommands([](CLI::App const*) { return true; })) {
+    if (sub->get_name() == first_word_) { return *sub; }
+  }
+  return root_;
+}
+
+int command_line::print_help(CLI::App const& app) const
+{
+  std::cout << app.get_formatter()->make_help(&app, command_name(app), CLI::AppFormatMode::Normal);
   return 0;
 }
 
-int cmd_replay(args& a, bool default_run)
+int command_line::run(std::vector<std::string> words)
 {
-  replay_command_options o;
-  if (default_run) { o.report_dir = "gpumem-report"; }
-  while (!a.done()) {
-    auto arg = a.take();
-    if (arg == "--help" || arg == "-h") {
-      return std::cout << (default_run ? main_help : replay_help), 0;
-    }
-    if (arg == "--list-resources") { return list_resources(); }
-    if (default_run && arg == "--no-report") {
-      o.report_dir.clear();
-    } else if (replay_option(a, arg, o)) {
-    } else if (!default_run && (arg.empty() || arg[0] != '-')) {
-      o.traces.push_back(arg);
-    } else {
-      a.unknown(arg);
-    }
+  if (!words.empty()) { first_word_ = words.front(); }
+  auto reversed = prepare_words(std::move(words));
+  std::reverse(reversed.begin(), reversed.end());
+  try {
+    root_.parse(reversed);
+  } catch (CLI::CallForHelp const&) {
+    return print_help(chosen());
+  } catch (CLI::CallForVersion const& e) {
+    std::cout << e.what() << '\n';
+    return 0;
   }
-  if (!default_run && o.traces.empty()) {
-    throw usage_error{"give at least one trace: gpumem replay TRACE.csv"};
-  }
-  return print_and_report(run_replays(o), o);
-}
-
-int cmd_bench(args& a)
-{
-  bench_options o;
-  static std::vector<std::string> const workloads{"pair", "random_small", "random_large", "threads",
-                                                  "replay"};
-  while (!a.done()) {
-    auto arg = a.take();
-    if (arg == "--help" || arg == "-h") { return std::cout << bench_help, 0; }
-    if (arg == "-r" || is(arg, "--resource")) {
-      o.resources.push_back(a.value("--resource", arg));
-    } else if (arg == "-w" || is(arg, "--workload")) {
-      auto w = a.value("--workload", arg);
-      if (std::find(workloads.begin(), workloads.end(), w) == workloads.end()) {
-        throw usage_error{"unknown workload '" + shown(w) +
-                          "'; the workloads are pair, random_small, random_large, threads, replay"};
+  auto& app = chosen();
+  refuse_leftovers(app, app);
+  refuse_leftovers(root_, app);
+  if (&app != &root_) {
+    for (auto const* opt : root_.get_options()) {
+      if (opt->count() > 0) {
+        throw usage_error{opt->get_name() + " goes after the command: " + command_name(app) +
+                          " ... " + opt->get_name()};
       }
-      o.workloads.push_back(w);
-    } else if (is(arg, "--trace")) {
-      o.traces.push_back(a.value("--trace", arg));
-    } else if (is(arg, "--simulate")) {
-      o.simulate = true;
-      simulate_capacity(a, arg, o.capacity_bytes);
-    } else if (arg == "--smoke") {
-      o.smoke = true;
-    } else if (arg == "--json") {
-      o.json = true;
-    } else if (arg == "--no-progress") {
-      o.progress = false;
-    } else if (is(arg, "--profile")) {
-      o.profile = a.value("--profile", arg);
-    } else {
-      a.unknown(arg);
     }
   }
-  return run_bench(o);
-}
-
-int cmd_convert(args& a)
-{
-  std::string in, out, device = "0", python = "python3";
-  while (!a.done()) {
-    auto arg = a.take();
-    if (arg == "--help" || arg == "-h") { return std::cout << convert_help, 0; }
-    if (arg == "-o" || is(arg, "--output")) {
-      out = a.value("--output", arg);
-    } else if (is(arg, "--python")) {
-      python = a.value("--python", arg);
-    } else if (is(arg, "--device")) {
-      device = a.value("--device", arg);
-    } else if (in.empty() && !arg.empty() && arg[0] != '-') {
-      in = arg;
-    } else {
-      a.unknown(arg);
-    }
-  }
-  if (in.empty()) {
-    throw usage_error{"give the snapshot: gpumem convert SNAPSHOT.pickle -o OUT.csv"};
-  }
-  if (out.empty()) { out = in.substr(0, in.rfind('.')) + ".csv"; }
-  return run_convert(in, out, device, python);
-}
-
-int cmd_synth(args& a)
-{
-  synth_options o;
-  while (!a.done()) {
-    auto arg = a.take();
-    if (arg == "--help" || arg == "-h") { return std::cout << synth_help, 0; }
-    if (is(arg, "--events")) {
-      o.events = count_value("--events", a.value("--events", arg), 0, synth_options::most_events);
-    } else if (is(arg, "--seed")) {
-      o.seed = count_value("--seed", a.value("--seed", arg), 0, UINT64_MAX);
-    } else if (is(arg, "--threads")) {
-      o.threads = static_cast<unsigned>(
-          count_value("--threads", a.value("--threads", arg), 1, synth_options::most_ids));
-    } else if (is(arg, "--streams")) {
-      o.streams = static_cast<unsigned>(
-          count_value("--streams", a.value("--streams", arg), 0, synth_options::most_ids));
-    } else if (is(arg, "--max-live")) {
-      o.max_live =
-          count_value("--max-live", a.value("--max-live", arg), 1, synth_options::most_live);
-    } else if (o.out.empty() && !arg.empty() && arg[0] != '-') {
-      o.out = arg;
-    } else {
-      a.unknown(arg);
-    }
-  }
-  if (o.out.empty()) { throw usage_error{"give the output file: gpumem synth OUT.csv"}; }
-  return run_synth(o);
-}
-
-int cmd_info(args& a)
-{
-  while (!a.done()) {
-    auto arg = a.take();
-    if (arg == "--help" || arg == "-h") { return std::cout << info_help, 0; }
-    a.unknown(arg);
-  }
-  return run_info();
-}
-
-int print_version()
-{
-  std::cout << "gpumem " << GPUMEM_VERSION_STRING << " (CCCL " << CCCL_MAJOR_VERSION << '.'
-            << CCCL_MINOR_VERSION << '.' << CCCL_PATCH_VERSION << ", CUDA runtime "
-            << CUDART_VERSION / 1000 << '.' << CUDART_VERSION % 1000 / 10 << ")\n";
-  return 0;
-}
-
-int dispatch(std::vector<std::string> v)
-{
-  std::string cmd;
-  if (!v.empty() && !v[0].empty() && v[0][0] != '-') {
-    cmd = v[0];
-    v.erase(v.begin());
-  }
-  if (cmd.empty() && v.size() == 1 && v[0] == "--version") { return print_version(); }
-  args a{cmd, std::move(v)};
-  if (cmd.empty()) { return cmd_replay(a, true); }
-  if (cmd == "replay") { return cmd_replay(a, false); }
-  if (cmd == "bench") { return cmd_bench(a); }
-  if (cmd == "info") { return cmd_info(a); }
-  if (cmd == "convert") { return cmd_convert(a); }
-  if (cmd == "synth") { return cmd_synth(a); }
-  if (cmd == "help") { return std::cout << main_help, 0; }
-  throw usage_error{"unknown command '" + shown(cmd) +
-                    "'; the commands are replay, bench, info, "
-                    "convert, synth"};
+  return runs_.at(&app)();
 }
 
 }  // namespace
 
 int main(int argc, char** argv)
 {
-  std::vector<std::string> v(argv + 1, argv + argc);
+  std::vector<std::string> words(argv + 1, argv + argc);
+  command_line cli;
   try {
-    return dispatch(std::move(v));
+    return cli.run(std::move(words));
   } catch (usage_error const& e) {
-    std::cerr << "gpumem: " << e.what() << "\n(see gpumem --help)\n";
+    std::cerr << "gpumem: " << e.what() << '\n' << cli.hint() << '\n';
+    return 2;
+  } catch (CLI::ParseError const& e) {
+    std::cerr << "gpumem: " << cli.message(e) << '\n' << cli.hint() << '\n';
     return 2;
   } catch (trace::trace_error const& e) {
     std::cerr << "gpumem: bad trace: " << e.what() << "\n";

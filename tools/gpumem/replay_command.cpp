@@ -7,11 +7,13 @@
 #include "report.hpp"
 #include "verdict.hpp"
 
+#include <gpumem/align.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #ifndef GPUMEM_TOOL_TRACE_DIR
 #define GPUMEM_TOOL_TRACE_DIR "traces"
@@ -45,38 +47,77 @@ std::string device_name(bool simulated, std::size_t capacity)
   return std::string{prop.name} + " (device " + std::to_string(dev) + ")";
 }
 
-/// Replays `path` over `spec_text`. Without a profile yet (`tr.profile.compact` empty), the trace
-/// is profiled in the same pass and the profile kept in `tr`; later resources replay that profile.
-resource_run run_one(trace_run& tr, std::string const& path, std::string const& spec_text,
-                     replay_command_options const& options, bool simulated, progress_bar& bar)
+/// The trace's sizes whose granted bytes in `stack` are not the size rounded up to 256 B.
+std::vector<std::pair<std::size_t, std::size_t>> granted_sizes(trace::trace_profile const& p,
+                                                               spec::resource_stack const& stack)
 {
-  resource_run run{spec_text, {}, {}};
-  target dev{{.simulate = simulated, .capacity_bytes = options.capacity_bytes}};
-  spec::resource_stack stack;
-  try {
-    stack = spec::build(spec_text, dev.meter(), simulated);
-  } catch (spec::spec_error const&) {
-    throw;
-  } catch (std::exception const& e) {
-    run.error = e.what();
-    return run;
+  auto const grant = stack.grant_function();
+  std::map<std::size_t, std::size_t> out;
+  for (auto const& a : p.allocation_log) {
+    if (out.contains(a.size)) { continue; }
+    auto const given = grant ? std::max<std::size_t>(grant(a.size), a.size)
+                             : align_up(a.size, CUDA_ALLOCATION_ALIGNMENT);
+    out.emplace(a.size, given);
   }
-  run.spec = stack.spec();
+  std::erase_if(out, [](auto const& kv) {
+    return kv.second == align_up(kv.first, CUDA_ALLOCATION_ALIGNMENT);
+  });
+  return {out.begin(), out.end()};
+}
+
+/// Replays `path` over `spec_text` once (into `run`); the stack is built by the caller.
+/// Without a profile yet (`tr.profile.compact` empty), the trace is profiled in the same pass and
+/// the profile kept in `tr`; later replays use that profile.
+trace::replay_result replay_once(trace_run& tr, std::string const& path,
+                                 spec::resource_stack& stack, target& dev,
+                                 replay_command_options const& options, progress_bar& bar)
+{
   trace::replay_options ro;
   ro.threads         = options.threads;
   ro.stream_of       = [&dev](std::uint64_t id) { return dev.stream_of(id); };
-  auto const label   = std::filesystem::path{path}.filename().string() + " " + run.spec;
+  auto const label   = std::filesystem::path{path}.filename().string() + " " + stack.spec();
   ro.progress.report = [&](std::size_t done, std::size_t total) { bar.update(label, done, total); };
-  if (tr.profile.compact) {
-    run.result = trace::replay(tr.profile, stack, dev.meter(), ro);
-  } else {
-    auto both  = trace::profile_and_replay(path, stack, dev.meter(), ro);
-    tr.profile = std::move(both.profile);
-    run.result = std::move(both.result);
+  if (tr.profile.compact) { return trace::replay(tr.profile, stack, dev.meter(), ro); }
+  auto both  = trace::profile_and_replay(path, stack, dev.meter(), ro);
+  tr.profile = std::move(both.profile);
+  return std::move(both.result);
+}
+
+/// Replays `path` over `spec_text` on fresh stacks until `options.repeats` replays are timed (a
+/// replay that also profiled the trace is not timed: the profiling thread shares the host). The
+/// figures come from the first replay; one that failed or ran out of memory is not repeated.
+resource_run run_one(trace_run& tr, std::string const& path, std::string const& spec_text,
+                     replay_command_options const& options, bool simulated, progress_bar& bar)
+{
+  resource_run run;
+  run.spec          = spec_text;
+  auto const wanted = std::max<std::size_t>(options.repeats, 1);
+  for (bool first = true; run.seconds.size() < wanted; first = false) {
+    target dev{{.simulate = simulated, .capacity_bytes = options.capacity_bytes}};
+    spec::resource_stack stack;
+    try {
+      stack = spec::build(spec_text, dev.meter(), simulated);
+    } catch (spec::spec_error const&) {
+      throw;
+    } catch (std::exception const& e) {
+      run.error = e.what();
+      return run;
+    }
+    bool const profiling = !tr.profile.compact;
+    auto result          = replay_once(tr, path, stack, dev, options, bar);
+    dev.synchronize();
+    if (!profiling) { run.seconds.push_back(result.seconds); }
+    if (!first) { continue; }
+    stack.flush_logs();  // a log that could not be written fails the command
+    run.spec     = stack.spec();
+    run.counters = stack.counters();
+    run.granted  = granted_sizes(tr.profile, stack);
+    run.result   = std::move(result);
+    if (run.result.failure) {
+      if (run.seconds.empty()) { run.seconds.push_back(run.result.seconds); }
+      break;
+    }
   }
-  dev.synchronize();
-  stack.flush_logs();  // a log that could not be written fails the command
-  run.counters = stack.counters();
   return run;
 }
 
@@ -106,10 +147,12 @@ void try_pool_sizes(trace_run& tr, std::string const& path, replay_command_optio
                     bool simulated, progress_bar& bar)
 {
   if (!tr.profile.compact) { return; }
+  auto once    = options;  // a suggestion is about memory: its replay is not timed again
+  once.repeats = 1;
   for (auto const& r : tr.runs) {
     auto const candidates = pool_candidates(r, tr.profile);
     for (auto const& c : candidates) {
-      auto run = run_one(tr, path, c, options, simulated, bar);
+      auto run = run_one(tr, path, c, once, simulated, bar);
       bool const no_growth =
           better(run, tr.suggested) && run.result.peak_held_bytes <= run.result.held_at_start;
       if (better(run, tr.suggested)) { tr.suggested = std::move(run); }

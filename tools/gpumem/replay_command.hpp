@@ -4,6 +4,7 @@
 
 #include <gpumem/trace/replay.hpp>
 
+#include <cstddef>
 #include <exception>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@ struct replay_command_options {
   output_format format{output_format::table};
   std::string report_dir;  ///< empty: no report folder
   bool progress{true};
+  std::size_t repeats{5};  ///< replays of each stack timed (the figures come from the first)
 };
 
 /// One resource over one trace: the result, or why it could not run.
@@ -31,6 +33,10 @@ struct resource_run {
   std::string error;  ///< set when the stack could not be built
   trace::replay_result result;
   std::vector<std::pair<std::string, double>> counters;  ///< a counting layer's, after the replay
+  std::vector<double> seconds;  ///< host time of each timed replay (result.seconds is the first)
+  /// [size, bytes the stack gives a request of that size] for the trace's sizes where that is
+  /// not the size rounded up to 256 B (the page lays blocks out with it, as the replay does).
+  std::vector<std::pair<std::size_t, std::size_t>> granted;
 };
 
 struct trace_run {

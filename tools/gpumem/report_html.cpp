@@ -69,6 +69,8 @@ nav.tabs button.on { background: #fff; border-bottom-color: #fff; font-weight: b
 .layout-row { margin: 2px 0 6px; } .layout-label { font-size: 12px; }
 .layout-label b { font-family: ui-monospace, monospace; } .stats { color: #444; }
 .layout-canvas { display: block; border: 1px solid #ccc; cursor: crosshair; }
+.bands-canvas { display: block; cursor: crosshair; }
+.by-stack-table td.frames { text-align: left; font-family: ui-monospace, monospace; }
 .layout-axis { display: block; }
 .tooltip { position: fixed; z-index: 10; background: #fffff0; border: 1px solid #999; padding: 4px 8px;
   font: 12px/1.35 ui-monospace, monospace; white-space: pre; pointer-events: none;

@@ -1,6 +1,7 @@
 // JSON rendering of a replay report (stdout with --json, results.json in the report folder).
 // The brackets are the writer's, the values nlohmann-json's (json_writer.hpp): the large arrays
 // stream out element by element, and any text that is not UTF-8 comes out as U+FFFD.
+#include "figures.hpp"
 #include "json_writer.hpp"
 #include "report.hpp"
 #include "verdict.hpp"
@@ -179,6 +180,116 @@ void write_failure(json_writer& w, std::optional<trace::replay_failure> const& f
   w.end_object();
 }
 
+/// {"median":..,"min":..,"max":..,"repeats":[..]}: ns/op over the repeats, each as it is.
+void write_timing(json_writer& w, timing const& t)
+{
+  w.begin_object();
+  w.member("median", exact(t.median));
+  w.member("min", exact(t.min));
+  w.member("max", exact(t.max));
+  w.key("repeats");
+  w.begin_array();
+  for (auto const v : t.ns_per_op) { w.value(exact(v)); }
+  w.end_array();
+  w.end_object();
+}
+
+/// The run's figures as the table and the page show them (figures.hpp): "figures". The page
+/// rounds them as the table does, so they are written as they are (exact()).
+void write_figures(json_writer& w, run_figures const& f)
+{
+  w.key("figures");
+  w.begin_object();
+  w.member("peak_held_bytes", f.peak_held_bytes);
+  w.member("footprint_ratio", exact(f.footprint_ratio));
+  if (f.at_peak_known) {
+    w.member("internal_fragmentation", exact(f.internal_fragmentation));
+    w.member("external_fragmentation", exact(f.external_fragmentation));
+    w.member("free_bytes", f.at_peak.free_bytes);
+    w.member("largest_free_bytes", f.at_peak.largest_free_bytes);
+    w.member("internal_bytes", f.at_peak.internal_bytes);
+    w.member("layout_known", f.at_peak.layout_known);
+  }
+  w.key("ns_per_op");
+  write_timing(w, f.speed);
+  w.end_object();
+}
+
+/// "granted": [[size, bytes given], ...] where that is not the size rounded up to 256 B.
+void write_granted(json_writer& w, resource_run const& r)
+{
+  w.key("granted");
+  write_pairs(w, r.granted);
+}
+
+/// The blocks live at the peak of live bytes by call stack, most bytes first:
+/// "live_at_peak_by_stack": [{"stack": index or -1, "bytes", "blocks"}, ...].
+/// The first max_by_stack_rows stacks; the rest are summed in "live_at_peak_other_stacks".
+void write_by_stack(json_writer& w, trace::trace_profile const& p)
+{
+  constexpr std::size_t max_by_stack_rows = 100;
+  auto const shares                       = live_at_peak_by_stack(p);
+  w.key("live_at_peak_by_stack");
+  w.begin_array();
+  stack_share rest{};
+  std::size_t others = 0;
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    auto const& s = shares[i];
+    if (i >= max_by_stack_rows) {
+      rest.bytes += s.bytes, rest.blocks += s.blocks, ++others;
+      continue;
+    }
+    w.begin_object();
+    w.member("stack", s.stack);
+    w.member("bytes", s.bytes);
+    w.member("blocks", s.blocks);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("live_at_peak_other_stacks");
+  w.begin_object();
+  w.member("stacks", others);
+  w.member("bytes", rest.bytes);
+  w.member("blocks", rest.blocks);
+  w.end_object();
+}
+
+/// A runner-up of the verdict: {"spec", "footprint_ratio", "ns_per_op": timing}, or null.
+void write_runner_up(json_writer& w, contender const& c)
+{
+  if (c.spec.empty()) {
+    w.value(nullptr);
+    return;
+  }
+  w.begin_object();
+  w.member("spec", c.spec);
+  w.member("footprint_ratio", six_digits(c.ratio));
+  w.key("ns_per_op");
+  write_timing(w, c.speed);
+  w.end_object();
+}
+
+/// The verdict's runners-up and spreads: "verdict_spread".
+void write_verdict_spread(json_writer& w, verdict const& v)
+{
+  w.key("verdict_spread");
+  w.begin_object();
+  w.member("leanest_clear", v.leanest_clear);
+  w.key("leanest_runner_up");
+  write_runner_up(w, v.leanest_runner_up);
+  w.member("fastest_clear", v.fastest_clear);
+  w.key("fastest_ns_per_op");
+  if (v.fastest.empty()) {
+    w.value(nullptr);
+  } else {
+    write_timing(w, v.fastest_speed);
+  }
+  w.key("fastest_runner_up");
+  write_runner_up(w, v.fastest_runner_up);
+  w.member("repeats", v.repeats);
+  w.end_object();
+}
+
 void write_run(json_writer& w, resource_run const& r, trace::trace_profile const& p, bool simulated,
                bool timelines)
 {
@@ -190,6 +301,7 @@ void write_run(json_writer& w, resource_run const& r, trace::trace_profile const
     w.end_object();
     return;
   }
+  auto const figures = figures_of(r, p);
   w.member("peak_held_bytes", res.peak_held_bytes);
   w.member("peak_held_event", res.peak_held_event);
   w.member("held_at_start", res.held_at_start);
@@ -205,7 +317,7 @@ void write_run(json_writer& w, resource_run const& r, trace::trace_profile const
   write_reservation(w, reservation_of(r, p));
   w.member("operations", res.operations);
   w.member("seconds", six_digits(res.seconds));
-  w.member("ns_per_op", six_digits(res.ns_per_operation()));
+  w.member("ns_per_op", six_digits(figures.speed.median));
   w.member("ns_per_op_basis", speed_basis(simulated));
   write_failure(w, res.failure);
   if (!r.counters.empty()) {
@@ -214,7 +326,9 @@ void write_run(json_writer& w, resource_run const& r, trace::trace_profile const
     for (auto const& [name, value] : r.counters) { w.member(name, six_digits(value)); }
     w.end_object();
   }
+  write_figures(w, figures);
   if (timelines) {
+    write_granted(w, r);
     w.key("timeline");
     w.begin_array();
     for (auto const& pt : res.timeline) { w.integers(pt.event, pt.live_bytes, pt.held_bytes); }
@@ -239,8 +353,13 @@ void write_json(std::ostream& out, replay_report const& report, bool timelines)
   for (auto const& t : report.traces) {
     w.begin_object();
     write_profile(w, t.profile, timelines);
-    write_verdict(w, verdict_of(t, report.simulated), t);
-    if (timelines) { write_trace_data(w, t.profile); }
+    auto const v = verdict_of(t, report.simulated);
+    write_verdict(w, v, t);
+    write_verdict_spread(w, v);
+    if (timelines) {
+      write_by_stack(w, t.profile);
+      write_trace_data(w, t.profile);
+    }
     w.key("results");
     w.begin_array();
     for (auto const& r : t.runs) { write_run(w, r, t.profile, report.simulated, timelines); }

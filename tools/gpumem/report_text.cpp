@@ -1,4 +1,5 @@
 // Table, CSV and JSON renderings of a replay report.
+#include "figures.hpp"
 #include "report.hpp"
 #include "verdict.hpp"
 
@@ -22,9 +23,9 @@ std::string percent(double v)
 }
 
 /// External fragmentation with the free bytes it is measured over: "95.0% of 30.00 MiB".
-std::string external(trace::memory_state const& s)
+std::string external(run_figures const& f)
 {
-  return percent(s.external_fragmentation()) + " of " + human_bytes(s.free_bytes);
+  return percent(f.external_fragmentation) + " of " + human_bytes(f.at_peak.free_bytes);
 }
 
 std::string pad(std::string const& s, std::size_t width, bool right = false)
@@ -65,6 +66,13 @@ void write_profile(std::ostream& out, trace::trace_profile const& p)
   }
 }
 
+/// "105.1 (101.0-110.2)": the median ns/op and its spread over the repeats.
+std::string speed_text(timing const& t)
+{
+  if (t.ns_per_op.size() < 2) { return fixed(t.median, 1); }
+  return fixed(t.median, 1) + " (" + fixed(t.min, 1) + "-" + fixed(t.max, 1) + ")";
+}
+
 void write_row(std::ostream& out, resource_run const& r, trace::trace_profile const& p)
 {
   out << "  " << pad(r.spec, 26);
@@ -72,37 +80,79 @@ void write_row(std::ostream& out, resource_run const& r, trace::trace_profile co
     out << "could not be built: " << r.error << "\n";
     return;
   }
-  auto const& res = r.result;
-  auto const& at  = res.at_peak;
-  out << pad(human_bytes(res.peak_held_bytes), 12, true)
-      << pad(fixed(res.footprint_ratio(p), 3), 10, true);
-  if (!reached_peak(r, p)) {
+  auto const f   = figures_of(r, p);
+  auto const& at = f.at_peak;
+  out << pad(human_bytes(f.peak_held_bytes), 12, true)
+      << pad(fixed(f.footprint_ratio, 3), 10, true);
+  if (!f.at_peak_known) {
     out << pad("-", 9, true) << pad("-", 20, true) << pad("-", 12, true)
-        << pad(fixed(res.ns_per_operation(), 1), 9, true) << " OUT OF MEMORY at line "
-        << res.failure->line << " (before the peak)\n";
+        << pad(speed_text(f.speed), 24, true) << " OUT OF MEMORY at line " << r.result.failure->line
+        << " (before the peak)\n";
     return;
   }
-  out << pad(percent(at.internal_fragmentation()), 9, true)
-      << pad(at.layout_known ? external(at) : "n/a", 20, true)
+  out << pad(percent(f.internal_fragmentation), 9, true)
+      << pad(at.layout_known ? external(f) : "n/a", 20, true)
       << pad(at.layout_known ? human_bytes(at.largest_free_bytes) : "n/a", 12, true)
-      << pad(fixed(res.ns_per_operation(), 1), 9, true);
-  if (res.failure) { out << " OUT OF MEMORY at line " << res.failure->line; }
+      << pad(speed_text(f.speed), 24, true);
+  if (r.result.failure) { out << " OUT OF MEMORY at line " << r.result.failure->line; }
   out << "\n";
   if (!r.counters.empty()) { out << "    " << describe_counters(r.counters) << "\n"; }
   if (auto const why = reservation_of(r, p)) { out << "    reservation: " << why->note << "\n"; }
 }
 
+/// "pool>cuda (median 105.1 ns/op, 101.0-110.2 over 5 repeats)"
+std::string speed_words(std::string const& spec, timing const& t)
+{
+  return spec + " (median " + fixed(t.median, 1) + " ns/op, " + fixed(t.min, 1) + "-" +
+         fixed(t.max, 1) + " over " + std::to_string(t.ns_per_op.size()) + " repeat(s))";
+}
+
 void write_verdict(std::ostream& out, verdict const& v)
 {
   if (!v.leanest.empty()) {
-    out << "  verdict: leanest " << v.leanest << " (held/live " << fixed(v.leanest_ratio, 3)
-        << "), fastest " << v.fastest << " (" << fixed(v.fastest_ns_per_op, 1) << " ns/op, "
-        << v.speed_basis << ")\n";
+    auto const& lr = v.leanest_runner_up;
+    out << "  verdict: leanest ";
+    if (v.leanest_clear) {
+      out << v.leanest << " (held/live " << fixed(v.leanest_ratio, 3) << ")";
+      if (!lr.spec.empty()) { out << ", next " << lr.spec << " (" << fixed(lr.ratio, 3) << ")"; }
+    } else {
+      out << "- no clear winner: " << v.leanest << " and " << lr.spec << " both hold "
+          << fixed(v.leanest_ratio, 3) << " x the peak live bytes";
+    }
+    out << "\n  verdict: fastest ";
+    if (v.fastest_clear) {
+      out << speed_words(v.fastest, v.fastest_speed);
+      if (!v.fastest_runner_up.spec.empty()) {
+        out << ", next " << speed_words(v.fastest_runner_up.spec, v.fastest_runner_up.speed);
+      }
+    } else {
+      out << "- no clear winner: " << speed_words(v.fastest, v.fastest_speed) << " and "
+          << speed_words(v.fastest_runner_up.spec, v.fastest_runner_up.speed) << " overlap";
+    }
+    out << "; " << v.speed_basis << "\n";
   }
   if (v.suggested) {
     out << "  suggestion: " << v.suggested->spec << " (" << v.suggested->why << ")\n";
   }
   for (auto const& n : v.notes) { out << "  note: " << n << "\n"; }
+}
+
+/// The call stacks that hold most at the peak of live bytes (the first `most`).
+void write_by_stack(std::ostream& out, trace::trace_profile const& p, std::size_t most = 5)
+{
+  auto const shares = live_at_peak_by_stack(p);
+  if (shares.empty() || p.stacks.empty()) { return; }
+  out << "  live at the peak by call stack (innermost frame; bytes, blocks):\n";
+  for (std::size_t i = 0; i < std::min(most, shares.size()); ++i) {
+    auto const& s = shares[i];
+    auto const frame =
+        s.stack >= 0 && !p.stacks[s.stack].empty() ? p.frames[p.stacks[s.stack][0]] : "(no stack)";
+    out << "    " << pad(human_bytes(s.bytes), 12, true) << pad(std::to_string(s.blocks), 7, true)
+        << " " << frame << "\n";
+  }
+  if (shares.size() > most) {
+    out << "    ... " << shares.size() - most << " more stack(s) in the report\n";
+  }
 }
 
 void write_failure(std::ostream& out, resource_run const& r)
@@ -160,9 +210,10 @@ void write_table(std::ostream& out, replay_report const& report)
     write_profile(out, t.profile);
     out << "  " << pad("resource", 26) << pad("peak held", 12, true) << pad("held/live", 10, true)
         << pad("internal", 9, true) << pad("external of free", 20, true)
-        << pad("largest free", 12, true) << pad("ns/op", 9, true)
+        << pad("largest free", 12, true) << pad("ns/op (spread)", 24, true)
         << (report.simulated ? " (host bookkeeping only)" : "") << "\n";
     for (auto const& r : t.runs) { write_row(out, r, t.profile); }
+    write_by_stack(out, t.profile);
     write_verdict(out, verdict_of(t, report.simulated));
     for (auto const& r : t.runs) {
       if (r.error.empty() && r.result.failure) { write_failure(out, r); }
@@ -171,35 +222,37 @@ void write_table(std::ostream& out, replay_report const& report)
   out << "\npeak held: most memory the stack held from below; held/live: that / peak live bytes;\n"
          "internal, external fragmentation and largest free block: at the peak of live bytes\n"
          "(external: 1 - largest free / free, over the free bytes shown);\n"
-         "ns/op: host time per allocate or free in the replay loop (on the simulated device, the\n"
+         "ns/op: host time per allocate or free in the replay loop, the median over the repeats\n"
+         "(--repeat) with the smallest and largest in parentheses (on the simulated device, the\n"
          "resources' host bookkeeping only: no GPU work is done). See docs/tool.md.\n";
 }
 
 /// "internal,external,largest free" at the peak; empty fields when the replay failed before it.
-std::string at_peak_fields(resource_run const& r, trace::trace_profile const& p)
+std::string at_peak_fields(run_figures const& f)
 {
-  if (!reached_peak(r, p)) { return ",,"; }
-  auto const& at = r.result.at_peak;
-  return fixed(at.internal_fragmentation(), 6) + "," + fixed(at.external_fragmentation(), 6) + "," +
-         std::to_string(at.largest_free_bytes);
+  if (!f.at_peak_known) { return ",,"; }
+  return fixed(f.internal_fragmentation, 6) + "," + fixed(f.external_fragmentation, 6) + "," +
+         std::to_string(f.at_peak.largest_free_bytes);
 }
 
 void write_csv(std::ostream& out, replay_report const& report)
 {
   out << "trace,resource,status,peak_live_bytes,peak_held_bytes,footprint_ratio,"
          "internal_fragmentation,external_fragmentation,largest_free_at_peak_bytes,ns_per_op,"
-         "operations,free_at_peak_bytes,ns_per_op_basis\n";
+         "operations,free_at_peak_bytes,ns_per_op_basis,ns_per_op_min,ns_per_op_max,repeats\n";
   for (auto const& t : report.traces) {
     for (auto const& r : t.runs) {
       auto const& res = r.result;
+      auto const f    = figures_of(r, t.profile);
       std::string const status =
           !r.error.empty() ? "build_error" : (res.failure ? "out_of_memory" : "ok");
       out << csv_field(name_of(t.profile.path)) << "," << csv_field(r.spec) << "," << status << ","
-          << t.profile.peak_live_bytes << "," << res.peak_held_bytes << ","
-          << fixed(res.footprint_ratio(t.profile), 6) << "," << at_peak_fields(r, t.profile) << ","
-          << fixed(res.ns_per_operation(), 2) << "," << res.operations << ","
-          << (reached_peak(r, t.profile) ? std::to_string(res.at_peak.free_bytes) : "") << ","
-          << csv_field(speed_basis(report.simulated)) << "\n";
+          << t.profile.peak_live_bytes << "," << f.peak_held_bytes << ","
+          << fixed(f.footprint_ratio, 6) << "," << at_peak_fields(f) << ","
+          << fixed(f.speed.median, 2) << "," << res.operations << ","
+          << (f.at_peak_known ? std::to_string(f.at_peak.free_bytes) : "") << ","
+          << csv_field(speed_basis(report.simulated)) << "," << fixed(f.speed.min, 2) << ","
+          << fixed(f.speed.max, 2) << "," << f.speed.ns_per_op.size() << "\n";
     }
   }
 }

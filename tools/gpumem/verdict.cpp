@@ -6,6 +6,7 @@
 #include <gpumem/spec/resource_spec.hpp>
 
 #include <algorithm>
+#include <cstdio>
 
 namespace gpumem::tool {
 namespace {
@@ -129,6 +130,71 @@ std::optional<reservation> reservation_of(resource_run const& r, trace::trace_pr
   return std::nullopt;
 }
 
+bool is_baseline(std::string const& spec_text)
+{
+  try {
+    auto const layers = spec::parse_resource_spec(spec_text).layers;
+    return std::all_of(layers.begin(), layers.end(), [](auto const& l) {
+      return l.name == "cuda" || spec::find_entry(l.name).kind == spec::resource_kind::adaptor;
+    });
+  } catch (std::exception const&) {
+    return false;
+  }
+}
+
+namespace {
+
+/// The finished stacks that compete (not the baseline), with their figures.
+std::vector<contender> contenders(trace_run const& t)
+{
+  std::vector<contender> out;
+  for (auto const& r : t.runs) {
+    if (!r.error.empty() || r.result.failure || is_baseline(r.spec)) { continue; }
+    auto const f = figures_of(r, t.profile);
+    out.push_back({r.spec, f.footprint_ratio, f.speed});
+  }
+  return out;
+}
+
+void pick_leanest(verdict& v, std::vector<contender> c)
+{
+  std::stable_sort(c.begin(), c.end(),
+                   [](auto const& a, auto const& b) { return a.ratio < b.ratio; });
+  v.leanest       = c[0].spec;
+  v.leanest_ratio = c[0].ratio;
+  v.leanest_clear = c.size() == 1 || c[1].ratio > c[0].ratio;
+  if (c.size() > 1) { v.leanest_runner_up = c[1]; }
+}
+
+void pick_fastest(verdict& v, std::vector<contender> c)
+{
+  std::stable_sort(c.begin(), c.end(),
+                   [](auto const& a, auto const& b) { return a.speed.median < b.speed.median; });
+  v.fastest           = c[0].spec;
+  v.fastest_speed     = c[0].speed;
+  v.fastest_ns_per_op = c[0].speed.median;
+  v.fastest_clear     = c.size() == 1 || !overlaps(c[0].speed, c[1].speed);
+  if (c.size() > 1) { v.fastest_runner_up = c[1]; }
+  v.repeats = c[0].speed.ns_per_op.size();
+  for (auto const& x : c) { v.repeats = std::min(v.repeats, x.speed.ns_per_op.size()); }
+}
+
+std::string baseline_note(trace_run const& t)
+{
+  for (auto const& r : t.runs) {
+    if (!r.error.empty() || r.result.failure || !is_baseline(r.spec)) { continue; }
+    auto const f = figures_of(r, t.profile);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " (held/live %.3f, median %.1f ns/op)", f.footprint_ratio,
+                  f.speed.median);
+    return r.spec + buf +
+           " is the baseline (cudaMalloc and cudaFree for every request): it competes in neither";
+  }
+  return {};
+}
+
+}  // namespace
+
 verdict verdict_of(trace_run const& t, bool simulated)
 {
   verdict v;
@@ -147,21 +213,22 @@ verdict verdict_of(trace_run const& t, bool simulated)
       v.notes.push_back(failure_note(r, p));
       continue;
     }
-    auto const ratio = r.result.footprint_ratio(p);
-    auto const ns    = r.result.ns_per_operation();
-    if (v.leanest.empty() || ratio < v.leanest_ratio) {
-      v.leanest = r.spec, v.leanest_ratio = ratio;
-    }
-    if (v.fastest.empty() || ns < v.fastest_ns_per_op) {
-      v.fastest = r.spec, v.fastest_ns_per_op = ns;
-    }
     auto const& s = t.suggested;
     if (!v.suggested && s && pool_needs_resizing(r, p) && s->error.empty() && !s->result.failure &&
         s->result.peak_held_bytes < r.result.peak_held_bytes) {
       v.suggested = suggestion{s->spec, suggestion_why(r, *s, p)};
     }
   }
-  if (v.leanest.empty()) { v.notes.push_back("no stack replayed the whole trace"); }
+  auto const c    = contenders(t);
+  auto const base = baseline_note(t);
+  if (!c.empty()) {
+    pick_leanest(v, c);
+    pick_fastest(v, c);
+  } else {
+    v.notes.push_back(base.empty() ? "no stack replayed the whole trace"
+                                   : "no stack but the baseline replayed the whole trace");
+  }
+  if (!base.empty()) { v.notes.push_back(base); }
   if (simulated) {
     v.notes.push_back(
         "speeds on the simulated device are host bookkeeping only: no GPU work is done, so ns/op "

@@ -2,10 +2,14 @@
 // the fastest stack that finished, a suggested spec and notes; per result, the part of its
 // footprint that is an up-front reservation or a growth policy rather than the trace's need.
 //
-// Stacks that ran out of memory or could not be built are never leanest or fastest. Speeds on the
-// simulated device measure the host's bookkeeping only (no GPU work is done), and say so.
+// Only stacks that finished compete, and not the baseline (plain `cuda`: cudaMalloc per request,
+// what the others are measured against). Leanest: the lowest held/live; clear unless the
+// runner-up holds as much. Fastest: the lowest median ns/op over the repeats; clear unless its
+// spread (smallest to largest) overlaps the runner-up's. Speeds on the simulated device measure
+// the host's bookkeeping only (no GPU work is done), and say so.
 #pragma once
 
+#include "figures.hpp"
 #include "replay_command.hpp"
 
 #include <cstddef>
@@ -26,15 +30,31 @@ struct suggestion {
   std::string why;
 };
 
+/// One contender of the verdict: its spec, held/live and speed.
+struct contender {
+  std::string spec;  ///< empty: none
+  double ratio{};
+  timing speed;
+};
+
 struct verdict {
-  std::string leanest;  ///< empty: no stack finished
+  std::string leanest;  ///< empty: no stack but the baseline finished
   double leanest_ratio{};
+  contender leanest_runner_up;
+  bool leanest_clear{};  ///< the runner-up holds more (or there is none)
   std::string fastest;
-  double fastest_ns_per_op{};
+  double fastest_ns_per_op{};  ///< the median
+  timing fastest_speed;
+  contender fastest_runner_up;
+  bool fastest_clear{};   ///< the spreads of the fastest and the runner-up do not overlap
+  std::size_t repeats{};  ///< timed replays per stack (the fewest over the contenders)
   std::string speed_basis;
   std::optional<suggestion> suggested;
   std::vector<std::string> notes;
 };
+
+/// The baseline: every layer is an adaptor or the plain `cuda` leaf (false for a bad spec).
+[[nodiscard]] bool is_baseline(std::string const& spec_text);
 
 /// "host bookkeeping only (simulated device)" or "GPU".
 [[nodiscard]] std::string speed_basis(bool simulated);

@@ -12,6 +12,7 @@
 //   int   gpumem_torch_configure(int device, char const* spec, void* runtime, int simulated);
 //   int   gpumem_torch_set_resource(int device, void* resource);  // device -1: every device
 //   int   gpumem_torch_set_resource2(int device, void* resource, int on_cuda);
+//   void  gpumem_torch_set_resource_calls(void* allocate, void* deallocate);  // see below
 //   void* gpumem_torch_get_resource(int device);
 //   int   gpumem_torch_release(int device);
 //   int   gpumem_torch_stats(int device, unsigned long long* out, int n);
@@ -271,8 +272,68 @@ struct graph_pool {
   std::vector<held_block> held;
 };
 
+// -- resource objects of the Python package --------------------------------------------------
+// The package's extension (_gpumem) and this library each carry their own C++ runtime
+// (-static-libstdc++), so an exception thrown by one of its resources cannot be caught here (the
+// process would abort). Its resource objects are therefore called through two C functions the
+// package registers (gpumem_torch_set_resource_calls), which catch there and report an error kind
+// and a message; package_resource throws the same error again, as this library's own.
+
+/// (object, bytes, stream, kind out, message out, message capacity) -> pointer or nullptr; kind:
+/// 0 none, 1 out_of_memory, 2 another bad_alloc, 3 logic_error, 4 anything else.
+using allocate_call   = void* (*)(void*, std::size_t, void*, int*, char*, std::size_t) noexcept;
+using deallocate_call = void (*)(void*, void*, std::size_t, void*) noexcept;
+std::atomic<allocate_call> package_allocate{};
+std::atomic<deallocate_call> package_deallocate{};
+
+[[noreturn]] void rethrow_package_error(int kind, char const* message)
+{
+  switch (kind) {
+    case 1: throw gpumem::out_of_memory{message};
+    case 2: throw gpumem::bad_alloc{message};
+    case 3: throw gpumem::logic_error{message};
+    default: throw std::runtime_error{message};
+  }
+}
+
+/// A resource object of the Python package, called through the registered C functions.
+class package_resource final : public device_memory_resource {
+ public:
+  package_resource(void* object, allocate_call allocate, deallocate_call deallocate) noexcept
+      : object_{object}, allocate_{allocate}, deallocate_{deallocate}
+  {
+  }
+  [[nodiscard]] void* object() const noexcept { return object_; }
+
+ private:
+  void* do_allocate(std::size_t bytes, gpumem::cuda_stream_view stream) override
+  {
+    int kind = 0;
+    std::array<char, 2048> message{};
+    void* p = allocate_(object_, bytes, stream.value(), &kind, message.data(), message.size());
+    if (kind != 0) { rethrow_package_error(kind, message.data()); }
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t bytes, gpumem::cuda_stream_view stream) noexcept override
+  {
+    deallocate_(object_, p, bytes, stream.value());
+  }
+  [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override
+  {
+    return this == &other;
+  }
+
+  void* object_;  ///< the package's resource (a device_memory_resource of its own runtime)
+  allocate_call allocate_;
+  deallocate_call deallocate_;
+};
+
 struct device_slot {
   std::atomic<device_memory_resource*> resource{};
+  // Resource objects of the package set for this device (each kept: a malloc may still be using
+  // the one replaced); the last one is the one in `resource` when `object` is set.
+  std::vector<std::unique_ptr<package_resource>> packages;
+  void* object{};  // the package's resource object set last (what get_resource reports)
   std::mutex build_mutex;  // guards the members below
   std::string spec;        // this device's own spec (empty: the default one)
   std::unique_ptr<gpumem::trace::metered_runtime> meter;
@@ -665,7 +726,8 @@ GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStre
     record("allocate failure", nullptr, n, stream);
     fail(out_of_memory_message(*s, device, n, e.what()), true);
   } catch (std::exception const& e) {
-    fail(std::string{"gpumem: "} + e.what(), false);
+    std::string_view const what = e.what();
+    fail(what.starts_with("gpumem") ? std::string{what} : "gpumem: " + std::string{what}, false);
   }
   if (p != nullptr) {
     s->bytes.add(n);
@@ -872,14 +934,26 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_configure(int device, char const* spec, voi
 /// memory (then allocations on a capturing stream are refused); 0 for a test's host stand-in.
 GPUMEM_TORCH_EXPORT int gpumem_torch_set_resource2(int device, void* resource, int on_cuda)
 {
-  auto* r = static_cast<device_memory_resource*>(resource);
   if (device == -1) {
     for (int d = 0; d < max_devices; ++d) { gpumem_torch_set_resource2(d, resource, on_cuda); }
     return 0;
   }
   auto* s = slot_of(device);
   if (s == nullptr) { return -1; }
+  auto const allocate   = package_allocate.load();
+  auto const deallocate = package_deallocate.load();
+  if (resource != nullptr && (allocate == nullptr || deallocate == nullptr)) {
+    last_error = "gpumem torch allocator: a resource object was given before the gpumem package "
+                 "registered how to call it (gpumem_torch_set_resource_calls)";
+    return -3;
+  }
   std::lock_guard lock{s->build_mutex};
+  device_memory_resource* r = nullptr;
+  if (resource != nullptr) {
+    s->packages.push_back(std::make_unique<package_resource>(resource, allocate, deallocate));
+    r = s->packages.back().get();
+  }
+  s->object  = resource;
   s->on_cuda = r != nullptr && on_cuda != 0;
   s->resource.store(r);
   return 0;
@@ -890,10 +964,21 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_set_resource(int device, void* resource)
   return gpumem_torch_set_resource2(device, resource, 0);
 }
 
+/// How resource objects of the Python package are called (see package_resource); the package
+/// registers its two functions once, before setting any resource object.
+GPUMEM_TORCH_EXPORT void gpumem_torch_set_resource_calls(void* allocate, void* deallocate)
+{
+  package_allocate.store(reinterpret_cast<allocate_call>(allocate));
+  package_deallocate.store(reinterpret_cast<deallocate_call>(deallocate));
+}
+
+/// The resource object set for `device` (the package's object), or the stack built from a spec.
 GPUMEM_TORCH_EXPORT void* gpumem_torch_get_resource(int device)
 {
   auto* s = slot_of(device);
-  return s != nullptr ? s->resource.load() : nullptr;
+  if (s == nullptr) { return nullptr; }
+  std::lock_guard lock{s->build_mutex};
+  return s->object != nullptr ? s->object : s->resource.load();
 }
 
 /// Forgets the device's resource and destroys the stack built from a spec, with its statistics,
@@ -906,6 +991,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_release(int device)
   std::lock_guard lock{s->build_mutex};
   if (s->blocks.current.load() != 0 || s->pools_alive.load() != 0) { return -2; }
   s->resource.store(nullptr);
+  s->object    = nullptr;
   s->footprint = nullptr;
   s->on_cuda   = false;
   s->stack.reset();

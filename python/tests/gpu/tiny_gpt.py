@@ -93,3 +93,35 @@ def setup_determinism(seed: int) -> None:
 def device_used_bytes() -> int:
     free, total = torch.cuda.mem_get_info()
     return total - free
+
+
+SHAPES = [(16, 256), (8, 512), (4, 1024), (12, 384), (6, 768), (24, 128)]  # batch x sequence
+
+
+def token_batches(steps: int, seed: int) -> list:
+    """`steps` batches of random tokens on the host, batch x sequence cycling through SHAPES."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for step in range(steps):
+        b, t = SHAPES[step % len(SHAPES)]
+        out.append(torch.randint(0, 50257, (b, t + 1), generator=gen))
+    return out
+
+
+def train_step(model, optimizer, tokens) -> tuple:
+    """One bf16-autocast training step on `tokens` (host); returns (loss, milliseconds), timed from
+    a synchronized device to a synchronized device."""
+    import time
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    tokens = tokens.cuda(non_blocking=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model(tokens[:, :-1])
+        loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    value = loss.item()
+    torch.cuda.synchronize()
+    return value, (time.perf_counter() - t0) * 1e3

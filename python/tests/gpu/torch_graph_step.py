@@ -41,7 +41,7 @@ def main():
     model, opt, batches = build(args.seed)
     static_x = torch.empty(128, 64, device="cuda")
     static_y = torch.empty(128, 1, device="cuda")
-    losses, memory, junk_ok = [], [], True
+    losses, memory, junk_ok, left_before_clear = [], [], True, None
     # Warm-up steps (on a side stream, as torch.cuda.graph's documentation asks), eager in both
     # modes: they also fill the optimizer's momentum buffers before any capture.
     side = torch.cuda.Stream()
@@ -89,10 +89,22 @@ def main():
             p.grad = None
         gc.collect()
         torch.cuda.synchronize()
+        # What is left are the cuBLAS workspaces PyTorch made on the capture stream during the
+        # capture: they come from the graph's pool (under PyTorch's own allocator too) and live
+        # until PyTorch clears them.
+        left_before_clear = _pools() if _pools() is not None else _torch_private_segments()
+        torch._C._cuda_clearCublasWorkspaces()
+        gc.collect()
+        torch.cuda.synchronize()
+    pools_at_end, own_at_end = _pools(), _torch_private_segments()
+    # PyTorch's own allocator keeps a released graph pool's segments cached until empty_cache.
+    torch.cuda.empty_cache()
     params = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
     out = {"mode": args.mode, "losses": losses, "params": params[:: max(1, len(params) // 64)]
            .tolist(), "param_sum": float(params.double().abs().sum()), "memory": memory,
-           "junk_ok": junk_ok, "pools_after_capture": pools, "pools_at_end": _pools()}
+           "junk_ok": junk_ok, "pools_after_capture": pools, "pools_at_end": pools_at_end, "left_before_clear": left_before_clear,
+           "torch_private_segments_at_end": own_at_end,
+           "torch_private_segments_after_empty_cache": _torch_private_segments()}
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -102,6 +114,15 @@ def _in_use():
     if gt is not None and gt.installed():
         return [gt.memory_allocated(), gt.memory_reserved()]
     return [torch.cuda.memory_allocated(), torch.cuda.memory_reserved()]
+
+
+def _torch_private_segments():
+    """Sizes of the segments PyTorch's own allocator holds in private (graph) pools."""
+    gt = sys.modules.get("gpumem.torch")
+    if gt is not None and gt.installed():
+        return None
+    return [seg["total_size"] for seg in torch.cuda.memory_snapshot()
+            if tuple(seg.get("segment_pool_id", (0, 0))) != (0, 0)]
 
 
 def _pools():

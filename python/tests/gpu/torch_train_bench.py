@@ -12,13 +12,11 @@ H100 (about 40 s, most of it start-up)."""
 import argparse
 import json
 import statistics
-import time
 
 import torch
 
-from tiny_gpt import TinyGPT, allocator_name, device_used_bytes, setup_determinism
-
-SHAPES = [(16, 256), (8, 512), (4, 1024), (12, 384), (6, 768), (24, 128)]  # batch x sequence
+from tiny_gpt import (TinyGPT, allocator_name, device_used_bytes, setup_determinism, token_batches,
+                      train_step)
 
 
 def main() -> None:
@@ -31,27 +29,11 @@ def main() -> None:
     setup_determinism(args.seed)
     model = TinyGPT(layers=args.layers).cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=False, foreach=True)
-    gen = torch.Generator().manual_seed(args.seed)
-    batches = []
-    for step in range(args.steps):
-        b, t = SHAPES[step % len(SHAPES)]
-        batches.append(torch.randint(0, 50257, (b, t + 1), generator=gen))
-
     losses, times = [], []
-    for tokens in batches:
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        tokens = tokens.cuda(non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(tokens[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1),
-                                                     tokens[:, 1:].flatten())
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
+    for tokens in token_batches(args.steps, args.seed):
+        loss, ms = train_step(model, optimizer, tokens)
+        losses.append(loss)
+        times.append(ms)
 
     # torch.cuda's statistics work under gpumem too (gpumem.torch.use() points them at gpumem's)
     print(json.dumps({

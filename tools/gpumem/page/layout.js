@@ -6,7 +6,8 @@
 // event, address, stack frames. Drag or wheel on a row zooms the address axis.
 
 const LAYOUT_ROW_H = 30;
-const RGB = {block: [44, 62, 110], free: [245, 150, 60], largest: [140, 215, 180], none: [255, 255, 255]};
+const RGB = {block: [44, 62, 110], slack: [150, 160, 190], free: [245, 150, 60], largest: [140, 215, 180],
+             none: [255, 255, 255]};
 
 function makeLayout(parent, model, hooks) {
   const ly = {model: model, hooks: hooks, width: Math.max(600, (parent.clientWidth || 1200) - 2)};
@@ -37,15 +38,15 @@ function layoutControls(ly) {
   el("span", {class: "hint"}, bar, "drag on a row: zoom the address axis · wheel: zoom · " +
      "hover: block details");
   const key = el("div", {class: "legend layout-key"}, ly.head);
-  for (const [name, c] of [["live block", RGB.block], ["free gap", RGB.free],
+  for (const [name, c] of [["live block", RGB.block], ["slack (granted, not asked for)", RGB.slack], ["free gap", RGB.free],
                            ["largest free gap", RGB.largest]]) {
     const item = el("span", {class: "item"}, key);
     el("i", {class: "swatch", style: `background:rgb(${c.join(",")})`}, item);
     item.appendChild(document.createTextNode(name));
   }
   el("span", {class: "hint"}, key, "chunks laid end to end in address order (thin black lines: " +
-     "chunk boundaries); one byte scale for all stacks; a block is as wide as it was asked for, so " +
-     "rounding and bin slack count as free here");
+     "chunk boundaries); one byte scale for all stacks; a block's slack is the rounding or bin it " +
+     "was given beyond what it asked for, counted as the table counts it (internal, not free)");
 }
 
 /// "jump to": the peak of live bytes, and per stack its peak of held bytes and its failure.
@@ -99,7 +100,8 @@ function stackLayout(model, st, live, event) {
   let pos = 0;
   for (const c of chunks) { c.pos = pos; pos += c.bytes; }
   placeBlocks(blocks, chunks);
-  return Object.assign({blocks: blocks, chunks: chunks, held: pos}, freeGaps(blocks, chunks));
+  const liveBytes = blocks.reduce((n, b) => n + b.size, 0);
+  return Object.assign({blocks: blocks, chunks: chunks, held: pos}, freeGaps(blocks, chunks, st.grant, pos, liveBytes));
 }
 
 /// "7 chunk(s)", or for joined mappings "1 range(s) of 768 mapping(s)".
@@ -133,24 +135,34 @@ function placeBlocks(blocks, chunks) {
   }
 }
 
-/// Free gaps inside the chunks: total, largest (with its position) and how many.
-function freeGaps(blocks, chunks) {
-  let free = 0, largest = 0, largestPos = null, count = 0, bi = 0;
+/// The figures of the layout, defined as the replay defines them at the peak (docs/tool.md): each
+/// live block takes its slack up to the bytes the stack grants it (`grant`), bounded by the next
+/// block and its chunk's end (internal); free = held - live - internal; the largest free is the
+/// longest run of a chunk not covered by a block and its slack; external = 1 - largest / free.
+function freeGaps(blocks, chunks, grant, held, live) {
+  let largest = 0, largestPos = null, count = 0, internal = 0, bi = 0;
   for (const c of chunks) {
     let at = c.pos;
     const end = c.pos + c.bytes;
     const gap = to => {
-      if (to > at) { free += to - at; count++; if (to - at > largest) { largest = to - at; largestPos = at; } }
+      if (to > at) { count++; if (to - at > largest) { largest = to - at; largestPos = at; } }
     };
     while (bi < blocks.length && (blocks[bi].pos === null || blocks[bi].pos < end)) {
       const b = blocks[bi++];
-      if (b.pos === null) continue;
+      if (b.pos === null || b.pos < at) continue;  // outside the chunks, or overlapping: not counted
       gap(b.pos);
-      at = Math.max(at, b.pos + b.size);
+      let n = bi;
+      while (n < blocks.length && blocks[n].pos === null) n++;
+      const following = n < blocks.length ? Math.min(blocks[n].pos, end) : end;
+      b.slack = Math.min(Math.max(grant(b.size), b.size) - b.size, Math.max(0, following - b.pos - b.size));
+      internal += b.slack;
+      at = b.pos + b.size + b.slack;
     }
     gap(end);
   }
-  return {free: free, largest: largest, largestPos: largestPos, gaps: count};
+  const free = Math.max(0, held - live - internal);
+  return {free: free, largest: largest, largestPos: largestPos, gaps: count, internal: internal,
+          external: free === 0 ? 0 : 1 - largest / free};
 }
 
 // ---- drawing
@@ -196,11 +208,11 @@ function layoutRow(ly, st, lay) {
     return;
   }
   row.setAttribute("data-blocks", String(lay.blocks.length));
-  const ext = lay.free > 0 ? 1 - lay.largest / lay.free : 0;
-  el("span", {class: "stats"}, label, ` ${grouped(lay.blocks.length)} live blocks · held ${human(lay.held)} in ` +
-     heldPieces(st.r, lay.chunks) + ` · free ${human(lay.free)} in ${grouped(lay.gaps)} gap(s), largest ` +
-     `${human(lay.largest)} · external fragmentation ${percent(ext)} of ${human(lay.free)}` +
-     (st.failEvent === ly.event ? " · " : ""));
+  const stats = el("span", {class: "stats"}, label, ` ${grouped(lay.blocks.length)} live blocks · held ${human(lay.held)} in ` +
+     heldPieces(st.r, lay.chunks) + ` · slack ${human(lay.internal)} · free ${human(lay.free)} in ${grouped(lay.gaps)} ` +
+     `gap(s), largest ${human(lay.largest)} · external fragmentation `);
+  el("span", {class: "ext"}, stats, externalText(lay.external, lay.free));
+  if (st.failEvent === ly.event) stats.appendChild(document.createTextNode(" · "));
   if (st.failEvent === ly.event) {
     el("span", {class: "note oom"}, label, "ran out of memory here: asked for " + human(st.r.failure.bytes) +
        ", the largest free gap is " + human(lay.largest));
@@ -218,16 +230,22 @@ function layoutRow(ly, st, lay) {
 function drawRow(ly, cv, lay) {
   const w = cv.width, [a, b] = ly.range, k = w / (b - a);
   const held = new Float64Array(w), live = new Float64Array(w), big = new Float64Array(w);
+  const slack = new Float64Array(w);
   for (const c of lay.chunks) cover(held, c.pos, c.pos + c.bytes, a, k);
-  for (const bl of lay.blocks) if (bl.pos !== null) cover(live, bl.pos, bl.pos + bl.size, a, k);
+  for (const bl of lay.blocks) {
+    if (bl.pos === null) continue;
+    cover(live, bl.pos, bl.pos + bl.size, a, k);
+    if (bl.slack) cover(slack, bl.pos + bl.size, bl.pos + bl.size + bl.slack, a, k);
+  }
   if (lay.largestPos !== null) cover(big, lay.largestPos, lay.largestPos + lay.largest, a, k);
   const g = cv.getContext("2d"), pad = Math.round(cv.height / 10);
   g.fillStyle = "#fff";
   g.fillRect(0, 0, w, cv.height);
   for (let x = 0; x < w; x++) {
     if (held[x] <= 0) continue;
-    const h = Math.min(1, held[x]), l = Math.min(h, live[x]), gr = Math.min(h - l, big[x]);
-    g.fillStyle = mixColor(l, gr, h - l - gr);
+    const h = Math.min(1, held[x]), l = Math.min(h, live[x]), sl = Math.min(h - l, slack[x]);
+    const gr = Math.min(h - l - sl, big[x]);
+    g.fillStyle = mixColor(l, sl, gr, h - l - sl - gr);
     g.fillRect(x, pad, 1, cv.height - 2 * pad);
   }
   drawBoundaries(g, lay, a, k, w, cv.height);
@@ -239,11 +257,11 @@ function cover(arr, from, to, a, k) {
   for (let x = Math.floor(x0); x < x1; x++) arr[x] += Math.min(x + 1, x1) - Math.max(x, x0);
 }
 
-/// The color of a pixel column from the shares of it that are live, largest gap, other free;
-/// the rest (not held) is white.
-function mixColor(live, big, free) {
-  const none = Math.max(0, 1 - live - big - free);
-  const c = [0, 1, 2].map(i => Math.round(RGB.block[i] * live + RGB.largest[i] * big +
+/// The color of a pixel column from the shares of it that are live, slack, largest gap, other
+/// free; the rest (not held) is white.
+function mixColor(live, slack, big, free) {
+  const none = Math.max(0, 1 - live - slack - big - free);
+  const c = [0, 1, 2].map(i => Math.round(RGB.block[i] * live + RGB.slack[i] * slack + RGB.largest[i] * big +
                                           RGB.free[i] * Math.max(0, free) + RGB.none[i] * none));
   return `rgb(${c.join(",")})`;
 }

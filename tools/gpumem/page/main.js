@@ -59,6 +59,18 @@ function layoutSection(sec, model, hooks) {
   return makeLayout(box, model, hooks);
 }
 
+function bandsSection(sec, model, hooks) {
+  const box = el("section", {class: "bands", id: "bands-view"}, sec);
+  el("h3", {}, box, "Allocations over time — each a band from its allocation to its free, as thick as its size");
+  if (!model.hasLayout || !model.exactLive) {
+    el("p", {class: "note"}, box, model.trace.allocations_omitted
+       ? "The trace has more than 2,000,000 allocations: the report leaves them out, and with them the bands."
+       : "This report has no allocations (made by an older gpumem, or a trace without any): no bands to draw.");
+    return null;
+  }
+  return makeBands(box, model, hooks);
+}
+
 function renderPage() {
   const root = document.getElementById("traces");
   root.textContent = "";
@@ -72,15 +84,18 @@ function renderPage() {
   traceSummary(sec, t);
   verdictPanel(sec, model, data.simulated);
   const hooks = {tooltip: tooltip, pick: e => pick(page, e),
-                 stacksChanged: () => page.layout && page.layout.render(), rebuild: renderPage};
+                 stacksChanged: () => page.layout && page.layout.render(), rebuild: renderPage,
+                 zoomChanged: () => page.bands && page.bands.render()};
   const timeBox = el("section", {class: "timeline", id: "timeline-view"}, sec);
   el("h3", {}, timeBox, "Memory held over time — every stack on one scale, dashed: live bytes of the trace");
   page.timeline = model.stacks.length || model.live.length ? makeTimeline(timeBox, model, hooks) : null;
   page.layout = layoutSection(sec, model, hooks);
   if (page.layout) page.layout.render();
+  page.bands = bandsSection(sec, model, hooks);
   if (state.view === "layout") sec.insertBefore(document.getElementById("layout-view"), timeBox);
   el("h3", {}, sec, "Results");
   resultsTable(sec, model, data.simulated, data.report_version || 1);
+  byStackTable(sec, model);
   return page;
 }
 

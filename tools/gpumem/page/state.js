@@ -1,11 +1,11 @@
 // page/state.js: the page's state (which trace, event, zoom, view, hidden stacks) and its URL hash,
-// e.g. #trace=0&event=123&zoom=100-2000&azoom=0-1073741824&view=layout&hide=1,3
+// e.g. #trace=0&event=123&zoom=100-2000&azoom=0-1073741824&view=layout&hide=1,3&bands=address:2
 // so that a link or a screenshot shows a chosen state (#hover=EVENT: the readout at EVENT, as if
 // the mouse were there; read only, not written back). Also the model of each trace: its stacks
 // with colors, its live line, its time lookup.
 
 const STATE_DEFAULTS = {trace: 0, event: null, zoom: null, azoom: null, view: "timeline", hide: [],
-                        hover: null, selftest: false};
+                        hover: null, selftest: false, bands: "size"};
 const state = Object.assign({}, STATE_DEFAULTS);
 
 function parseRange(text) {
@@ -28,6 +28,7 @@ function readHash() {
     else if (k === "hide" && v) state.hide = v.split(",").map(Number).filter(n => n >= 0);
     else if (k === "hover" && /^\d+$/.test(v || "")) state.hover = parseInt(v, 10);
     else if (k === "selftest") state.selftest = true;
+    else if (k === "bands" && /^(size|address:\d+)$/.test(v || "")) state.bands = v;
   }
 }
 
@@ -38,6 +39,7 @@ function writeHash() {
   if (state.azoom) parts.push("azoom=" + state.azoom.map(Math.round).join("-"));
   if (state.view !== "timeline") parts.push("view=" + state.view);
   if (state.hide.length) parts.push("hide=" + state.hide.join(","));
+  if (state.bands !== "size") parts.push("bands=" + state.bands);
   if (state.selftest) parts.push("selftest");
   history.replaceState(null, "", "#" + parts.join("&"));
 }
@@ -50,12 +52,48 @@ function modelOf(trace) {
   trace.results.forEach((r, i) => {
     if (r.error || !r.timeline) return;
     stacks.push({r: r, index: i, color: COLORS[stacks.length % COLORS.length],
-                 failEvent: r.failure ? r.failure.event : null});
+                 failEvent: r.failure ? r.failure.event : null, grant: grantOf(r)});
   });
+  const hasLayout = Array.isArray(trace.allocations) && trace.allocations.length > 0;
+  const events = Math.max(1, trace.events);
+  for (const st of stacks) st.exact = hasLayout ? exactHeld(st, events) : null;
   return {trace: trace, stacks: stacks, live: liveLineOf(trace, stacks), capacity: data.capacity_bytes || 0,
           time: trace.time_us && trace.time_us.length ? trace.time_us : null,
-          hasLayout: Array.isArray(trace.allocations) && trace.allocations.length > 0,
-          events: Math.max(1, trace.events)};
+          hasLayout: hasLayout, events: events, exactLive: hasLayout ? exactLive(trace, events) : null};
+}
+
+/// Live bytes after each event, from the trace's allocations (exact at every event; the JSON's
+/// live_timeline is a sample of it: each point the most over a span of events).
+function exactLive(trace, events) {
+  const v = new Float64Array(events + 1);
+  for (const a of trace.allocations) {
+    v[a[0]] += a[2];
+    if (a[1] !== -1) v[a[1]] -= a[2];
+  }
+  for (let e = 1; e < events; e++) v[e] += v[e - 1];
+  return v.subarray(0, events);
+}
+
+/// Held bytes of a stack after each event, from the chunks it held (taken at from_event, given
+/// back at to_event), up to its failure; null when its layout is not known.
+function exactHeld(st, events) {
+  const r = st.r;
+  if (!r.layout_known || !Array.isArray(r.chunks) || !r.chunks.length) return null;
+  const n = st.failEvent !== null ? Math.min(events, st.failEvent + 1) : events;
+  const v = new Float64Array(n + 1);
+  for (const c of r.chunks) {
+    if (c[2] < n) v[c[2]] += c[1];
+    if (c[3] !== -1 && c[3] < n) v[c[3]] -= c[1];
+  }
+  for (let e = 1; e < n; e++) v[e] += v[e - 1];
+  return v.subarray(0, n);
+}
+
+/// The bytes the stack gives a request of `size`: results.json's "granted" where it differs from
+/// the size rounded up to 256 B, as the replay measures internal fragmentation.
+function grantOf(r) {
+  const m = new Map(r.granted || []);
+  return size => (m.has(size) ? m.get(size) : Math.ceil(size / 256) * 256);
 }
 
 /// [[event, live], ...]: the trace's own when present, else from a stack that did not fail

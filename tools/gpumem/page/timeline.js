@@ -1,8 +1,11 @@
 // page/timeline.js: memory over time. Held bytes of every stack and the trace's live bytes (dashed,
 // from the trace, so it stays after a stack runs out of memory) on ONE y scale; axes with ticks;
-// a readout of the JSON points nearest the cursor; zoom (wheel, drag-select), pan (shift+drag,
-// buttons), reset (button, double-click); out-of-memory markers; a legend that toggles stacks.
-// Overview: at most one min/max pair per pixel; zoomed in: the JSON points themselves.
+// a readout of the values at the event under the cursor; zoom (wheel, drag-select), pan
+// (shift+drag, buttons), reset (button, double-click); out-of-memory markers; a legend that
+// toggles stacks. Where the report has the allocations and a stack's chunks, every line is exact
+// at every event (model.exactLive, stack.exact): the overview draws each pixel column's least and
+// most (so a peak is drawn at its own event), and zoomed in to two events a pixel or fewer, every
+// event. Otherwise the lines are the JSON's samples (each the most over a span of events).
 
 const TL_MARGIN = {l: 84, r: 16, t: 14, b: 48};
 // Held lines are drawn LINE_GAP px apart (stack i of n shifted by (i - (n-1)/2) * LINE_GAP), so
@@ -37,8 +40,14 @@ function visibleMax(tl, lo, hi) {
     const a = Math.max(0, nearestIndex(pts, lo) - 1), b = Math.min(pts.length, nearestIndex(pts, hi) + 2);
     for (let i = a; i < b; i++) top = Math.max(top, pts[i][idx]);
   };
-  scan(tl.model.live, 1);
-  for (const s of tl.model.stacks) if (!isHidden(s)) scan(s.r.timeline, 2);
+  const scanExact = v => {
+    for (let e = Math.max(0, Math.floor(lo)); e <= Math.min(v.length - 1, Math.ceil(hi)); e++) top = Math.max(top, v[e]);
+  };
+  if (tl.model.exactLive) scanExact(tl.model.exactLive); else scan(tl.model.live, 1);
+  for (const s of tl.model.stacks) {
+    if (isHidden(s)) continue;
+    if (s.exact) scanExact(s.exact); else scan(s.r.timeline, 2);
+  }
   const cap = tl.model.capacity;
   if (cap && cap <= 1.5 * top) top = Math.max(top, cap);  // the device's size, when it is near
   return top * 1.08;
@@ -67,10 +76,13 @@ function renderTimeline(tl) {
   tl.model.stacks.forEach(st => {
     if (isHidden(st)) return;
     const dy = lineOffset(tl, st);
-    svgEl("path", {d: seriesPath(st.r.timeline, 2, sc), class: "series held", stroke: st.color,
+    svgEl("path", {d: st.exact ? exactPath(st.exact, sc) : seriesPath(st.r.timeline, 2, sc),
+                   class: "series held", stroke: st.color,
                    transform: `translate(0 ${dy.toFixed(1)})`, "data-stack": st.r.resource}, plot);
   });
-  svgEl("path", {d: seriesPath(tl.model.live, 1, sc), class: "series live"}, plot);
+  const ex = tl.model.exactLive;
+  svgEl("path", {d: ex ? exactPath(ex, sc) : seriesPath(tl.model.live, 1, sc), class: "series live",
+                 "data-exact": ex ? "1" : "0"}, plot);
   drawMarkers(tl, sc, plot);
   tl.cross = svgEl("line", {class: "cross", y1: m.t, y2: tl.height - m.b, visibility: "hidden"}, s);
   tl.dots = svgEl("g", {class: "hover-dots"}, s);
@@ -123,6 +135,35 @@ function seriesPath(pts, idx, sc) {
     const c = Math.round(sc.x(pts[i][0])), v = pts[i][idx];
     if (c !== col) { flush(); col = c; mn = mx = first = v; }
     mn = Math.min(mn, v); mx = Math.max(mx, v); last = v;
+  }
+  flush();
+  return "M" + out.join("L");
+}
+
+/// Path of a value known at every event (v[e]: after event e). Two events a pixel or fewer:
+/// steps through every event; more: per pixel column its first, least, most and last value, so
+/// that no peak is lost and each is drawn in the column of its own event.
+function exactPath(v, sc) {
+  if (!v.length) return "";
+  const a = clamp(Math.floor(sc.lo), 0, v.length - 1), b = clamp(Math.ceil(sc.hi), 0, v.length - 1);
+  const out = [], pt = (e, val) => out.push(sc.x(e).toFixed(1) + "," + sc.y(val).toFixed(1));
+  if (b - a + 1 <= 2 * sc.pw) {
+    pt(a, v[a]);
+    for (let e = a + 1; e <= b; e++) { pt(e, v[e - 1]); pt(e, v[e]); }
+    return "M" + out.join("L");
+  }
+  let col = null, mn = 0, mx = 0, first = 0, last = 0, argMn = 0, argMx = 0;
+  const flush = () => {
+    if (col === null) return;
+    const order = argMn <= argMx ? [mn, mx] : [mx, mn];
+    for (const val of [first, order[0], order[1], last]) out.push(col + "," + sc.y(val).toFixed(1));
+  };
+  for (let e = a; e <= b; e++) {
+    const c = Math.round(sc.x(e)), val = v[e];
+    if (c !== col) { flush(); col = c; mn = mx = first = val; argMn = argMx = e; }
+    if (val < mn) { mn = val; argMn = e; }
+    if (val > mx) { mx = val; argMx = e; }
+    last = val;
   }
   flush();
   return "M" + out.join("L");
@@ -194,9 +235,21 @@ function labelBackground(g, label) {
 
 // ---- readout
 
-/// The JSON points at `event` (each point is the maximum of the span of events it ends): the
-/// live line's and each visible stack's, or the stack's failure once past it.
+/// The values at `event`: exact where the line is known at every event (the event under the
+/// cursor, rounded), else the JSON point whose span holds it (the most over that span); a stack
+/// past its failure reads as out of memory.
 function readoutValues(tl, event) {
+  const m = tl.model;
+  if (m.exactLive) {
+    const e = clamp(Math.round(event), 0, m.exactLive.length - 1);
+    const rows = m.stacks.filter(s => !isHidden(s)).map(st => {
+      if (st.failEvent !== null && e > st.failEvent) return {st: st, oom: true};
+      if (st.exact) return e < st.exact.length ? {st: st, held: st.exact[e], at: e} : {st: st};
+      const i = spanIndex(st.r.timeline, e);
+      return i < 0 ? {st: st} : {st: st, held: st.r.timeline[i][2], at: st.r.timeline[i][0]};
+    });
+    return {x: event, event: e, from: e, live: m.exactLive[e], time: timeAt(m, e), rows: rows};
+  }
   const li = spanIndex(tl.model.live, event);
   const shown = li >= 0 ? tl.model.live[li][0] : Math.round(event);
   const rows = tl.model.stacks.filter(s => !isHidden(s)).map(st => {
@@ -310,6 +363,7 @@ function setZoom(tl, range) {
   state.zoom = range;
   writeHash();
   tl.render();
+  if (tl.hooks.zoomChanged) tl.hooks.zoomChanged();
 }
 
 function timelineControls(parent, tl) {

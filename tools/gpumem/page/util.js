@@ -5,14 +5,22 @@
 const SVGNS = "http://www.w3.org/2000/svg";
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
                 "#17becf", "#bcbd22", "#7f7f7f"];
-const UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+const UNITS = ["B", "KiB", "MiB", "GiB", "TiB"];
 
-/// 1536 -> "1.50 KiB"; null/undefined -> "-".
+/// v with d decimals as C's printf writes it: like toFixed, but an exact tie goes to the even
+/// digit (1.125 -> "1.12", where toFixed gives "1.13"), so that the page and the text table agree.
+function fixed(v, d) {
+  const s = v * Math.pow(10, d), f = Math.floor(s);
+  if (s - f === 0.5 && f % 2 === 0) return (f / Math.pow(10, d)).toFixed(d);
+  return v.toFixed(d);
+}
+
+/// 1536 -> "1.50 KiB", as the tool's table writes sizes; null/undefined -> "-".
 function human(bytes) {
   if (bytes === null || bytes === undefined || !isFinite(bytes)) return "-";
   let v = Math.abs(bytes), u = 0;
   while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; u++; }
-  const s = u === 0 ? String(v) : v.toFixed(v >= 100 ? 1 : 2);
+  const s = u === 0 ? String(v) : fixed(v, 2);
   return (bytes < 0 ? "-" : "") + s + " " + UNITS[u];
 }
 
@@ -29,8 +37,21 @@ function duration(us) {
   return Math.round(us) + " µs";
 }
 
+/// 0.8316 -> "83.2%", as the tool's table writes shares.
 function percent(fraction) {
-  return (100 * fraction).toFixed(1) + " %";
+  return fixed(100 * fraction, 1) + "%";
+}
+
+/// "105.1 (87.4-267.2)": a median ns/op and its spread over the repeats, as the table writes it.
+function speedText(t) {
+  if (!t || t.median === undefined) return "-";
+  if (!t.repeats || t.repeats.length < 2) return fixed(t.median, 1);
+  return `${fixed(t.median, 1)} (${fixed(t.min, 1)}-${fixed(t.max, 1)})`;
+}
+
+/// "external fragmentation of free bytes" as the table writes it: "83.2% of 1.48 MiB".
+function externalText(ext, free) {
+  return percent(ext) + " of " + human(free);
 }
 
 function el(tag, attrs, parent, text) {

@@ -139,9 +139,30 @@ else fail "oom report (rc=$rc)"; fi
 
 if run 0 replay "$tests/golden.csv" -r pool:initial=1MiB -r pool:initial=64MiB -r cuda --simulate &&
    has "0.2% of 1016.00 KiB" out.txt && has "(host bookkeeping only)" out.txt &&
-   has "verdict: leanest cuda (held/live 1.000)" out.txt && has "suggestion: pool:initial=1MiB" out.txt; then
-  ok "table: external fragmentation with its free bytes, verdict and suggestion lines"
+   has "verdict: leanest pool:initial=1MiB>cuda (held/live 131.072), next pool:initial=64MiB>cuda" out.txt &&
+   has "over 5 repeat(s)" out.txt && has "note: cuda (held/live 1.000" out.txt &&
+   has "suggestion: pool:initial=1MiB" out.txt; then
+  ok "table: external fragmentation with its free bytes, verdict (baseline aside, spreads) and suggestion lines"
 else fail "verdict lines (rc=$rc)"; fi
+
+if run 0 replay "$tests/golden.csv" -r pool -r binning -r cuda --simulate --repeat 3 --json &&
+   python3 -c '
+import json
+t = json.load(open("out.txt"))["traces"][0]
+v, s = t["verdict"], t["verdict_spread"]
+for r in t["results"]:
+    n = r["figures"]["ns_per_op"]
+    assert len(n["repeats"]) == 3 and n["min"] <= n["median"] <= n["max"], r
+    assert abs(r["ns_per_op"] - n["median"]) <= 1e-5 * n["median"], r  # the same, to 6 digits
+assert v["leanest"] != "cuda" and v["fastest"] != "cuda" and s["repeats"] == 3, (v, s)
+a, b = s["fastest_ns_per_op"], s["fastest_runner_up"]["ns_per_op"]
+assert s["fastest_clear"] == (a["max"] < b["min"] or b["max"] < a["min"]), s
+'; then
+  ok "--repeat 3: three timings per stack, median and spread; the verdict leaves the baseline out"
+else fail "--repeat (rc=$rc)"; fi
+if run 2 replay "$tests/golden.csv" --simulate --repeat 0 && has "--repeat" err.txt && has "from 1 to 100" err.txt; then
+  ok "--repeat 0 is refused, naming the range"
+else fail "--repeat 0 (rc=$rc)"; fi
 
 printf 'Thread,Time,Action,Pointer,Size,Stream\n' > empty.csv
 if run 0 replay empty.csv -r pool -r cuda --simulate --json &&

@@ -44,10 +44,10 @@ load() {
     --enable-logging=stderr --v=0 --virtual-time-budget=5000 --window-size=1400,2000 \
     --dump-dom "file://$1#$2" >"$3.html" 2>"$3.console"
 }
-# shot PAGE HASH PNG: a screenshot of the page in that state
+# shot PAGE HASH PNG [HEIGHT]: a screenshot of the page in that state
 shot() {
   timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
-    --hide-scrollbars --window-size=1400,2000 --screenshot="$3" "file://$1#$2" >/dev/null 2>&1
+    --hide-scrollbars --window-size=1400,${4:-2000} --screenshot="$3" "file://$1#$2" >/dev/null 2>&1
   check "screenshot $3" "[ -s '$3' ]"
   echo "screenshot: $3"
 }
@@ -92,8 +92,15 @@ fi
   -r pool -r arena -r caching >oom.txt 2>oom.err
 check "the small device's run reports out of memory (exit 3)" "[ $? -eq 3 ]"
 
-page_checks default "$work/default" $(grep -q '"report_version":[2-9]' default/results.json && echo --expect-layout)
-page_checks oom "$work/oom" --expect-oom $(grep -q '"report_version":[2-9]' oom/results.json && echo --expect-layout)
+# a trace with call stacks (made-up frames by size): the by-stack table and the bands' hovers
+python3 "$here/frames_trace.py" "$traces/resnet50_train.csv" "$work/stacks.csv"
+"$bin" replay "$work/stacks.csv" --simulate --report "$work/stacks" --no-progress --repeat 3 \
+  -r pool -r caching -r vmm_pool -r cuda >stacks.txt 2>stacks.err
+check "the run over a trace with call stacks succeeds" "[ $? -eq 0 ]"
+
+page_checks default "$work/default" --text default.txt $(grep -q '"report_version":[2-9]' default/results.json && echo --expect-layout)
+page_checks oom "$work/oom" --expect-oom --text oom.txt $(grep -q '"report_version":[2-9]' oom/results.json && echo --expect-layout)
+page_checks stacks "$work/stacks" --expect-layout --text stacks.txt --expect-stacks
 d2=$(v2 "$work/default") o2=$(v2 "$work/oom")
 if [ "$d2" != "$work/default" ]; then page_checks default-v2 "$d2" --expect-layout
 else page_checks default-v1 "$(old "$work/default")"; fi
@@ -108,6 +115,8 @@ mkdir -p "$work/omitted"
 python3 "$here/v2_fixture.py" "$d2/results.json" "$work/omitted/results.json" --omit \
   --html "$d2/index.html" "$work/omitted/index.html" && page_checks omitted "$work/omitted"
 check "omitted: the page says why there is no layout" "grep -q 'more than 2,000,000 allocations' omitted.html"
+check "omitted: the page says why there are no bands" "grep -q 'and with them the bands' omitted.html"
+check "omitted: the page says why there is no by-stack table" "grep -q 'and with them this table' omitted.html"
 
 # event EXPR RESULTS: a number from the first trace of RESULTS (t: the trace, fail: failure events)
 event() {
@@ -121,4 +130,10 @@ shot "$o2/index.html" "trace=0&hover=$(event 'max(fail) + t["events"] / 100' "$o
 shot "$o2/index.html" "trace=0&view=layout&event=$(event 'max(fail)' "$o2/results.json")" "$work/oom-layout.png"
 shot "$d2/index.html" "trace=0&view=layout&azoom=0-1073741824&event=$(event 't["peak_live_event"]' "$d2/results.json")" \
   "$work/layout-zoomed.png"
+# the trace with call stacks: bands by size, the by-stack table at the bottom; bands by address in
+# the pool stack (result 0); the timeline zoomed around the peak of live bytes, hovered at it
+shot "$work/stacks/index.html" "trace=0" "$work/stacks.png" 2700
+shot "$work/stacks/index.html" "trace=0&bands=address:0" "$work/bands-address.png" 2700
+peak=$(event 't["peak_live_event"]' "$d2/results.json")
+shot "$d2/index.html" "trace=0&zoom=$((peak - 60))-$((peak + 60))&hover=$peak" "$work/timeline-zoomed.png" 1000
 [ "$failures" -eq 0 ]

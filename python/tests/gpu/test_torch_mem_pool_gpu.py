@@ -1,0 +1,73 @@
+"""gpumem.torch.mem_pool on a GPU, with PyTorch's own allocator for the rest of the process:
+tensors made under torch.cuda.use_mem_pool land in segments gpumem gave (PyTorch's snapshot shows
+them in the pool), other tensors do not, two pools with different specs live side by side, and the
+segments go back to gpumem once the pool is gone.
+
+Runs in a subprocess. Skips without a GPU or without PyTorch."""
+
+import textwrap
+
+from torch_gpu_support import NEEDS_GPU, NEEDS_TORCH, run_for_json
+
+pytestmark = [NEEDS_GPU, NEEDS_TORCH]
+
+CODE = textwrap.dedent("""
+    import gc, json, torch
+    import gpumem.torch as gt
+
+    MiB = 1 << 20
+    lib = gt._library()
+
+    def segments_of(pool_id):
+        return [(s["address"], s["total_size"]) for s in torch.cuda.memory_snapshot()
+                if tuple(s.get("segment_pool_id", (0, 0))) == tuple(pool_id)]
+
+    def inside(p, segs):
+        return any(a <= p < a + n for a, n in segs)
+
+    pool = gt.mem_pool()                      # vmm_pool:peers=all
+    lean = gt.mem_pool("pool:initial=64MiB")  # a second pool, another spec
+    x = torch.randn(1000, device="cuda")      # PyTorch's own allocator
+    with torch.cuda.use_mem_pool(pool):
+        a = torch.empty(100 * MiB, dtype=torch.uint8, device="cuda")
+        b = torch.ones(3000, 1000, device="cuda")
+    with torch.cuda.use_mem_pool(lean):
+        c = torch.full((1000,), 2.0, device="cuda")
+    torch.cuda.synchronize()
+    segs, lean_segs = segments_of(pool.id), segments_of(lean.id)
+    stats = gt.mem_pool_stats(pool)
+    result = {
+        "stats": stats, "lean_stats": gt.mem_pool_stats(lean),
+        "snapshot_bytes": sum(n for _, n in segs),
+        "a_in": inside(a.data_ptr(), segs), "b_in": inside(b.data_ptr(), segs),
+        "c_in_lean": inside(c.data_ptr(), lean_segs), "x_in": inside(x.data_ptr(), segs),
+        "values_ok": bool((b == 1).all()) and bool((c == 2).all()),
+        "reserved": torch.cuda.memory_stats()["reserved_bytes.all.current"],
+    }
+    slot = gt._pool_of[id(pool)]
+    del a, b
+    del pool
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    out = (__import__("ctypes").c_ulonglong * 5)()
+    lib.gpumem_torch_pool_stats(slot, out, 5)
+    result["segments_after_pool_gone"] = out[0]
+    gt._close_finished()
+    result["slot_closed"] = slot not in gt._open_slots
+    print("RESULT " + json.dumps(result), flush=True)
+""")
+
+
+def test_a_mem_pool_serves_its_region_beside_pytorchs_allocator():
+    r = run_for_json(["-c", CODE])
+    print(r)
+    assert r["a_in"] and r["b_in"] and r["c_in_lean"] and not r["x_in"], r
+    assert r["values_ok"]
+    s = r["stats"]
+    assert s["segments"] >= 1 and s["failures"] == 0, s
+    # PyTorch's snapshot of the pool shows exactly the segments gpumem handed out
+    assert r["snapshot_bytes"] == s["segment_bytes"] >= 100 * (1 << 20) + 12_000_000, r
+    assert s["held_bytes"] >= s["segment_bytes"], s
+    assert r["lean_stats"]["segments"] >= 1, r
+    assert r["segments_after_pool_gone"] == 0 and r["slot_closed"], r

@@ -1,0 +1,33 @@
+"""NCCL on two GPUs with gpumem memory pools (torchrun): a gpumem mem_pool registered with NCCL
+through PyTorch's ProcessGroupNCCL.register_mem_pool, an all_reduce over its tensors with the right
+sums, and NCCL's own log naming the registered buffer (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=REG).
+Skips without two GPUs or without PyTorch."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from torch_gpu_support import HERE, NEEDS_TORCH, NEEDS_TWO_GPUS, NO_MULTICAST, torchrun_args
+
+pytestmark = [NEEDS_TWO_GPUS, NEEDS_TORCH]
+
+
+@pytest.mark.parametrize("spec", ["vmm_pool", "vmm_pool:handle=none", "pool"])
+def test_a_registered_gpumem_pool_all_reduces_right(spec, tmp_path):
+    env = dict(os.environ, **NO_MULTICAST, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="REG")
+    cmd = [sys.executable, *torchrun_args("torch_nccl_register.py", "--spec", spec, "--mib", "64",
+                                          "--out", str(tmp_path))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=HERE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    print(ranks)
+    assert sorted(r["rank"] for r in ranks) == [0, 1]
+    for r in ranks:
+        assert r["registered"], r["error"]
+        assert r["sums_ok"], r
+        assert r["pool"]["segments"] >= 1 and r["pool"]["segment_bytes"] >= 64 << 20, r
+    logged = [x for x in (proc.stdout + proc.stderr).splitlines() if "NCCL INFO register comm" in x]
+    assert len(logged) >= 2, "NCCL did not log the registration of the pool's segment"
