@@ -154,11 +154,14 @@ for r in t["results"]:
     n = r["figures"]["ns_per_op"]
     assert len(n["repeats"]) == 3 and n["min"] <= n["median"] <= n["max"], r
     assert abs(r["ns_per_op"] - n["median"]) <= 1e-5 * n["median"], r  # the same, to 6 digits
+    f = r["figures"]  # the figures as they are, not rounded: the page rounds them as the table does
+    if f.get("free_bytes"):
+        assert f["external_fragmentation"] == 1 - f["largest_free_bytes"] / f["free_bytes"], f
 assert v["leanest"] != "cuda" and v["fastest"] != "cuda" and s["repeats"] == 3, (v, s)
 a, b = s["fastest_ns_per_op"], s["fastest_runner_up"]["ns_per_op"]
 assert s["fastest_clear"] == (a["max"] < b["min"] or b["max"] < a["min"]), s
 '; then
-  ok "--repeat 3: three timings per stack, median and spread; the verdict leaves the baseline out"
+  ok "--repeat 3: three timings per stack, median and spread (figures unrounded); the verdict leaves the baseline out"
 else fail "--repeat (rc=$rc)"; fi
 if run 2 replay "$tests/golden.csv" --simulate --repeat 0 && has "--repeat" err.txt && has "from 1 to 100" err.txt; then
   ok "--repeat 0 is refused, naming the range"
