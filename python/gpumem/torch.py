@@ -90,7 +90,7 @@ def _library() -> ctypes.CDLL:
     lib = ctypes.CDLL(library_path())
     # Resource objects of this package are called through two C functions of its extension: an
     # exception cannot cross from the extension's C++ runtime into the allocator library's.
-    lib.gpumem_torch_set_resource_calls.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.gpumem_torch_set_resource_calls.argtypes = [ctypes.c_void_p] * 3
     lib.gpumem_torch_set_resource_calls.restype = None
     lib.gpumem_torch_set_resource_calls(*_gpumem._resource_calls())
     lib.gpumem_torch_pool_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
@@ -762,8 +762,10 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
 def empty_cache() -> None:
     """Gives the memory gpumem holds but does not use back to the devices, where the resource
     can: per-thread caches flush, virtual-memory pools (``vmm_pool``) and CUDA pools
-    (``cuda_async``) trim to what is in use. The pool and the arena keep what they hold.
-    ``torch.cuda.empty_cache()`` does the same once ``use()`` has run."""
+    (``cuda_async``) trim to what is in use, and so does a resource object given to ``use()``
+    that can (a ``VmmPoolMemoryResource``, every region of a ``VmmRegionMemoryResource``). The
+    pool and the arena keep what they hold. ``torch.cuda.empty_cache()`` does the same once
+    ``use()`` has run. An allocation that runs out of memory does this once and tries again."""
     _library().gpumem_torch_empty_cache()
 
 

@@ -4,6 +4,7 @@
 #include "byte_size.hpp"
 
 #include <gpumem/error.hpp>
+#include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/per_device_resource.hpp>
 
 #include <cstdio>
@@ -201,6 +202,20 @@ void call_deallocate(void* mr, void* ptr, std::size_t bytes, void* stream) noexc
       ptr, bytes, gpumem::cuda_stream_view{static_cast<cudaStream_t>(stream)});
 }
 
+/// Gives the resource's free memory back (empty_cache, and before the retry of an allocation that
+/// ran out of memory) when it can (mr::trimmable); 1 when it could, 0 when not or when it failed.
+int call_trim(void* mr) noexcept
+{
+  auto* t = dynamic_cast<mr::trimmable*>(static_cast<device_memory_resource*>(mr));
+  if (t == nullptr) { return 0; }
+  try {
+    t->trim();
+    return 1;
+  } catch (...) {  // NOLINT(bugprone-empty-catch): the memory stays where it was
+    return 0;
+  }
+}
+
 }  // namespace
 
 void bind_base(py::module_& m)
@@ -209,10 +224,11 @@ void bind_base(py::module_& m)
       "_resource_calls",
       [] {
         return py::make_tuple(to_int(reinterpret_cast<void const*>(&call_allocate)),
-                              to_int(reinterpret_cast<void const*>(&call_deallocate)));
+                              to_int(reinterpret_cast<void const*>(&call_deallocate)),
+                              to_int(reinterpret_cast<void const*>(&call_trim)));
       },
       "Addresses of the C functions through which the PyTorch allocator library calls resource "
-      "objects of this module (allocate, deallocate).");
+      "objects of this module (allocate, deallocate, trim).");
   bind_device_memory_resource(m);
   bind_device_buffer(m);
 }

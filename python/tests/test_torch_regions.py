@@ -145,3 +145,25 @@ print(gt.memory_stats()["num_ooms"], lib.gpumem_torch_get_resource(0) == res._ha
     assert out[0].startswith("None ") and "out of memory" in out[0].lower(), out[0]
     assert out[1] == "None True"
     assert out[2] == "1 True"
+
+
+def test_empty_cache_and_an_out_of_memory_retry_give_back_the_regions_free_memory(fake_torch):
+    """What a region's pool keeps mapped after its tensors are freed goes back at empty_cache,
+    and before an allocation that ran out of device memory is tried again."""
+    out = check("""
+small = gpumem.HostRuntime(capacity_bytes=32 * MiB)
+res = gt.use_regions(runtime=small, reserve_bytes=64 * MiB)
+with gt.region("a"):
+    p = malloc(24 * MiB)
+free(p, 24 * MiB)
+print(res.stats("a")["mapped_bytes"] >= 24 * MiB)
+with gt.region("b"):  # 8 MiB of device left: region a's free memory must go back first
+    q = malloc(24 * MiB)
+stats = gt.memory_stats()
+print(stats["num_alloc_retries"], stats["num_ooms"], res.stats("a")["mapped_bytes"])
+free(q, 24 * MiB)
+print(res.stats("b")["mapped_bytes"] >= 24 * MiB)
+gt.empty_cache()
+print(res.stats("b")["mapped_bytes"])
+""", fake_torch).splitlines()
+    assert out == ["True", "1 0 0", "True", "0"], out

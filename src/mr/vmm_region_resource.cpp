@@ -101,6 +101,11 @@ std::size_t vmm_region_resource::resume_all()
   return n;
 }
 
+void vmm_region_resource::trim()
+{
+  for (auto const& name : regions()) { existing(name).trim(); }
+}
+
 void* vmm_region_resource::do_allocate(std::size_t bytes, cuda_stream_view stream)
 {
   return current().allocate(bytes, stream);

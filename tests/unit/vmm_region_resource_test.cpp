@@ -122,6 +122,32 @@ TEST_F(vmm_region, PauseAllAndResumeAllCountWhatTheyChanged)
   check();
 }
 
+TEST_F(vmm_region, TrimGivesBackEveryRegionsFreeMemoryAndKeepsWhatIsLive)
+{
+  void* live{};
+  {
+    region_scope scope{res, "a"};
+    res.deallocate(res.allocate(8 * MiB, s), 8 * MiB, s);
+    live = res.allocate(MiB, s);
+  }
+  {
+    region_scope scope{res, "b"};
+    res.deallocate(res.allocate(4 * MiB, s), 4 * MiB, s);
+  }
+  ASSERT_GE(rt.vmm_state().physical_bytes, 12 * MiB);
+  mr::trimmable& t = res;  // what gpumem.torch.empty_cache asks a resource object
+  t.trim();
+  EXPECT_EQ(res.stats("b").mapped_bytes, 0U);
+  // region a keeps the physical handle under its live MiB (a handle is unmapped whole): here the
+  // 8 MiB one its first growth made
+  EXPECT_GT(res.stats("a").mapped_bytes, 0U);
+  EXPECT_LE(res.stats("a").mapped_bytes, 8 * MiB);
+  EXPECT_EQ(rt.vmm_state().physical_bytes, res.stats("a").mapped_bytes);
+  std::memset(live, 0x5A, MiB);  // still mapped
+  res.deallocate(live, MiB, s);
+  check();
+}
+
 TEST_F(vmm_region, ScopesBelongToTheirThreadAndTheirResource)
 {
   vmm_region_resource other{mr::vmm_pool_options{.reserve_bytes = 64 * MiB}, rt};

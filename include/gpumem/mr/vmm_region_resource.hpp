@@ -25,6 +25,7 @@
 
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/vmm_pause.hpp>
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
@@ -37,7 +38,7 @@
 
 namespace gpumem::mr {
 
-class vmm_region_resource final : public device_memory_resource {
+class vmm_region_resource final : public device_memory_resource, public trimmable {
  public:
   static constexpr char const* default_region = "default";
 
@@ -67,6 +68,8 @@ class vmm_region_resource final : public device_memory_resource {
   std::size_t pause_all(pause_mode mode);
   /// Resumes every region; returns how many. Stops at the first failure.
   std::size_t resume_all();
+  /// Releases the free memory of every region's pool (its trim_to(0)); paused regions hold none.
+  void trim() override;
   [[nodiscard]] pause_state state(std::string_view tag) const { return existing(tag).state(); }
   [[nodiscard]] vmm_pool_stats stats(std::string_view tag) const { return existing(tag).stats(); }
   /// Deallocations of pointers no region handed out.

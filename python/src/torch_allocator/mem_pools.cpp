@@ -141,16 +141,16 @@ void pool_free(int k, void* ptr, ssize_t size, int device, cudaStream_t stream) 
 }  // namespace
 
 // One exported pair per slot.
-#define GPUMEM_POOL_SLOT(k)                                                                     \
-  GPUMEM_TORCH_EXPORT void* gpumem_torch_pool_malloc_##k(ssize_t size, int device,              \
-                                                         cudaStream_t stream)                   \
-  {                                                                                             \
-    return pool_malloc(k, size, device, stream);                                                \
-  }                                                                                             \
-  GPUMEM_TORCH_EXPORT void gpumem_torch_pool_free_##k(void* ptr, ssize_t size, int device,      \
-                                                      cudaStream_t stream)                      \
-  {                                                                                             \
-    pool_free(k, ptr, size, device, stream);                                                    \
+#define GPUMEM_POOL_SLOT(k)                                                                \
+  GPUMEM_TORCH_EXPORT void* gpumem_torch_pool_malloc_##k(ssize_t size, int device,         \
+                                                         cudaStream_t stream)              \
+  {                                                                                        \
+    return pool_malloc(k, size, device, stream);                                           \
+  }                                                                                        \
+  GPUMEM_TORCH_EXPORT void gpumem_torch_pool_free_##k(void* ptr, ssize_t size, int device, \
+                                                      cudaStream_t stream)                 \
+  {                                                                                        \
+    pool_free(k, ptr, size, device, stream);                                               \
   }
 GPUMEM_POOL_SLOT(0)
 GPUMEM_POOL_SLOT(1)

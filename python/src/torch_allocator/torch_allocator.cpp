@@ -12,7 +12,7 @@
 //   int   gpumem_torch_configure(int device, char const* spec, void* runtime, int simulated);
 //   int   gpumem_torch_set_resource(int device, void* resource);  // device -1: every device
 //   int   gpumem_torch_set_resource2(int device, void* resource, int on_cuda);
-//   void  gpumem_torch_set_resource_calls(void* allocate, void* deallocate);  // see below
+//   void  gpumem_torch_set_resource_calls(void* alloc, void* dealloc, void* trim);  // see below
 //   void* gpumem_torch_get_resource(int device);
 //   int   gpumem_torch_release(int device);
 //   int   gpumem_torch_stats(int device, unsigned long long* out, int n);
@@ -283,27 +283,36 @@ struct graph_pool {
 /// 0 none, 1 out_of_memory, 2 another bad_alloc, 3 logic_error, 4 anything else.
 using allocate_call   = void* (*)(void*, std::size_t, void*, int*, char*, std::size_t) noexcept;
 using deallocate_call = void (*)(void*, void*, std::size_t, void*) noexcept;
+using trim_call       = int (*)(void*) noexcept;  ///< 1: trimmed; 0: cannot (or failed)
 std::atomic<allocate_call> package_allocate{};
 std::atomic<deallocate_call> package_deallocate{};
+std::atomic<trim_call> package_trim{};
 
 [[noreturn]] void rethrow_package_error(int kind, char const* message)
 {
   switch (kind) {
-    case 1: throw gpumem::out_of_memory{message};
-    case 2: throw gpumem::bad_alloc{message};
-    case 3: throw gpumem::logic_error{message};
-    default: throw std::runtime_error{message};
+    case 1:
+      throw gpumem::out_of_memory{message};
+    case 2:
+      throw gpumem::bad_alloc{message};
+    case 3:
+      throw gpumem::logic_error{message};
+    default:
+      throw std::runtime_error{message};
   }
 }
 
 /// A resource object of the Python package, called through the registered C functions.
 class package_resource final : public device_memory_resource {
  public:
-  package_resource(void* object, allocate_call allocate, deallocate_call deallocate) noexcept
-      : object_{object}, allocate_{allocate}, deallocate_{deallocate}
+  package_resource(void* object, allocate_call allocate, deallocate_call deallocate,
+                   trim_call trim) noexcept
+      : object_{object}, allocate_{allocate}, deallocate_{deallocate}, trim_{trim}
   {
   }
   [[nodiscard]] void* object() const noexcept { return object_; }
+  /// Gives the object's free memory back where it can; false when it cannot.
+  bool trim() const noexcept { return trim_ != nullptr && trim_(object_) != 0; }
 
  private:
   void* do_allocate(std::size_t bytes, gpumem::cuda_stream_view stream) override
@@ -326,6 +335,7 @@ class package_resource final : public device_memory_resource {
   void* object_;  ///< the package's resource (a device_memory_resource of its own runtime)
   allocate_call allocate_;
   deallocate_call deallocate_;
+  trim_call trim_;
 };
 
 struct device_slot {
@@ -333,7 +343,7 @@ struct device_slot {
   // Resource objects of the package set for this device (each kept: a malloc may still be using
   // the one replaced); the last one is the one in `resource` when `object` is set.
   std::vector<std::unique_ptr<package_resource>> packages;
-  void* object{};  // the package's resource object set last (what get_resource reports)
+  void* object{};          // the package's resource object set last (what get_resource reports)
   std::mutex build_mutex;  // guards the members below
   std::string spec;        // this device's own spec (empty: the default one)
   std::unique_ptr<gpumem::trace::metered_runtime> meter;
@@ -491,6 +501,18 @@ device_memory_resource& resource_of(device_slot& s, int device)
   }
   s.resource.store(r, std::memory_order_release);
   return *r;
+}
+
+/// Gives the free memory of the slot's resource back where it can (a stack's layers; a resource
+/// object of the package that is trimmable); false when nothing could. The caller holds
+/// s.build_mutex. May throw what a stack's trim throws.
+bool trim_slot(device_slot& s)
+{
+  if (s.stack) {
+    s.stack->trim();
+    return true;
+  }
+  return s.object != nullptr && !s.packages.empty() && s.packages.back()->trim();
 }
 
 std::string out_of_memory_message(device_slot& s, int device, std::size_t size, char const* what)
@@ -713,12 +735,11 @@ GPUMEM_TORCH_EXPORT void* gpumem_torch_malloc(ssize_t size, int device, cudaStre
     try {
       if (!routed) { p = r.allocate(n, gpumem::cuda_stream_view{stream}); }
     } catch (std::bad_alloc const&) {
-      if (s->stack == nullptr) { throw; }  // a resource object: nothing to give back
-      s->retries.fetch_add(1, std::memory_order_relaxed);
       {
         std::lock_guard lock{s->build_mutex};
-        s->stack->trim();
+        if (!trim_slot(*s)) { throw; }  // nothing to give back: the first error stands
       }
+      s->retries.fetch_add(1, std::memory_order_relaxed);
       p = r.allocate(n, gpumem::cuda_stream_view{stream});
     }
   } catch (std::bad_alloc const& e) {  // gpumem::out_of_memory and bad_alloc
@@ -881,9 +902,8 @@ GPUMEM_TORCH_EXPORT void gpumem_torch_empty_cache(void)
   for (auto& s : slots) {
     if (s.resource.load(std::memory_order_acquire) == nullptr) { continue; }
     std::lock_guard lock{s.build_mutex};
-    if (!s.stack) { continue; }
     try {
-      s.stack->trim();
+      (void)trim_slot(s);
     } catch (...) {  // a failed trim leaves the memory where it was; never throw into PyTorch
     }
   }
@@ -943,14 +963,16 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_set_resource2(int device, void* resource, i
   auto const allocate   = package_allocate.load();
   auto const deallocate = package_deallocate.load();
   if (resource != nullptr && (allocate == nullptr || deallocate == nullptr)) {
-    last_error = "gpumem torch allocator: a resource object was given before the gpumem package "
-                 "registered how to call it (gpumem_torch_set_resource_calls)";
+    last_error =
+        "gpumem torch allocator: a resource object was given before the gpumem package "
+        "registered how to call it (gpumem_torch_set_resource_calls)";
     return -3;
   }
   std::lock_guard lock{s->build_mutex};
   device_memory_resource* r = nullptr;
   if (resource != nullptr) {
-    s->packages.push_back(std::make_unique<package_resource>(resource, allocate, deallocate));
+    s->packages.push_back(
+        std::make_unique<package_resource>(resource, allocate, deallocate, package_trim.load()));
     r = s->packages.back().get();
   }
   s->object  = resource;
@@ -966,10 +988,12 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_set_resource(int device, void* resource)
 
 /// How resource objects of the Python package are called (see package_resource); the package
 /// registers its two functions once, before setting any resource object.
-GPUMEM_TORCH_EXPORT void gpumem_torch_set_resource_calls(void* allocate, void* deallocate)
+GPUMEM_TORCH_EXPORT void gpumem_torch_set_resource_calls(void* allocate, void* deallocate,
+                                                         void* trim)
 {
   package_allocate.store(reinterpret_cast<allocate_call>(allocate));
   package_deallocate.store(reinterpret_cast<deallocate_call>(deallocate));
+  package_trim.store(reinterpret_cast<trim_call>(trim));
 }
 
 /// The resource object set for `device` (the package's object), or the stack built from a spec.

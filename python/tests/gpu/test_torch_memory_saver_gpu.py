@@ -52,7 +52,16 @@ CODE = textwrap.dedent("""
     g.replay()
     graph_ok = bool(torch.allclose(out, ref[:MiB] * 2 + x))
     tms.pause("kv_cache"); tms.resume("kv_cache")
+    # nothing stranded: once the tagged tensors are gone, empty_cache gives their memory back
+    res = gt.region_resource()
+    before_free = torch.cuda.mem_get_info()[0]
+    del w, kv
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    stranded = {t: res.stats("saver:" + t)["mapped_bytes"] for t in ("weights", "kv_cache")}
+    given_back = (torch.cuda.mem_get_info()[0] - before_free) / MiB
     print("RESULT " + json.dumps({
+        "stranded": stranded, "given_back_mib": given_back,
         "released_mib": (paused - before) / MiB, "retaken_mib": (paused - resumed) / MiB,
         "states": states, "same_ptrs": same_ptrs, "weights_kept": weights_kept,
         "kv_written": kv_written, "graph_ok": graph_ok, "other_ok": other_ok,
@@ -71,3 +80,5 @@ def test_pause_and_resume_keep_addresses_contents_and_graphs():
     assert 380 <= r["released_mib"] <= 480, r
     assert r["retaken_mib"] >= 380, r
     assert r["regions"] == ["default", "saver:graph", "saver:kv_cache", "saver:weights"], r
+    assert r["stranded"] == {"weights": 0, "kv_cache": 0}, r
+    assert r["given_back_mib"] >= 384, r
