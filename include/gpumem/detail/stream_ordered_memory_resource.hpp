@@ -38,21 +38,22 @@
 //   each list's own invariants
 //
 // Derived (CRTP) provides, privately with this class as friend:
-//   static constexpr char const* resource_name;
-//   std::size_t allocation_size(std::size_t bytes) const;          // block size; throws when too
-//   big bool size_matches(std::size_t bytes, std::size_t block) const noexcept; free_block
-//   allocate_chunk(std::size_t size, cuda_stream_view);  // growth policy; may throw void
-//   deallocate_chunk(free_block chunk) noexcept;
-// and calls release_all() in its destructor.
-// A Derived that backs one address range on demand (the virtual-memory pool) instead provides
-//   free_block grow_in_place(FreeList& idle, std::size_t size, bool may_move);  // backs more of
-//        its range and takes a block of `size` from `idle`; may_move: every idle block is idle
-//        for the device, so free memory may be unmapped and moved; false: new memory only (the
-//        one stream's work may still use idle blocks in place); out_of_memory
-//   std::size_t backed_bytes() const;                        // what pool_size() reports
-//   void check_backing(std::vector<free_block> const& blocks) const;  // its own invariants
-// registers its range with register_range() (blocks of it coalesce across growth steps), and
-// reaches the idle memory at a synchronization point through with_idle().
+//   1. static constexpr char const* resource_name;
+//   2. std::size_t allocation_size(std::size_t bytes) const;  // block size; throws when too big
+//   3. bool size_matches(std::size_t bytes, std::size_t block) const noexcept;
+//   4. free_block allocate_chunk(std::size_t size, cuda_stream_view stream);  // growth; may throw
+//   5. void deallocate_chunk(free_block chunk) noexcept;
+//   6. a destructor that calls release_all().
+// A Derived that backs one address range on demand (the virtual-memory pool) provides, instead
+// of 4:
+//   4a. free_block grow_in_place(FreeList& idle, std::size_t size, bool may_move);
+//   4b. std::size_t backed_bytes() const;  // what pool_size() reports
+//   4c. void check_backing(std::vector<free_block> const& blocks) const;  // its own invariants
+// 4a backs more of the range and takes a block of `size` from `idle`. may_move: every idle block
+// is idle for the device, so free memory may be unmapped and moved; false: new memory only (the
+// one stream's work may still use idle blocks in place); out_of_memory when it cannot. Such a
+// Derived registers its range with register_range() (blocks of it coalesce across growth steps)
+// and reaches the idle memory at a synchronization point through with_idle().
 //
 // Thread safety: allocate/deallocate from any thread. check_invariants() needs no concurrent
 // allocate/deallocate. Lock order: grow_mutex_ < registry < a stream's mutex < table_ shards.
