@@ -11,9 +11,8 @@
 //   chunks_    upstream allocations; pool_bytes_ their total.
 //
 // allocate(size, S), in this order (docs/design.md, "Suballocators"):
-//   1. hit path: best fit in S's own list — S's mutex only, no runtime call (a Derived with
-//      idle_first looks in unowned_ first while S is the only stream that allocated: the
-//      virtual-memory pool's one-stream mode, see serves_idle_first() and free_solo());
+//   1. hit path: best fit in S's own list — S's mutex only, no runtime call (Placement may look
+//      in unowned_ first: one_stream_placement, the virtual-memory pool's one-stream mode);
 //   2. unowned_ (its mutex);
 //   3. steal from another stream A's list: record A's event now (after the free, so it covers it),
 //      make S wait on it, take the block (from a same-size list, half of A's blocks with it, and
@@ -29,13 +28,18 @@
 //      unowned_, then reclaim again, retry;
 //   6. grow: a new upstream chunk (Derived's growth policy), taken from directly.
 // deallocate(p, n, S): look p up in table_ (unknown: reported, ignored), insert into S's list
-// (coalescing; in one-stream mode into unowned_). No runtime call.
+// (coalescing), or where Placement takes it. No runtime call.
+//
+// Placement (a template of the per-stream state): which list serves a stream first and takes its
+// frees. per_stream_placement (the default): the stream's own list. one_stream_placement
+// (one_stream_placement.hpp, named by the virtual-memory pool only): the idle list first while
+// one stream alone allocates.
 //
 // Invariants (check_invariants(), throws logic_error naming the broken equality):
 //   pool_bytes_ == sum of chunk sizes
 //   free bytes (all lists) + handed-out bytes (table_) == pool_bytes_
 //   every block lies inside its chunk; no two blocks (free or handed out) overlap
-//   each list's own invariants
+//   each list's own invariants, Placement's own invariants
 //
 // Derived (CRTP) provides, privately with this class as friend:
 //   1. static constexpr char const* resource_name;
@@ -63,6 +67,7 @@
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/growth_hook.hpp>
+#include <gpumem/detail/invariant.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
 #include <gpumem/detail/stream_registry.hpp>
@@ -85,20 +90,25 @@ void report_bad_deallocation(char const* resource, void const* ptr, std::size_t 
                              std::string const& why, std::uint64_t count) noexcept;
 /// "pool size P, free F in N blocks, largest free block L (fragmentation X%)".
 [[nodiscard]] std::string describe_free(std::size_t pool_bytes, free_stats const& stats);
-/// Throws logic_error "<resource>: invariant broken: <what>" when !cond; `what` is only built then.
-/// An internal logic error: the message keeps the place in the sources (site_message).
-#define GPUMEM_INVARIANT(cond, resource, what)                                                    \
-  do {                                                                                            \
-    if (!(cond)) [[unlikely]] {                                                                   \
-      throw ::gpumem::logic_error{::gpumem::detail::site_message(                                 \
-          __FILE__, __LINE__, ::gpumem::detail::format(resource, ": invariant broken: ", what))}; \
-    }                                                                                             \
-  } while (0)
 /// Checks that blocks (any order) lie within their chunks and do not overlap.
 void check_blocks(char const* resource, std::vector<free_block> blocks,
                   std::vector<free_block> const& chunks);
 
-template <class Derived, class FreeList>
+/// The default placement: each stream's frees stay in its own list, which serves it first.
+template <class State>
+struct per_stream_placement {
+  per_stream_placement(runtime& /*rt*/, State& /*idle*/, std::mutex& /*grow_mutex*/) noexcept {}
+  static constexpr bool idle_first(State& /*mine*/) noexcept { return false; }
+  static constexpr bool free_to_idle(State& /*mine*/, free_block const& /*block*/) noexcept
+  {
+    return false;
+  }
+  static constexpr bool idle_in_use() noexcept { return false; }
+  static constexpr void settle_idle() noexcept {}
+  static constexpr void check_invariants(char const* /*resource*/) noexcept {}
+};
+
+template <class Derived, class FreeList, template <class> class Placement = per_stream_placement>
 class stream_ordered_memory_resource : public mr::device_memory_resource,
                                        public mr::pool_size_source,
                                        public growth_hook_target {
@@ -139,7 +149,8 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
         prototype_{std::move(prototype)},
         unowned_{{}, prototype_},
         streams_{
-            [this](stream_identity id) { return std::make_unique<stream_state>(id, prototype_); }}
+            [this](stream_identity id) { return std::make_unique<stream_state>(id, prototype_); }},
+        placement_{rt, unowned_, grow_mutex_}
   {
   }
   ~stream_ordered_memory_resource() override;
@@ -212,9 +223,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
                         " bytes); the block is freed"));
     }
     auto& mine = streams_.get(stream.value());
-    if constexpr (serves_idle_first()) {
-      if (free_solo(mine, *block)) { return; }
-    }
+    if (placement_.free_to_idle(mine, *block)) { return; }
     std::lock_guard lock{mine.mutex};
     mine.list.insert(*block);
     mine.maybe_free.store(true, std::memory_order_relaxed);
@@ -223,17 +232,12 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   void report_bad(void const* ptr, std::size_t bytes, std::string const& why) noexcept;
 
  private:
-  /// The hit path's first fit: the stream's own list, or for a Derived that asks for it
-  /// (idle_first) while one stream alone uses it, the idle list first (see serves_idle_first()).
-  /// With several streams, each stream's own list comes first again: the idle list's lock is
-  /// shared by every thread, and taking it on every allocation stopped scaling with threads
-  /// (vmm_pool, 16 threads on the H100: 9.3 -> 2.1 M ops/s).
+  /// The hit path's first fit: the stream's own list, or the idle list first where Placement
+  /// says so (one_stream_placement, while one stream alone allocates).
   free_block take_first(stream_state& mine, std::size_t size)
   {
-    if constexpr (serves_idle_first()) {
-      if (!solo_over_.load(std::memory_order_acquire) && still_solo(mine)) {
-        if (auto b = take_unowned(size); b.valid()) { return b; }
-      }
+    if (placement_.idle_first(mine)) {
+      if (auto b = take_unowned(size); b.valid()) { return b; }
     }
     return take_from(mine, size);  // built in place: no copy of the block
   }
@@ -243,32 +247,6 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
     return s.list.take(size);
   }
   void record(stream_state& mine, free_block const& block);
-  // -- one stream alone (idle_first resources; docs/design.md, "vmm_pool", "One stream") --------
-  /// The first stream to allocate becomes the solo stream; another stream's first allocation ends
-  /// solo mode (end_solo: a device synchronization, so the idle list is idle again). Returns
-  /// whether `mine` is the solo stream of a solo mode still going on.
-  bool still_solo(stream_state& mine);
-  void end_solo();
-  /// A free on the solo stream goes straight into the idle list (coalescing with all free memory)
-  /// and marks it as holding memory the device may still use (solo_pending_). False: not solo.
-  bool free_solo(stream_state& mine, free_block const& block) noexcept
-  {
-    if (solo_over_.load(std::memory_order_acquire) ||
-        solo_.load(std::memory_order_relaxed) != &mine) {
-      return false;
-    }
-    std::lock_guard lock{unowned_.mutex};
-    if (solo_over_.load(std::memory_order_relaxed)) { return false; }  // ended meanwhile
-    unowned_.list.insert(block);
-    solo_pending_.store(true, std::memory_order_relaxed);
-    return true;
-  }
-  /// Under unowned_.mutex: makes every block of the idle list idle for the device (synchronizes
-  /// when solo frees are pending). Throws what the synchronization throws (flag kept).
-  void settle_solo_frees();
-  /// Under grow_mutex_: true when the solo stream still has work queued (an event recorded on it
-  /// now has not completed); false when it is done or the question cannot be asked.
-  bool solo_stream_busy() noexcept;
   free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
   free_block take_unowned(std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
@@ -290,20 +268,6 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   free_block grow(std::size_t size, cuda_stream_view stream);
   free_block grow_chunk(std::size_t size, cuda_stream_view stream);
   free_block grow_in_place(std::size_t size);
-  /// True for a Derived with `static constexpr bool idle_first = true`: its allocations are served
-  /// from the idle list (free memory of no stream) before the stream's own list. The virtual-memory
-  /// pool asks for it: a hole left in the idle list pins physical memory, and a stream list that
-  /// always wins splits the latest frees instead, so every pass of a repeated workload lays its
-  /// blocks out differently and the holes pile up (docs/design.md, "vmm_pool", "Placement").
-  /// Only while one stream alone allocates (take_first).
-  static constexpr bool serves_idle_first()
-  {
-    if constexpr (requires { Derived::idle_first; }) {
-      return Derived::idle_first;
-    } else {
-      return false;
-    }
-  }
   /// True for a Derived that backs one registered range on demand (see the top of this file).
   static constexpr bool backs_in_place()
   {
@@ -331,14 +295,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
     void* context;
   };
   std::vector<growth_observer> growth_hooks_;  // guarded by grow_mutex_; run in order added
-  // Solo mode (idle_first only): while one stream alone has allocated, its frees go to unowned_,
-  // and solo_pending_ says unowned_ may hold memory that stream's work still uses. Invariant:
-  // !solo_pending_ => every block in unowned_ is idle for the device. solo_over_ only goes
-  // false -> true (under grow_mutex_ and unowned_.mutex, after the synchronization).
-  std::atomic<stream_state*> solo_{};
-  std::atomic<bool> solo_over_{false};
-  std::atomic<bool> solo_pending_{false};  // written under unowned_.mutex
-  cudaEvent_t solo_event_{};               // solo_stream_busy()'s question; guarded by grow_mutex_
+  [[no_unique_address]] Placement<stream_state> placement_;
   std::vector<free_block> chunks_;         // chunks_[i].chunk == i
   std::atomic<std::size_t> pool_bytes_{};  // == sum of chunks_[i].size
   std::atomic<std::uint64_t> bad_frees_{};

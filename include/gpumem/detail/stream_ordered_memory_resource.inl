@@ -3,17 +3,16 @@
 
 namespace gpumem::detail {
 
-template <class D, class L>
-stream_ordered_memory_resource<D, L>::~stream_ordered_memory_resource()
+template <class D, class L, template <class> class P>
+stream_ordered_memory_resource<D, L, P>::~stream_ordered_memory_resource()
 {
   streams_.for_each([this](stream_state& s) {
     if (s.event != nullptr) { runtime_->event_destroy(s.event); }
   });
-  if (solo_event_ != nullptr) { runtime_->event_destroy(solo_event_); }
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::record(stream_state& mine, free_block const& block)
+template <class D, class L, template <class> class P>
+void stream_ordered_memory_resource<D, L, P>::record(stream_state& mine, free_block const& block)
 {
   try {
     table_.insert(block);
@@ -24,17 +23,18 @@ void stream_ordered_memory_resource<D, L>::record(stream_state& mine, free_block
   }
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::report_bad(void const* ptr, std::size_t bytes,
-                                                      std::string const& why) noexcept
+template <class D, class L, template <class> class P>
+void stream_ordered_memory_resource<D, L, P>::report_bad(void const* ptr, std::size_t bytes,
+                                                         std::string const& why) noexcept
 {
   auto const count = bad_frees_.fetch_add(1) + 1;
   report_bad_deallocation(D::resource_name, ptr, bytes, why, count);
 }
 
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::allocate_slow(stream_state& mine, std::size_t size,
-                                                               cuda_stream_view stream)
+template <class D, class L, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, P>::allocate_slow(stream_state& mine,
+                                                                  std::size_t size,
+                                                                  cuda_stream_view stream)
 {
   if (auto b = take_unowned(size); b.valid()) { return b; }
   if (auto b = steal(mine, size, stream); b.valid()) { return b; }
@@ -56,9 +56,9 @@ free_block stream_ordered_memory_resource<D, L>::allocate_slow(stream_state& min
 // for), which would leave those streams as short as this one. Their blocks are reclaimed (a device
 // synchronization) only when the upstream has no memory for a chunk; with none to reclaim, the
 // upstream's error goes to the caller.
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::grow_before_reclaim(std::size_t size,
-                                                                     cuda_stream_view stream)
+template <class D, class L, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, P>::grow_before_reclaim(std::size_t size,
+                                                                        cuda_stream_view stream)
 {
   try {
     return grow(size, stream);
@@ -69,11 +69,11 @@ free_block stream_ordered_memory_resource<D, L>::grow_before_reclaim(std::size_t
 }
 
 // Under the grow lock: the hook's frees land in their streams' lists (this thread's cache frees
-// on the streams it cached for), or in the idle list in solo mode: S's list and the idle list
+// on the streams it cached for), or where the placement takes them: S's list and the idle list
 // first, then everything behind a reclaim.
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::after_growth_hook(stream_state& mine,
-                                                                   std::size_t size)
+template <class D, class L, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, P>::after_growth_hook(stream_state& mine,
+                                                                      std::size_t size)
 {
   bool gave_back = false;
   for (auto const& h : growth_hooks_) { gave_back = h.fn(h.context) || gave_back; }
@@ -84,39 +84,8 @@ free_block stream_ordered_memory_resource<D, L>::after_growth_hook(stream_state&
   return {};
 }
 
-template <class D, class L>
-bool stream_ordered_memory_resource<D, L>::still_solo(stream_state& mine)
-{
-  // A plain load first: the solo stream's own allocations (every one, while solo) make no
-  // read-modify-write on the shared flag; only the first allocation ever claims it.
-  stream_state* expected = solo_.load(std::memory_order_acquire);
-  if (expected == &mine) { return true; }
-  if (expected == nullptr && solo_.compare_exchange_strong(expected, &mine)) { return true; }
-  if (expected == &mine) { return true; }
-  end_solo();
-  return false;
-}
-
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::end_solo()
-{
-  std::lock_guard lock{grow_mutex_};
-  std::lock_guard ulock{unowned_.mutex};
-  if (solo_over_.load(std::memory_order_relaxed)) { return; }
-  settle_solo_frees();  // throws (e.g. during a graph capture): solo mode goes on
-  solo_over_.store(true, std::memory_order_release);
-}
-
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::settle_solo_frees()
-{
-  if (!solo_pending_.load(std::memory_order_relaxed)) { return; }
-  runtime_->device_synchronize();
-  solo_pending_.store(false, std::memory_order_relaxed);
-}
-
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::take_unowned(std::size_t size)
+template <class D, class L, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, P>::take_unowned(std::size_t size)
 {
   std::lock_guard lock{unowned_.mutex};
   return unowned_.list.take(size);
@@ -126,9 +95,9 @@ free_block stream_ordered_memory_resource<D, L>::take_unowned(std::size_t size)
 // the event that orders `stream` after the other stream's frees covers them all, so a thread that
 // runs dry takes one event for many blocks instead of one per block (see docs/design.md,
 // "binning>pool at 16 threads").
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::size_t size,
-                                                       cuda_stream_view stream)
+template <class D, class L, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, P>::steal(stream_state& mine, std::size_t size,
+                                                          cuda_stream_view stream)
 {
   constexpr bool batches = same_size_lists();
   free_block found{};
@@ -180,9 +149,9 @@ free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::
 // Blocks stolen along with one: into `mine`'s list (the stream is ordered after them), or back to
 // the donor when host memory is too short to grow `mine`'s list. (Both failing ends the process:
 // the blocks could be neither kept nor returned.)
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::adopt_stolen(stream_state& mine, stream_state& donor,
-                                                        L& extra) noexcept
+template <class D, class L, template <class> class P>
+void stream_ordered_memory_resource<D, L, P>::adopt_stolen(stream_state& mine, stream_state& donor,
+                                                           L& extra) noexcept
 {
   try {
     std::lock_guard lock{mine.mutex};
@@ -198,8 +167,9 @@ void stream_ordered_memory_resource<D, L>::adopt_stolen(stream_state& mine, stre
 
 // The event is recorded now, after the free (which happened before `other`'s mutex was taken), so
 // it covers all work enqueued on the other stream before the block was freed.
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::order_after(stream_state& other, cuda_stream_view stream)
+template <class D, class L, template <class> class P>
+void stream_ordered_memory_resource<D, L, P>::order_after(stream_state& other,
+                                                          cuda_stream_view stream)
 {
   if (other.event == nullptr) { other.event = runtime_->event_create(); }
   runtime_->event_record(other.event, other.identity.stream);
@@ -210,8 +180,8 @@ void stream_ordered_memory_resource<D, L>::order_after(stream_state& other, cuda
 // was freed before the synchronization and its stream's prior work is complete. A first
 // synchronization before anything moves fails without changing the lists when CUDA refuses to
 // synchronize at all (during a CUDA graph capture): the blocks stay with their streams.
-template <class D, class L>
-bool stream_ordered_memory_resource<D, L>::reclaim()
+template <class D, class L, template <class> class P>
+bool stream_ordered_memory_resource<D, L, P>::reclaim()
 {
   bool any = false;
   streams_.for_each(
@@ -238,8 +208,8 @@ bool stream_ordered_memory_resource<D, L>::reclaim()
   return true;
 }
 
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::grow(std::size_t size, cuda_stream_view stream)
+template <class D, class L, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, P>::grow(std::size_t size, cuda_stream_view stream)
 {
   if constexpr (backs_in_place()) {
     return grow_in_place(size);
@@ -248,46 +218,32 @@ free_block stream_ordered_memory_resource<D, L>::grow(std::size_t size, cuda_str
   }
 }
 
-// While the solo stream's work may still use idle blocks and the device is busy with it, the
-// growth takes new memory only: waiting for the device would stall the work queued behind, which
-// costs more than the memory. When new memory alone cannot serve (out of memory), or the device is
-// done anyway, it settles the frees (a synchronization, nearly free on an idle device) and may
-// move free memory.
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::grow_in_place(std::size_t size)
+// While the placement says queued work may still use idle blocks (one_stream_placement: the solo
+// stream's, while the device is busy with it), the growth takes new memory only: waiting for the
+// device would stall the work queued behind, which costs more than the memory. When new memory
+// alone cannot serve (out of memory), or the device is done anyway, it settles the idle list (a
+// synchronization, nearly free on an idle device) and may move free memory.
+template <class D, class L, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, P>::grow_in_place(std::size_t size)
 {
   std::lock_guard lock{unowned_.mutex};
   struct update_size {  // pool_size() follows the backing whether the growth returns or throws
     stream_ordered_memory_resource* self;
     ~update_size() { self->pool_bytes_ = self->derived().backed_bytes(); }
   } const update{this};
-  if (solo_pending_.load(std::memory_order_relaxed) && solo_stream_busy()) {
+  if (placement_.idle_in_use()) {
     try {
       return derived().grow_in_place(unowned_.list, size, false);
     } catch (out_of_memory const&) {  // NOLINT(bugprone-empty-catch): wait, then move memory
     }
   }
-  settle_solo_frees();  // the growth may unmap free memory: the device must be done with it
+  placement_.settle_idle();  // the growth may unmap free memory: the device must be done with it
   return derived().grow_in_place(unowned_.list, size, true);
 }
 
-template <class D, class L>
-bool stream_ordered_memory_resource<D, L>::solo_stream_busy() noexcept
-{
-  auto* const solo = solo_.load(std::memory_order_acquire);
-  if (solo == nullptr) { return false; }
-  try {
-    if (solo_event_ == nullptr) { solo_event_ = runtime_->event_create(); }
-    runtime_->event_record(solo_event_, solo->identity.stream);
-    return !runtime_->event_query(solo_event_);
-  } catch (...) {  // e.g. during a graph capture: the synchronization that follows reports it
-    return false;
-  }
-}
-
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::grow_chunk(std::size_t size,
-                                                            cuda_stream_view stream)
+template <class D, class L, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, P>::grow_chunk(std::size_t size,
+                                                               cuda_stream_view stream)
 {
   auto chunk  = derived().allocate_chunk(size, stream);
   chunk.chunk = static_cast<std::uint32_t>(chunks_.size());
@@ -306,8 +262,8 @@ free_block stream_ordered_memory_resource<D, L>::grow_chunk(std::size_t size,
   return block;
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::adopt_chunk(free_block chunk)
+template <class D, class L, template <class> class P>
+void stream_ordered_memory_resource<D, L, P>::adopt_chunk(free_block chunk)
 {
   std::lock_guard lock{grow_mutex_};
   chunk.chunk = static_cast<std::uint32_t>(chunks_.size());
@@ -317,22 +273,22 @@ void stream_ordered_memory_resource<D, L>::adopt_chunk(free_block chunk)
   unowned_.list.insert_chunk(chunk);
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::register_range(free_block range)
+template <class D, class L, template <class> class P>
+void stream_ordered_memory_resource<D, L, P>::register_range(free_block range)
 {
   std::lock_guard lock{grow_mutex_};
   range.chunk = static_cast<std::uint32_t>(chunks_.size());
   chunks_.push_back(range);
 }
 
-template <class D, class L>
+template <class D, class L, template <class> class P>
 template <class F>
-decltype(auto) stream_ordered_memory_resource<D, L>::with_idle(F&& f)
+decltype(auto) stream_ordered_memory_resource<D, L, P>::with_idle(F&& f)
 {
   std::lock_guard lock{grow_mutex_};
   reclaim();
   std::lock_guard ulock{unowned_.mutex};
-  settle_solo_frees();
+  placement_.settle_idle();
   struct update_size {  // pool_size() follows the backing whatever f does (returns or throws)
     stream_ordered_memory_resource* self;
     ~update_size() { self->pool_bytes_ = self->derived().backed_bytes(); }
@@ -340,8 +296,8 @@ decltype(auto) stream_ordered_memory_resource<D, L>::with_idle(F&& f)
   return f(unowned_.list);
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::release_all() noexcept
+template <class D, class L, template <class> class P>
+void stream_ordered_memory_resource<D, L, P>::release_all() noexcept
 {
   std::lock_guard lock{grow_mutex_};
   try {
@@ -362,8 +318,8 @@ void stream_ordered_memory_resource<D, L>::release_all() noexcept
   pool_bytes_ = 0;
 }
 
-template <class D, class L>
-free_stats stream_ordered_memory_resource<D, L>::get_free_stats() const
+template <class D, class L, template <class> class P>
+free_stats stream_ordered_memory_resource<D, L, P>::get_free_stats() const
 {
   free_stats total{};
   streams_.for_each([&](stream_state& s) {
@@ -375,12 +331,11 @@ free_stats stream_ordered_memory_resource<D, L>::get_free_stats() const
   return total;
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::check_invariants() const
+template <class D, class L, template <class> class P>
+void stream_ordered_memory_resource<D, L, P>::check_invariants() const
 {
   std::lock_guard lock{grow_mutex_};
-  GPUMEM_INVARIANT(!(solo_over_.load() && solo_pending_.load()), D::resource_name,
-                   "solo frees pending after solo mode ended");
+  placement_.check_invariants(D::resource_name);
   std::vector<free_block> blocks;
   std::size_t free_bytes{};
   auto visit = [&](stream_state& s) {

@@ -52,6 +52,7 @@
 #pragma once
 
 #include <gpumem/detail/coalescing_free_list.hpp>
+#include <gpumem/detail/one_stream_placement.hpp>
 #include <gpumem/detail/stream_ordered_memory_resource.hpp>
 #include <gpumem/detail/vmm_backing.hpp>
 #include <gpumem/detail/vmm_listeners.hpp>
@@ -106,12 +107,16 @@ struct vmm_pool_stats {
   std::uint64_t listener_failures{};  ///< exceptions thrown by map / unmap listeners (caught)
 };
 
+// The stream-ordered core with the one-stream placement: the idle list first while one stream
+// alone allocates, so free holes are refilled and a repeated workload keeps its layout (without
+// it, the physical footprint crept up every pass of a training trace).
 class vmm_pool_memory_resource final
-    : public detail::stream_ordered_memory_resource<vmm_pool_memory_resource,
-                                                    detail::coalescing_free_list>,
+    : public detail::stream_ordered_memory_resource<
+          vmm_pool_memory_resource, detail::coalescing_free_list, detail::one_stream_placement>,
       public trimmable {
-  using base = detail::stream_ordered_memory_resource<vmm_pool_memory_resource,
-                                                      detail::coalescing_free_list>;
+  using base =
+      detail::stream_ordered_memory_resource<vmm_pool_memory_resource, detail::coalescing_free_list,
+                                             detail::one_stream_placement>;
   friend base;
 
  public:
@@ -176,10 +181,6 @@ class vmm_pool_memory_resource final
 
  private:
   // -- hooks of the stream-ordered core ---------------------------------------------------------
-  /// Allocations look in the idle list before the stream's own list: free memory there is best
-  /// fit first, so holes between live blocks are refilled and a repeated workload keeps its layout
-  /// (without it, the physical footprint crept up every pass of a training trace).
-  static constexpr bool idle_first = true;
   [[nodiscard]] std::size_t allocation_size(std::size_t bytes) const;
   [[nodiscard]] static bool size_matches(std::size_t bytes, std::size_t block) noexcept
   {
