@@ -15,12 +15,12 @@
 //      in unowned_ first: one_stream_placement, the virtual-memory pool's one-stream mode);
 //   2. unowned_ (its mutex);
 //   3. steal from another stream A's list: record A's event now (after the free, so it covers it),
-//      make S wait on it, take the block (from a same-size list, half of A's blocks with it, and
-//      only when A holds at least min_donor_blocks). Skipped for another thread's per-thread
-//      default stream (an event recorded on cudaStreamPerThread from this thread would land on
-//      the wrong stream);
-//   3b. same-size lists only, under grow_mutex_: unowned_ again, then grow (reclaim only when the
-//      upstream is out of memory): see grow_before_reclaim();
+//      make S wait on it, take the block, and what the steal policy takes along (below). Skipped
+//      for another thread's per-thread default stream (an event recorded on cudaStreamPerThread
+//      from this thread would land on the wrong stream);
+//   3b. a steal policy whose donors keep their last blocks (grows_before_reclaim), under
+//      grow_mutex_: unowned_ again, then grow (reclaim only when the upstream is out of memory):
+//      see grow_before_reclaim();
 //   4. under grow_mutex_: reclaim — detach every stream's list, synchronize the device (all work
 //      enqueued before the frees is done), merge everything into unowned_ (coalescing across
 //      streams), retry;
@@ -29,6 +29,10 @@
 //   6. grow: a new upstream chunk (Derived's growth policy), taken from directly.
 // deallocate(p, n, S): look p up in table_ (unknown: reported, ignored), insert into S's list
 // (coalescing), or where Placement takes it. No runtime call.
+//
+// The steal policy: FreeList::steal_policy where the list names one (fixed_size_free_list:
+// same_size_steal, half of a same-size list behind the one event, and only from a donor with a
+// few blocks to spare), else single_block_steal (the one block asked for).
 //
 // Placement (a template of the per-stream state): which list serves a stream first and takes its
 // frees. per_stream_placement (the default): the stream's own list. one_stream_placement
@@ -106,6 +110,43 @@ struct per_stream_placement {
   static constexpr bool idle_in_use() noexcept { return false; }
   static constexpr void settle_idle() noexcept {}
   static constexpr void check_invariants(char const* /*resource*/) noexcept {}
+};
+
+/// The default steal: the one block asked for, from any stream that has one.
+struct single_block_steal {
+  static constexpr bool grows_before_reclaim = false;
+  template <class List>
+  explicit single_block_steal(List const& /*prototype*/) noexcept
+  {
+  }
+  template <class List>
+  static constexpr bool donor_keeps(List const& /*donor*/) noexcept
+  {
+    return false;
+  }
+  template <class List>
+  static void take_extra(List& /*donor*/) noexcept
+  {
+  }
+  static constexpr bool has_extra() noexcept { return false; }
+  template <class List>
+  static void deliver_to(List& /*list*/) noexcept
+  {
+  }
+};
+
+/// FreeList::steal_policy where the list names one, else single_block_steal.
+template <class FreeList>
+struct steal_policy_of {
+  using type = single_block_steal;
+};
+template <class FreeList>
+requires requires
+{
+  typename FreeList::steal_policy;
+}
+struct steal_policy_of<FreeList> {
+  using type = typename FreeList::steal_policy;
 };
 
 template <class Derived, class FreeList, template <class> class Placement = per_stream_placement>
@@ -190,6 +231,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
     // cleared by a slow path that finds the list empty), so they skip it without locking.
     std::atomic<bool> maybe_free{false};
   };
+  using steal_policy = typename steal_policy_of<FreeList>::type;
 
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
   Derived const& derived() const noexcept { return static_cast<Derived const&>(*this); }
@@ -250,21 +292,11 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
   free_block take_unowned(std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
-  void adopt_stolen(stream_state& mine, stream_state& donor, FreeList& extra) noexcept;
+  void adopt_stolen(stream_state& mine, stream_state& donor, steal_policy& taken) noexcept;
   void order_after(stream_state& other, cuda_stream_view stream);
   bool reclaim();
   free_block after_growth_hook(stream_state& mine, std::size_t size);
   free_block grow_before_reclaim(std::size_t size, cuda_stream_view stream);
-  /// True for lists of same-size blocks (fixed_size): a steal takes half of a donor's blocks
-  /// behind its one event, and only from a donor with at least min_donor_blocks.
-  static constexpr bool same_size_lists()
-  {
-    return requires(FreeList & a, FreeList & b)
-    {
-      a.give_half(b);
-    };
-  }
-  static constexpr std::size_t min_donor_blocks = 4;
   free_block grow(std::size_t size, cuda_stream_view stream);
   free_block grow_chunk(std::size_t size, cuda_stream_view stream);
   free_block grow_in_place(std::size_t size);

@@ -40,7 +40,7 @@ free_block stream_ordered_memory_resource<D, L, P>::allocate_slow(stream_state& 
   if (auto b = steal(mine, size, stream); b.valid()) { return b; }
   std::lock_guard lock{grow_mutex_};
   if (auto b = take_unowned(size); b.valid()) { return b; }  // another thread grew meanwhile
-  if constexpr (same_size_lists()) {
+  if constexpr (steal_policy::grows_before_reclaim) {
     if (auto b = grow_before_reclaim(size, stream); b.valid()) { return b; }
   }
   if (reclaim()) {
@@ -50,12 +50,12 @@ free_block stream_ordered_memory_resource<D, L, P>::allocate_slow(stream_state& 
   return grow(size, stream);
 }
 
-// Same-size lists (fixed_size), under the grow lock, when no other stream held enough blocks to
-// steal from: one upstream allocation of a chunk costs less than taking the other streams' last
-// blocks, each steal an event record and a stream wait (driver calls that many threads contend
-// for), which would leave those streams as short as this one. Their blocks are reclaimed (a device
-// synchronization) only when the upstream has no memory for a chunk; with none to reclaim, the
-// upstream's error goes to the caller.
+// A steal policy whose donors keep their last blocks (same_size_steal), under the grow lock, when
+// no other stream held enough blocks to steal from: one upstream allocation of a chunk costs less
+// than taking the other streams' last blocks, each steal an event record and a stream wait (driver
+// calls that many threads contend for), which would leave those streams as short as this one. Their
+// blocks are reclaimed (a device synchronization) only when the upstream has no memory for a chunk;
+// with none to reclaim, the upstream's error goes to the caller.
 template <class D, class L, template <class> class P>
 free_block stream_ordered_memory_resource<D, L, P>::grow_before_reclaim(std::size_t size,
                                                                         cuda_stream_view stream)
@@ -91,23 +91,14 @@ free_block stream_ordered_memory_resource<D, L, P>::take_unowned(std::size_t siz
   return unowned_.list.take(size);
 }
 
-// A list of same-size blocks (fixed_size) gives half of its blocks with the one it is asked for:
-// the event that orders `stream` after the other stream's frees covers them all, so a thread that
-// runs dry takes one event for many blocks instead of one per block (see docs/design.md,
-// "binning>pool at 16 threads").
+// The steal policy decides which donors keep their blocks and what a steal takes along with the
+// block asked for (same_size_steal: half of a same-size list, covered by the same event).
 template <class D, class L, template <class> class P>
 free_block stream_ordered_memory_resource<D, L, P>::steal(stream_state& mine, std::size_t size,
                                                           cuda_stream_view stream)
 {
-  constexpr bool batches = same_size_lists();
+  steal_policy taken{prototype_};
   free_block found{};
-  auto extra = [this] {  // only a same-size list takes extra blocks
-    if constexpr (batches) {
-      return L{prototype_};
-    } else {
-      return 0;
-    }
-  }();
   stream_state* donor = nullptr;
   // Stops at the first stream that has a block; streams with nothing free cost one flag load.
   streams_.find_if([&](stream_state& other) {
@@ -116,9 +107,7 @@ free_block stream_ordered_memory_resource<D, L, P>::steal(stream_state& mine, st
       return false;
     }
     std::lock_guard lock{other.mutex};
-    if constexpr (batches) {  // a stream with a few blocks keeps them (see grow_before_reclaim)
-      if (other.list.count() < min_donor_blocks) { return false; }
-    }
+    if (taken.donor_keeps(other.list)) { return false; }  // see grow_before_reclaim
     found = other.list.take(size);
     if (!found.valid()) {
       if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
@@ -130,19 +119,12 @@ free_block stream_ordered_memory_resource<D, L, P>::steal(stream_state& mine, st
       other.list.insert(found);
       throw;
     }
-    if constexpr (batches) {
-      try {
-        other.list.give_half(extra);
-        donor = &other;
-      } catch (std::bad_alloc const&) {  // host memory is short: take the one block only
-      }
-    }
+    taken.take_extra(other.list);
+    donor = &other;
     if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
     return true;
   });
-  if constexpr (batches) {
-    if (!extra.empty()) { adopt_stolen(mine, *donor, extra); }
-  }
+  if (taken.has_extra()) { adopt_stolen(mine, *donor, taken); }
   return found;
 }
 
@@ -151,17 +133,17 @@ free_block stream_ordered_memory_resource<D, L, P>::steal(stream_state& mine, st
 // the blocks could be neither kept nor returned.)
 template <class D, class L, template <class> class P>
 void stream_ordered_memory_resource<D, L, P>::adopt_stolen(stream_state& mine, stream_state& donor,
-                                                           L& extra) noexcept
+                                                           steal_policy& taken) noexcept
 {
   try {
     std::lock_guard lock{mine.mutex};
-    mine.list.merge(extra);
+    taken.deliver_to(mine.list);
     mine.maybe_free.store(true, std::memory_order_relaxed);
     return;
   } catch (std::bad_alloc const&) {
   }
   std::lock_guard lock{donor.mutex};
-  donor.list.merge(extra);
+  taken.deliver_to(donor.list);
   donor.maybe_free.store(true, std::memory_order_relaxed);
 }
 
