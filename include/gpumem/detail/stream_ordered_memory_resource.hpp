@@ -1,73 +1,70 @@
 // gpumem/detail/stream_ordered_memory_resource.hpp — the stream-ordered core shared by the
-// suballocators (pool, fixed_size): free memory kept per stream, reused at once on the stream that
-// freed it, handed to another stream only once that stream is ordered after the free (not API).
+// suballocators (pool, fixed_size, vmm_pool): free memory kept per stream, reused at once on the
+// stream that freed it, handed to another stream only once that stream is ordered after the free
+// (not API).
+//
+// What lives where (docs/design.md, "Suballocators: pool, fixed_size, binning"):
+//   this core   the per-stream lists, the idle list, steal, reclaim, the block table, growth hooks
+//   FreeList    the free blocks of one list (coalescing_free_list, fixed_size_free_list), and how a
+//               steal takes from another stream's list: FreeList::steal_policy where the list
+//               names one (fixed_size_free_list: same_size_steal), else single_block_steal
+//   Growth      where new memory comes from: chunk_growth (chunks from an upstream; the default)
+//               or in_place_growth (backing more of one reserved range: vmm_pool)
+//   Placement   which list serves a stream first and takes its frees: per_stream_placement (the
+//               default) or one_stream_placement (vmm_pool)
 //
 // State:
-//   streams_   per stream: a mutex, a free list (FreeList), the stream's identity, a lazily created
-//              event. Found through a thread-local cache (stream_registry), no global lock.
-//   unowned_   free memory no stream has touched since it came from upstream (or since a device
-//              synchronization): any stream takes it without waiting.
+//   streams_   per stream: a mutex, a free list, the stream's identity, a lazily created event.
+//              Found through a thread-local cache (stream_registry), no global lock.
+//   unowned_   the idle list: free memory no stream has touched since it came from upstream (or
+//              since a device synchronization): any stream takes it without waiting.
 //   table_     handed-out blocks by pointer (true size and chunk; detects double / foreign frees).
-//   chunks_    upstream allocations; pool_bytes_ their total.
+//   growth_    the chunks (or the range) and the pool size.
 //
-// allocate(size, S), in this order (docs/design.md, "Suballocators"):
-//   1. hit path: best fit in S's own list — S's mutex only, no runtime call (Placement may look
-//      in unowned_ first: one_stream_placement, the virtual-memory pool's one-stream mode);
-//   2. unowned_ (its mutex);
-//   3. steal from another stream A's list: record A's event now (after the free, so it covers it),
-//      make S wait on it, take the block, and what the steal policy takes along (below). Skipped
-//      for another thread's per-thread default stream (an event recorded on cudaStreamPerThread
-//      from this thread would land on the wrong stream);
-//   3b. a steal policy whose donors keep their last blocks (grows_before_reclaim), under
-//      grow_mutex_: unowned_ again, then grow (reclaim only when the upstream is out of memory):
-//      see grow_before_reclaim();
-//   4. under grow_mutex_: reclaim — detach every stream's list, synchronize the device (all work
-//      enqueued before the frees is done), merge everything into unowned_ (coalescing across
-//      streams), retry;
-//   5. the growth hook (growth_hook.hpp), when one is set and gives memory back: S's list and
-//      unowned_, then reclaim again, retry;
-//   6. grow: a new upstream chunk (Derived's growth policy), taken from directly.
+// allocate(size, S), in this order:
+//   1. hit: S's own list, S's mutex only, no runtime call (Placement may look in the idle list
+//      first);
+//   2. the idle list;
+//   3. steal from another stream A's list: record A's event now (after the free, so it covers
+//      it), make S wait on it, take the block (and what the steal policy takes along). Skipped for
+//      another thread's per-thread default stream (an event recorded on cudaStreamPerThread from
+//      this thread would land on the wrong stream);
+//   4. under grow_mutex_: the idle list again (another thread grew meanwhile);
+//   5. a steal policy that lets donors keep their last blocks (grows_before_reclaim) grows here,
+//      and reclaims only when the upstream is out of memory;
+//   6. reclaim: detach every stream's list, synchronize the device (all work enqueued before the
+//      frees is done), merge everything into the idle list (coalescing across streams), retry;
+//   7. the growth hooks (growth_hook.hpp), when one gives memory back: S's list and the idle list,
+//      then reclaim again, retry;
+//   8. grow (Growth), the request taken from the new memory directly.
 // deallocate(p, n, S): look p up in table_ (unknown: reported, ignored), insert into S's list
 // (coalescing), or where Placement takes it. No runtime call.
 //
-// The steal policy: FreeList::steal_policy where the list names one (fixed_size_free_list:
-// same_size_steal, half of a same-size list behind the one event, and only from a donor with a
-// few blocks to spare), else single_block_steal (the one block asked for).
-//
-// Placement (a template of the per-stream state): which list serves a stream first and takes its
-// frees. per_stream_placement (the default): the stream's own list. one_stream_placement
-// (one_stream_placement.hpp, named by the virtual-memory pool only): the idle list first while
-// one stream alone allocates.
-//
 // Invariants (check_invariants(), throws logic_error naming the broken equality):
-//   pool_bytes_ == sum of chunk sizes
-//   free bytes (all lists) + handed-out bytes (table_) == pool_bytes_
+//   free bytes (all lists) + handed-out bytes (table_) == pool size (growth_.bytes())
 //   every block lies inside its chunk; no two blocks (free or handed out) overlap
-//   each list's own invariants, Placement's own invariants
+//   each list's, Growth's and Placement's own invariants
 //
 // Derived (CRTP) provides, privately with this class as friend:
 //   1. static constexpr char const* resource_name;
 //   2. std::size_t allocation_size(std::size_t bytes) const;  // block size; throws when too big
 //   3. bool size_matches(std::size_t bytes, std::size_t block) const noexcept;
-//   4. free_block allocate_chunk(std::size_t size, cuda_stream_view stream);  // growth; may throw
-//   5. void deallocate_chunk(free_block chunk) noexcept;
-//   6. a destructor that calls release_all().
-// A Derived that backs one address range on demand (the virtual-memory pool) provides, instead
-// of 4:
-//   4a. free_block grow_in_place(FreeList& idle, std::size_t size, bool may_move);
-//   4b. std::size_t backed_bytes() const;  // what pool_size() reports
-//   4c. void check_backing(std::vector<free_block> const& blocks) const;  // its own invariants
-// 4a backs more of the range and takes a block of `size` from `idle`. may_move: every idle block
-// is idle for the device, so free memory may be unmapped and moved; false: new memory only (the
-// one stream's work may still use idle blocks in place); out_of_memory when it cannot. Such a
-// Derived registers its range with register_range() (blocks of it coalesce across growth steps)
-// and reaches the idle memory at a synchronization point through with_idle().
+//   4. what its Growth asks for, one of:
+//      4a. chunk_growth:    free_block allocate_chunk(std::size_t size, cuda_stream_view stream);
+//          chunk_growth:    void deallocate_chunk(free_block chunk) noexcept;
+//      4b. in_place_growth: free_block grow_in_place(FreeList& idle, std::size_t size, bool move);
+//          in_place_growth: std::size_t backed_bytes() const noexcept;
+//          in_place_growth: void check_backing(std::vector<free_block> const& blocks) const;
+//   5. a destructor that calls release_all().
+// A chunk_growth Derived may adopt_chunk() an initial chunk; an in_place_growth one registers its
+// range (register_range()) and reaches the idle memory at a synchronization point (with_idle()).
 //
 // Thread safety: allocate/deallocate from any thread. check_invariants() needs no concurrent
 // allocate/deallocate. Lock order: grow_mutex_ < registry < a stream's mutex < table_ shards.
 #pragma once
 
 #include <gpumem/detail/allocation_table.hpp>
+#include <gpumem/detail/chunk_growth.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/growth_hook.hpp>
@@ -79,7 +76,6 @@
 #include <gpumem/mr/device_memory_resource.hpp>
 
 #include <atomic>
-#include <concepts>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -149,7 +145,8 @@ struct steal_policy_of<FreeList> {
   using type = typename FreeList::steal_policy;
 };
 
-template <class Derived, class FreeList, template <class> class Placement = per_stream_placement>
+template <class Derived, class FreeList, class Growth = chunk_growth,
+          template <class> class Placement = per_stream_placement>
 class stream_ordered_memory_resource : public mr::device_memory_resource,
                                        public mr::pool_size_source,
                                        public growth_hook_target {
@@ -157,8 +154,8 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   stream_ordered_memory_resource(stream_ordered_memory_resource const&)            = delete;
   stream_ordered_memory_resource& operator=(stream_ordered_memory_resource const&) = delete;
 
-  /// Total bytes taken from upstream (free and handed out).
-  [[nodiscard]] std::size_t pool_size() const noexcept override { return pool_bytes_.load(); }
+  /// Total bytes taken from upstream or backed (free and handed out).
+  [[nodiscard]] std::size_t pool_size() const noexcept override { return growth_.bytes(); }
   /// The runtime used for events and synchronization.
   [[nodiscard]] runtime& get_runtime() const noexcept { return *runtime_; }
   /// Deallocations of pointers that were not handed out (double or foreign frees), so far.
@@ -172,7 +169,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   /// Free memory over all lists (takes every list's lock in turn).
   [[nodiscard]] free_stats get_free_stats() const;
   void check_invariants() const;
-  [[nodiscard]] bool lean() const noexcept override { return backs_in_place(); }
+  [[nodiscard]] bool lean() const noexcept override { return Growth::lean; }
   void add_before_growth(hook fn, void* context) override
   {
     std::lock_guard lock{grow_mutex_};
@@ -196,13 +193,19 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   }
   ~stream_ordered_memory_resource() override;
 
-  /// Registers an upstream chunk (e.g. the initial pool) as free memory of no stream.
+  /// Registers an upstream chunk (e.g. the initial pool) as free memory of no stream
+  /// (chunk_growth).
   void adopt_chunk(free_block chunk);
-  /// Registers an address range whose memory Derived backs on demand (grow_in_place); nothing
+  /// Registers the address range whose memory Derived backs on demand (in_place_growth); nothing
   /// becomes free. Blocks name it as their chunk.
-  void register_range(free_block range);
+  void register_range(free_block range)
+  {
+    std::lock_guard lock{grow_mutex_};
+    growth_.register_range(range);
+  }
   /// Under the grow lock: moves every stream's free memory to the idle list behind a device
-  /// synchronization (as before a growth), then calls f(idle list) and returns its result.
+  /// synchronization (as before a growth), then calls f(idle list) and returns its result
+  /// (in_place_growth: the pool size follows the backing afterwards).
   template <class F>
   decltype(auto) with_idle(F&& f);
   /// Calls f() under the grow lock (state that only slow paths change can be read there).
@@ -232,6 +235,33 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
     std::atomic<bool> maybe_free{false};
   };
   using steal_policy = typename steal_policy_of<FreeList>::type;
+
+  /// What Growth asks of Derived (hook 4) and of the core, for one growth or check. Self is
+  /// Derived or Derived const; only the members Growth calls are instantiated.
+  template <class Self>
+  struct growth_source {
+    Self& derived;
+    FreeList const& prototype;
+    cuda_stream_view stream;
+
+    free_block allocate_chunk(std::size_t size) { return derived.allocate_chunk(size, stream); }
+    void deallocate_chunk(free_block chunk) noexcept { derived.deallocate_chunk(chunk); }
+    [[nodiscard]] FreeList empty_list() const { return FreeList{prototype}; }
+    free_block grow_in_place(FreeList& idle, std::size_t size, bool may_move)
+    {
+      return derived.grow_in_place(idle, size, may_move);
+    }
+    [[nodiscard]] std::size_t backed_bytes() const noexcept { return derived.backed_bytes(); }
+    void check_backing(std::vector<free_block> const& blocks) const
+    {
+      derived.check_backing(blocks);
+    }
+  };
+  growth_source<Derived> source(cuda_stream_view stream = {}) noexcept
+  {
+    return {derived(), prototype_, stream};
+  }
+  growth_source<Derived const> source() const noexcept { return {derived(), prototype_, {}}; }
 
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
   Derived const& derived() const noexcept { return static_cast<Derived const&>(*this); }
@@ -289,47 +319,34 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
     return s.list.take(size);
   }
   void record(stream_state& mine, free_block const& block);
-  free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
+  [[gnu::cold, gnu::noinline]] free_block allocate_slow(stream_state& mine, std::size_t size,
+                                                        cuda_stream_view stream);
   free_block take_unowned(std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
   void adopt_stolen(stream_state& mine, stream_state& donor, steal_policy& taken) noexcept;
   void order_after(stream_state& other, cuda_stream_view stream);
-  bool reclaim();
+  [[gnu::cold, gnu::noinline]] bool reclaim();
   free_block after_growth_hook(stream_state& mine, std::size_t size);
   free_block grow_before_reclaim(std::size_t size, cuda_stream_view stream);
-  free_block grow(std::size_t size, cuda_stream_view stream);
-  free_block grow_chunk(std::size_t size, cuda_stream_view stream);
-  free_block grow_in_place(std::size_t size);
-  /// True for a Derived that backs one registered range on demand (see the top of this file).
-  static constexpr bool backs_in_place()
+  [[gnu::cold, gnu::noinline]] free_block grow(std::size_t size, cuda_stream_view stream)
   {
-    return requires(Derived & d, Derived const& cd, FreeList& list, std::size_t n,
-                    std::vector<free_block> const& blocks)
-    {
-      {
-        d.grow_in_place(list, n, true)
-        } -> std::same_as<free_block>;
-      {
-        cd.backed_bytes()
-        } -> std::convertible_to<std::size_t>;
-      cd.check_backing(blocks);
-    };
+    auto src = source(stream);
+    return growth_.grow(src, unowned_, size, placement_);
   }
 
   runtime* runtime_;
   FreeList prototype_;            // an empty list, copied for each new stream
-  mutable stream_state unowned_;  // free memory of no stream
+  mutable stream_state unowned_;  // free memory of no stream (the idle list)
   mutable stream_registry<stream_state> streams_;
   mutable allocation_table table_;
-  mutable std::mutex grow_mutex_;  // serializes reclaim and growth; guards chunks_
+  mutable std::mutex grow_mutex_;  // serializes reclaim and growth; guards growth_
   struct growth_observer {
     growth_hook_target::hook fn;
     void* context;
   };
   std::vector<growth_observer> growth_hooks_;  // guarded by grow_mutex_; run in order added
   [[no_unique_address]] Placement<stream_state> placement_;
-  std::vector<free_block> chunks_;         // chunks_[i].chunk == i
-  std::atomic<std::size_t> pool_bytes_{};  // == sum of chunks_[i].size
+  Growth growth_;
   std::atomic<std::uint64_t> bad_frees_{};
 };
 
