@@ -284,21 +284,29 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
  protected:
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    auto const block = table_.erase(ptr);
-    if (!block) {
+    if (!try_deallocate(ptr, bytes, stream)) {
       report_bad(ptr, bytes, "not handed out by this resource (double free or foreign pointer)");
-      return;
     }
+  }
+  /// Frees `ptr` on `stream` when this resource handed it out, and returns true (a size that
+  /// differs from the allocation is reported and the block freed); returns false, reporting
+  /// nothing, for any other pointer. One table probe: a resource over several of these (binning)
+  /// asks each candidate once.
+  bool try_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept
+  {
+    auto const block = table_.erase(ptr);
+    if (!block) { return false; }
     if (!derived().size_matches(bytes, block->size)) {
       report_bad(ptr, bytes,
                  format("size differs from the allocation (block of ", block->size,
                         " bytes); the block is freed"));
     }
     auto& mine = streams_.get(stream.value());
-    if (placement_.free_to_idle(mine, *block)) { return; }
+    if (placement_.free_to_idle(mine, *block)) { return true; }
     std::lock_guard lock{mine.mutex};
     mine.list.insert(*block);
     mine.maybe_free.store(true, std::memory_order_relaxed);
+    return true;
   }
   /// Reports a bad deallocation and counts it in bad_deallocations().
   void report_bad(void const* ptr, std::size_t bytes, std::string const& why) noexcept;
