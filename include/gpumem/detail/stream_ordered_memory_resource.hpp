@@ -49,12 +49,12 @@
 //   1. static constexpr char const* resource_name;
 //   2. std::size_t allocation_size(std::size_t bytes) const;  // block size; throws when too big
 //   3. bool size_matches(std::size_t bytes, std::size_t block) const noexcept;
-//   4. what its Growth asks for, one of:
-//      4a. chunk_growth:    free_block allocate_chunk(std::size_t size, cuda_stream_view stream);
-//          chunk_growth:    void deallocate_chunk(free_block chunk) noexcept;
-//      4b. in_place_growth: free_block grow_in_place(FreeList& idle, std::size_t size, bool move);
-//          in_place_growth: std::size_t backed_bytes() const noexcept;
-//          in_place_growth: void check_backing(std::vector<free_block> const& blocks) const;
+//   4. the hooks of its Growth, one a line:
+//      chunk_growth:    free_block allocate_chunk(std::size_t size, cuda_stream_view stream);
+//      chunk_growth:    void deallocate_chunk(free_block chunk) noexcept;
+//      in_place_growth: free_block grow_in_place(FreeList& idle, std::size_t size, bool move);
+//      in_place_growth: std::size_t backed_bytes() const noexcept;
+//      in_place_growth: void check_backing(std::vector<free_block> const& blocks) const;
 //   5. a destructor that calls release_all().
 // A chunk_growth Derived may adopt_chunk() an initial chunk; an in_place_growth one registers its
 // range (register_range()) and reaches the idle memory at a synchronization point (with_idle()).
