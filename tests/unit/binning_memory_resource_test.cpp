@@ -92,6 +92,36 @@ TEST(binning, WrongSizeFreesAreCountedAndFreedIntoTheirOwnBin)
   EXPECT_EQ(bin.bad_deallocations(), 3U);
 }
 
+// A free goes where the pointer came from whichever resource its size names: an owned bin's
+// block freed with a given bin's size is found by asking the owned bins, each once; the given
+// bin's and upstream's pointers reach their resource with nothing reported.
+TEST(binning, FreesReachTheResourceThatHandedThePointerOut)
+{
+  host_upstream up{false};
+  pool_mr pool{&up.cuda, MiB, std::nullopt, up.rt};
+  binning_mr bin{&up.cuda, up.rt};
+  bin.add_bin(KiB);                                       // owned
+  bin.add_bin(4 * KiB, device_async_resource_ref{pool});  // given
+  bin.add_bin(16 * KiB);                                  // owned
+  void* owned = bin.allocate(KiB);
+  void* given = bin.allocate(3 * KiB);
+  void* large = bin.allocate(64 * KiB);  // upstream
+  ::testing::internal::CaptureStderr();
+  bin.deallocate(given, 3 * KiB);
+  bin.deallocate(large, 64 * KiB);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(bin.bad_deallocations(), 0U);
+  EXPECT_EQ(pool.get_free_stats().free_bytes, MiB);
+  ::testing::internal::CaptureStderr();
+  bin.deallocate(owned, 3 * KiB);  // the given bin's size: found in the 1 KiB bin
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("1024-byte bin"), std::string::npos);
+  EXPECT_EQ(bin.bad_deallocations(), 1U);
+  EXPECT_EQ(pool.get_free_stats().free_bytes, MiB);  // the pool was not asked to free it
+  bin.check_invariants();
+  EXPECT_EQ(bin.allocate(KiB), owned);  // back in its own bin
+  bin.deallocate(owned, KiB);
+}
+
 TEST(binning, ReleasesEverythingUpstream)
 {
   host_upstream up{false};

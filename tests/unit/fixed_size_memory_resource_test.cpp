@@ -175,6 +175,29 @@ TEST(fixed_size, DoubleAndForeignFreesAreReportedAndIgnored)
   fixed.deallocate(b, 10);
 }
 
+// try_deallocate frees only what the resource handed out and says whether it did, reporting
+// nothing for another pointer: binning asks each candidate bin once with it.
+TEST(fixed_size, TryDeallocateFreesOnlyItsOwnBlocksAndReportsNothingElse)
+{
+  host_upstream up;
+  fixed_mr fixed{&up.cuda, 4 * KiB, 2, up.rt};
+  void* p = fixed.allocate(4 * KiB);
+  long local{};
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(fixed.try_deallocate(&local, 8, cuda_stream_view{}));
+  EXPECT_TRUE(fixed.try_deallocate(p, 4 * KiB, cuda_stream_view{}));
+  EXPECT_FALSE(fixed.try_deallocate(p, 4 * KiB, cuda_stream_view{}));  // freed already
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(fixed.bad_deallocations(), 0U);
+  fixed.check_invariants();
+  EXPECT_EQ(fixed.allocate(4 * KiB), p);  // back in the list
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(fixed.try_deallocate(p, 8 * KiB, cuda_stream_view{}));  // its own, wrong size
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("size differs"), std::string::npos);
+  EXPECT_EQ(fixed.bad_deallocations(), 1U);
+  fixed.check_invariants();
+}
+
 TEST(fixed_size, ReleasesEverythingUpstream)
 {
   host_upstream up;

@@ -1,67 +1,74 @@
 // gpumem/detail/stream_ordered_memory_resource.hpp — the stream-ordered core shared by the
-// suballocators (pool, fixed_size): free memory kept per stream, reused at once on the stream that
-// freed it, handed to another stream only once that stream is ordered after the free (not API).
+// suballocators (pool, fixed_size, vmm_pool): free memory kept per stream, reused at once on the
+// stream that freed it, handed to another stream only once that stream is ordered after the free
+// (not API).
+//
+// What lives where (docs/design.md, "Suballocators: pool, fixed_size, binning"):
+//   this core   the per-stream lists, the idle list, steal, reclaim, the block table, growth hooks
+//   FreeList    the free blocks of one list (coalescing_free_list, fixed_size_free_list), and how a
+//               steal takes from another stream's list: FreeList::steal_policy where the list
+//               names one (fixed_size_free_list: same_size_steal), else single_block_steal
+//   Growth      where new memory comes from: chunk_growth (chunks from an upstream; the default)
+//               or in_place_growth (backing more of one reserved range: vmm_pool)
+//   Placement   which list serves a stream first and takes its frees: per_stream_placement (the
+//               default) or one_stream_placement (vmm_pool)
 //
 // State:
-//   streams_   per stream: a mutex, a free list (FreeList), the stream's identity, a lazily created
-//              event. Found through a thread-local cache (stream_registry), no global lock.
-//   unowned_   free memory no stream has touched since it came from upstream (or since a device
-//              synchronization): any stream takes it without waiting.
+//   streams_   per stream: a mutex, a free list, the stream's identity, a lazily created event.
+//              Found through a thread-local cache (stream_registry), no global lock.
+//   unowned_   the idle list: free memory no stream has touched since it came from upstream (or
+//              since a device synchronization): any stream takes it without waiting.
 //   table_     handed-out blocks by pointer (true size and chunk; detects double / foreign frees).
-//   chunks_    upstream allocations; pool_bytes_ their total.
+//   growth_    the chunks (or the range) and the pool size.
 //
-// allocate(size, S), in this order (docs/design.md, "Suballocators"):
-//   1. hit path: best fit in S's own list — S's mutex only, no runtime call (a Derived with
-//      idle_first looks in unowned_ first while S is the only stream that allocated: the
-//      virtual-memory pool's one-stream mode, see serves_idle_first() and free_solo());
-//   2. unowned_ (its mutex);
-//   3. steal from another stream A's list: record A's event now (after the free, so it covers it),
-//      make S wait on it, take the block (from a same-size list, half of A's blocks with it, and
-//      only when A holds at least min_donor_blocks). Skipped for another thread's per-thread
-//      default stream (an event recorded on cudaStreamPerThread from this thread would land on
-//      the wrong stream);
-//   3b. same-size lists only, under grow_mutex_: unowned_ again, then grow (reclaim only when the
-//      upstream is out of memory): see grow_before_reclaim();
-//   4. under grow_mutex_: reclaim — detach every stream's list, synchronize the device (all work
-//      enqueued before the frees is done), merge everything into unowned_ (coalescing across
-//      streams), retry;
-//   5. the growth hook (growth_hook.hpp), when one is set and gives memory back: S's list and
-//      unowned_, then reclaim again, retry;
-//   6. grow: a new upstream chunk (Derived's growth policy), taken from directly.
+// allocate(size, S), in this order:
+//   1. hit: S's own list, S's mutex only, no runtime call (Placement may look in the idle list
+//      first);
+//   2. the idle list;
+//   3. steal from another stream A's list: record A's event now (after the free, so it covers
+//      it), make S wait on it, take the block (and what the steal policy takes along). Skipped for
+//      another thread's per-thread default stream (an event recorded on cudaStreamPerThread from
+//      this thread would land on the wrong stream);
+//   4. under grow_mutex_: the idle list again (another thread grew meanwhile);
+//   5. a steal policy that lets donors keep their last blocks (grows_before_reclaim) grows here,
+//      and reclaims only when the upstream is out of memory;
+//   6. reclaim: detach every stream's list, synchronize the device (all work enqueued before the
+//      frees is done), merge everything into the idle list (coalescing across streams), retry;
+//   7. the growth hooks (growth_hook.hpp), when one gives memory back: S's list and the idle list,
+//      then reclaim again, retry;
+//   8. grow (Growth), the request taken from the new memory directly.
 // deallocate(p, n, S): look p up in table_ (unknown: reported, ignored), insert into S's list
-// (coalescing; in one-stream mode into unowned_). No runtime call.
+// (coalescing), or where Placement takes it. No runtime call.
 //
 // Invariants (check_invariants(), throws logic_error naming the broken equality):
-//   pool_bytes_ == sum of chunk sizes
-//   free bytes (all lists) + handed-out bytes (table_) == pool_bytes_
+//   free bytes (all lists) + handed-out bytes (table_) == pool size (growth_.bytes())
 //   every block lies inside its chunk; no two blocks (free or handed out) overlap
-//   each list's own invariants
+//   each list's, Growth's and Placement's own invariants
 //
 // Derived (CRTP) provides, privately with this class as friend:
-//   static constexpr char const* resource_name;
-//   std::size_t allocation_size(std::size_t bytes) const;          // block size; throws when too
-//   big bool size_matches(std::size_t bytes, std::size_t block) const noexcept; free_block
-//   allocate_chunk(std::size_t size, cuda_stream_view);  // growth policy; may throw void
-//   deallocate_chunk(free_block chunk) noexcept;
-// and calls release_all() in its destructor.
-// A Derived that backs one address range on demand (the virtual-memory pool) instead provides
-//   free_block grow_in_place(FreeList& idle, std::size_t size, bool may_move);  // backs more of
-//        its range and takes a block of `size` from `idle`; may_move: every idle block is idle
-//        for the device, so free memory may be unmapped and moved; false: new memory only (the
-//        one stream's work may still use idle blocks in place); out_of_memory
-//   std::size_t backed_bytes() const;                        // what pool_size() reports
-//   void check_backing(std::vector<free_block> const& blocks) const;  // its own invariants
-// registers its range with register_range() (blocks of it coalesce across growth steps), and
-// reaches the idle memory at a synchronization point through with_idle().
+//   1. static constexpr char const* resource_name;
+//   2. std::size_t allocation_size(std::size_t bytes) const;  // block size; throws when too big
+//   3. bool size_matches(std::size_t bytes, std::size_t block) const noexcept;
+//   4. the hooks of its Growth, one a line:
+//      chunk_growth:    free_block allocate_chunk(std::size_t size, cuda_stream_view stream);
+//      chunk_growth:    void deallocate_chunk(free_block chunk) noexcept;
+//      in_place_growth: free_block grow_in_place(FreeList& idle, std::size_t size, bool move);
+//      in_place_growth: std::size_t backed_bytes() const noexcept;
+//      in_place_growth: void check_backing(std::vector<free_block> const& blocks) const;
+//   5. a destructor that calls release_all().
+// A chunk_growth Derived may adopt_chunk() an initial chunk; an in_place_growth one registers its
+// range (register_range()) and reaches the idle memory at a synchronization point (with_idle()).
 //
 // Thread safety: allocate/deallocate from any thread. check_invariants() needs no concurrent
 // allocate/deallocate. Lock order: grow_mutex_ < registry < a stream's mutex < table_ shards.
 #pragma once
 
 #include <gpumem/detail/allocation_table.hpp>
+#include <gpumem/detail/chunk_growth.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/growth_hook.hpp>
+#include <gpumem/detail/invariant.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
 #include <gpumem/detail/stream_registry.hpp>
@@ -69,7 +76,6 @@
 #include <gpumem/mr/device_memory_resource.hpp>
 
 #include <atomic>
-#include <concepts>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -84,20 +90,63 @@ void report_bad_deallocation(char const* resource, void const* ptr, std::size_t 
                              std::string const& why, std::uint64_t count) noexcept;
 /// "pool size P, free F in N blocks, largest free block L (fragmentation X%)".
 [[nodiscard]] std::string describe_free(std::size_t pool_bytes, free_stats const& stats);
-/// Throws logic_error "<resource>: invariant broken: <what>" when !cond; `what` is only built then.
-/// An internal logic error: the message keeps the place in the sources (site_message).
-#define GPUMEM_INVARIANT(cond, resource, what)                                                    \
-  do {                                                                                            \
-    if (!(cond)) [[unlikely]] {                                                                   \
-      throw ::gpumem::logic_error{::gpumem::detail::site_message(                                 \
-          __FILE__, __LINE__, ::gpumem::detail::format(resource, ": invariant broken: ", what))}; \
-    }                                                                                             \
-  } while (0)
 /// Checks that blocks (any order) lie within their chunks and do not overlap.
 void check_blocks(char const* resource, std::vector<free_block> blocks,
                   std::vector<free_block> const& chunks);
 
-template <class Derived, class FreeList>
+/// The default placement: each stream's frees stay in its own list, which serves it first.
+template <class State>
+struct per_stream_placement {
+  per_stream_placement(runtime& /*rt*/, State& /*idle*/, std::mutex& /*grow_mutex*/) noexcept {}
+  static constexpr bool idle_first(State& /*mine*/) noexcept { return false; }
+  static constexpr bool free_to_idle(State& /*mine*/, free_block const& /*block*/) noexcept
+  {
+    return false;
+  }
+  static constexpr bool idle_in_use() noexcept { return false; }
+  static constexpr void settle_idle() noexcept {}
+  static constexpr void check_invariants(char const* /*resource*/) noexcept {}
+};
+
+/// The default steal: the one block asked for, from any stream that has one.
+struct single_block_steal {
+  static constexpr bool grows_before_reclaim = false;
+  template <class List>
+  explicit single_block_steal(List const& /*prototype*/) noexcept
+  {
+  }
+  template <class List>
+  static constexpr bool donor_keeps(List const& /*donor*/) noexcept
+  {
+    return false;
+  }
+  template <class List>
+  static void take_extra(List& /*donor*/) noexcept
+  {
+  }
+  static constexpr bool has_extra() noexcept { return false; }
+  template <class List>
+  static void deliver_to(List& /*list*/) noexcept
+  {
+  }
+};
+
+/// FreeList::steal_policy where the list names one, else single_block_steal.
+template <class FreeList>
+struct steal_policy_of {
+  using type = single_block_steal;
+};
+template <class FreeList>
+requires requires
+{
+  typename FreeList::steal_policy;
+}
+struct steal_policy_of<FreeList> {
+  using type = typename FreeList::steal_policy;
+};
+
+template <class Derived, class FreeList, class Growth = chunk_growth,
+          template <class> class Placement = per_stream_placement>
 class stream_ordered_memory_resource : public mr::device_memory_resource,
                                        public mr::pool_size_source,
                                        public growth_hook_target {
@@ -105,8 +154,8 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   stream_ordered_memory_resource(stream_ordered_memory_resource const&)            = delete;
   stream_ordered_memory_resource& operator=(stream_ordered_memory_resource const&) = delete;
 
-  /// Total bytes taken from upstream (free and handed out).
-  [[nodiscard]] std::size_t pool_size() const noexcept override { return pool_bytes_.load(); }
+  /// Total bytes taken from upstream or backed (free and handed out).
+  [[nodiscard]] std::size_t pool_size() const noexcept override { return growth_.bytes(); }
   /// The runtime used for events and synchronization.
   [[nodiscard]] runtime& get_runtime() const noexcept { return *runtime_; }
   /// Deallocations of pointers that were not handed out (double or foreign frees), so far.
@@ -120,7 +169,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   /// Free memory over all lists (takes every list's lock in turn).
   [[nodiscard]] free_stats get_free_stats() const;
   void check_invariants() const;
-  [[nodiscard]] bool lean() const noexcept override { return backs_in_place(); }
+  [[nodiscard]] bool lean() const noexcept override { return Growth::lean; }
   void add_before_growth(hook fn, void* context) override
   {
     std::lock_guard lock{grow_mutex_};
@@ -138,18 +187,25 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
         prototype_{std::move(prototype)},
         unowned_{{}, prototype_},
         streams_{
-            [this](stream_identity id) { return std::make_unique<stream_state>(id, prototype_); }}
+            [this](stream_identity id) { return std::make_unique<stream_state>(id, prototype_); }},
+        placement_{rt, unowned_, grow_mutex_}
   {
   }
   ~stream_ordered_memory_resource() override;
 
-  /// Registers an upstream chunk (e.g. the initial pool) as free memory of no stream.
+  /// Registers an upstream chunk (e.g. the initial pool) as free memory of no stream
+  /// (chunk_growth).
   void adopt_chunk(free_block chunk);
-  /// Registers an address range whose memory Derived backs on demand (grow_in_place); nothing
+  /// Registers the address range whose memory Derived backs on demand (in_place_growth); nothing
   /// becomes free. Blocks name it as their chunk.
-  void register_range(free_block range);
+  void register_range(free_block range)
+  {
+    std::lock_guard lock{grow_mutex_};
+    growth_.register_range(range);
+  }
   /// Under the grow lock: moves every stream's free memory to the idle list behind a device
-  /// synchronization (as before a growth), then calls f(idle list) and returns its result.
+  /// synchronization (as before a growth), then calls f(idle list) and returns its result
+  /// (in_place_growth: the pool size follows the backing afterwards).
   template <class F>
   decltype(auto) with_idle(F&& f);
   /// Calls f() under the grow lock (state that only slow paths change can be read there).
@@ -178,6 +234,34 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
     // cleared by a slow path that finds the list empty), so they skip it without locking.
     std::atomic<bool> maybe_free{false};
   };
+  using steal_policy = typename steal_policy_of<FreeList>::type;
+
+  /// What Growth asks of Derived (hook 4) and of the core, for one growth or check. Self is
+  /// Derived or Derived const; only the members Growth calls are instantiated.
+  template <class Self>
+  struct growth_source {
+    Self& derived;
+    FreeList const& prototype;
+    cuda_stream_view stream;
+
+    free_block allocate_chunk(std::size_t size) { return derived.allocate_chunk(size, stream); }
+    void deallocate_chunk(free_block chunk) noexcept { derived.deallocate_chunk(chunk); }
+    [[nodiscard]] FreeList empty_list() const { return FreeList{prototype}; }
+    free_block grow_in_place(FreeList& idle, std::size_t size, bool may_move)
+    {
+      return derived.grow_in_place(idle, size, may_move);
+    }
+    [[nodiscard]] std::size_t backed_bytes() const noexcept { return derived.backed_bytes(); }
+    void check_backing(std::vector<free_block> const& blocks) const
+    {
+      derived.check_backing(blocks);
+    }
+  };
+  growth_source<Derived> source(cuda_stream_view stream = {}) noexcept
+  {
+    return {derived(), prototype_, stream};
+  }
+  growth_source<Derived const> source() const noexcept { return {derived(), prototype_, {}}; }
 
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
   Derived const& derived() const noexcept { return static_cast<Derived const&>(*this); }
@@ -200,39 +284,40 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
  protected:
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    auto const block = table_.erase(ptr);
-    if (!block) {
+    if (!try_deallocate(ptr, bytes, stream)) {
       report_bad(ptr, bytes, "not handed out by this resource (double free or foreign pointer)");
-      return;
     }
+  }
+  /// Frees `ptr` on `stream` when this resource handed it out, and returns true (a size that
+  /// differs from the allocation is reported and the block freed); returns false, reporting
+  /// nothing, for any other pointer. One table probe: a resource over several of these (binning)
+  /// asks each candidate once.
+  bool try_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept
+  {
+    auto const block = table_.erase(ptr);
+    if (!block) { return false; }
     if (!derived().size_matches(bytes, block->size)) {
       report_bad(ptr, bytes,
                  format("size differs from the allocation (block of ", block->size,
                         " bytes); the block is freed"));
     }
     auto& mine = streams_.get(stream.value());
-    if constexpr (serves_idle_first()) {
-      if (free_solo(mine, *block)) { return; }
-    }
+    if (placement_.free_to_idle(mine, *block)) { return true; }
     std::lock_guard lock{mine.mutex};
     mine.list.insert(*block);
     mine.maybe_free.store(true, std::memory_order_relaxed);
+    return true;
   }
   /// Reports a bad deallocation and counts it in bad_deallocations().
   void report_bad(void const* ptr, std::size_t bytes, std::string const& why) noexcept;
 
  private:
-  /// The hit path's first fit: the stream's own list, or for a Derived that asks for it
-  /// (idle_first) while one stream alone uses it, the idle list first (see serves_idle_first()).
-  /// With several streams, each stream's own list comes first again: the idle list's lock is
-  /// shared by every thread, and taking it on every allocation stopped scaling with threads
-  /// (vmm_pool, 16 threads on the H100: 9.3 -> 2.1 M ops/s).
+  /// The hit path's first fit: the stream's own list, or the idle list first where Placement
+  /// says so (one_stream_placement, while one stream alone allocates).
   free_block take_first(stream_state& mine, std::size_t size)
   {
-    if constexpr (serves_idle_first()) {
-      if (!solo_over_.load(std::memory_order_acquire) && still_solo(mine)) {
-        if (auto b = take_unowned(size); b.valid()) { return b; }
-      }
+    if (placement_.idle_first(mine)) {
+      if (auto b = take_unowned(size); b.valid()) { return b; }
     }
     return take_from(mine, size);  // built in place: no copy of the block
   }
@@ -242,104 +327,34 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
     return s.list.take(size);
   }
   void record(stream_state& mine, free_block const& block);
-  // -- one stream alone (idle_first resources; docs/design.md, "vmm_pool", "One stream") --------
-  /// The first stream to allocate becomes the solo stream; another stream's first allocation ends
-  /// solo mode (end_solo: a device synchronization, so the idle list is idle again). Returns
-  /// whether `mine` is the solo stream of a solo mode still going on.
-  bool still_solo(stream_state& mine);
-  void end_solo();
-  /// A free on the solo stream goes straight into the idle list (coalescing with all free memory)
-  /// and marks it as holding memory the device may still use (solo_pending_). False: not solo.
-  bool free_solo(stream_state& mine, free_block const& block) noexcept
-  {
-    if (solo_over_.load(std::memory_order_acquire) ||
-        solo_.load(std::memory_order_relaxed) != &mine) {
-      return false;
-    }
-    std::lock_guard lock{unowned_.mutex};
-    if (solo_over_.load(std::memory_order_relaxed)) { return false; }  // ended meanwhile
-    unowned_.list.insert(block);
-    solo_pending_.store(true, std::memory_order_relaxed);
-    return true;
-  }
-  /// Under unowned_.mutex: makes every block of the idle list idle for the device (synchronizes
-  /// when solo frees are pending). Throws what the synchronization throws (flag kept).
-  void settle_solo_frees();
-  /// Under grow_mutex_: true when the solo stream still has work queued (an event recorded on it
-  /// now has not completed); false when it is done or the question cannot be asked.
-  bool solo_stream_busy() noexcept;
-  free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
+  [[gnu::cold, gnu::noinline]] free_block allocate_slow(stream_state& mine, std::size_t size,
+                                                        cuda_stream_view stream);
   free_block take_unowned(std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
-  void adopt_stolen(stream_state& mine, stream_state& donor, FreeList& extra) noexcept;
+  void adopt_stolen(stream_state& mine, stream_state& donor, steal_policy& taken) noexcept;
   void order_after(stream_state& other, cuda_stream_view stream);
-  bool reclaim();
+  [[gnu::cold, gnu::noinline]] bool reclaim();
   free_block after_growth_hook(stream_state& mine, std::size_t size);
   free_block grow_before_reclaim(std::size_t size, cuda_stream_view stream);
-  /// True for lists of same-size blocks (fixed_size): a steal takes half of a donor's blocks
-  /// behind its one event, and only from a donor with at least min_donor_blocks.
-  static constexpr bool same_size_lists()
+  [[gnu::cold, gnu::noinline]] free_block grow(std::size_t size, cuda_stream_view stream)
   {
-    return requires(FreeList & a, FreeList & b)
-    {
-      a.give_half(b);
-    };
-  }
-  static constexpr std::size_t min_donor_blocks = 4;
-  free_block grow(std::size_t size, cuda_stream_view stream);
-  free_block grow_chunk(std::size_t size, cuda_stream_view stream);
-  free_block grow_in_place(std::size_t size);
-  /// True for a Derived with `static constexpr bool idle_first = true`: its allocations are served
-  /// from the idle list (free memory of no stream) before the stream's own list. The virtual-memory
-  /// pool asks for it: a hole left in the idle list pins physical memory, and a stream list that
-  /// always wins splits the latest frees instead, so every pass of a repeated workload lays its
-  /// blocks out differently and the holes pile up (docs/design.md, "vmm_pool", "Placement").
-  /// Only while one stream alone allocates (take_first).
-  static constexpr bool serves_idle_first()
-  {
-    if constexpr (requires { Derived::idle_first; }) {
-      return Derived::idle_first;
-    } else {
-      return false;
-    }
-  }
-  /// True for a Derived that backs one registered range on demand (see the top of this file).
-  static constexpr bool backs_in_place()
-  {
-    return requires(Derived & d, Derived const& cd, FreeList& list, std::size_t n,
-                    std::vector<free_block> const& blocks)
-    {
-      {
-        d.grow_in_place(list, n, true)
-        } -> std::same_as<free_block>;
-      {
-        cd.backed_bytes()
-        } -> std::convertible_to<std::size_t>;
-      cd.check_backing(blocks);
-    };
+    auto src = source(stream);
+    return growth_.grow(src, unowned_, size, placement_);
   }
 
   runtime* runtime_;
   FreeList prototype_;            // an empty list, copied for each new stream
-  mutable stream_state unowned_;  // free memory of no stream
+  mutable stream_state unowned_;  // free memory of no stream (the idle list)
   mutable stream_registry<stream_state> streams_;
   mutable allocation_table table_;
-  mutable std::mutex grow_mutex_;  // serializes reclaim and growth; guards chunks_
+  mutable std::mutex grow_mutex_;  // serializes reclaim and growth; guards growth_
   struct growth_observer {
     growth_hook_target::hook fn;
     void* context;
   };
   std::vector<growth_observer> growth_hooks_;  // guarded by grow_mutex_; run in order added
-  // Solo mode (idle_first only): while one stream alone has allocated, its frees go to unowned_,
-  // and solo_pending_ says unowned_ may hold memory that stream's work still uses. Invariant:
-  // !solo_pending_ => every block in unowned_ is idle for the device. solo_over_ only goes
-  // false -> true (under grow_mutex_ and unowned_.mutex, after the synchronization).
-  std::atomic<stream_state*> solo_{};
-  std::atomic<bool> solo_over_{false};
-  std::atomic<bool> solo_pending_{false};  // written under unowned_.mutex
-  cudaEvent_t solo_event_{};               // solo_stream_busy()'s question; guarded by grow_mutex_
-  std::vector<free_block> chunks_;         // chunks_[i].chunk == i
-  std::atomic<std::size_t> pool_bytes_{};  // == sum of chunks_[i].size
+  [[no_unique_address]] Placement<stream_state> placement_;
+  Growth growth_;
   std::atomic<std::uint64_t> bad_frees_{};
 };
 

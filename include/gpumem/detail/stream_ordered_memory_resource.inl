@@ -3,17 +3,16 @@
 
 namespace gpumem::detail {
 
-template <class D, class L>
-stream_ordered_memory_resource<D, L>::~stream_ordered_memory_resource()
+template <class D, class L, class G, template <class> class P>
+stream_ordered_memory_resource<D, L, G, P>::~stream_ordered_memory_resource()
 {
   streams_.for_each([this](stream_state& s) {
     if (s.event != nullptr) { runtime_->event_destroy(s.event); }
   });
-  if (solo_event_ != nullptr) { runtime_->event_destroy(solo_event_); }
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::record(stream_state& mine, free_block const& block)
+template <class D, class L, class G, template <class> class P>
+void stream_ordered_memory_resource<D, L, G, P>::record(stream_state& mine, free_block const& block)
 {
   try {
     table_.insert(block);
@@ -24,23 +23,24 @@ void stream_ordered_memory_resource<D, L>::record(stream_state& mine, free_block
   }
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::report_bad(void const* ptr, std::size_t bytes,
-                                                      std::string const& why) noexcept
+template <class D, class L, class G, template <class> class P>
+void stream_ordered_memory_resource<D, L, G, P>::report_bad(void const* ptr, std::size_t bytes,
+                                                            std::string const& why) noexcept
 {
   auto const count = bad_frees_.fetch_add(1) + 1;
   report_bad_deallocation(D::resource_name, ptr, bytes, why, count);
 }
 
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::allocate_slow(stream_state& mine, std::size_t size,
-                                                               cuda_stream_view stream)
+template <class D, class L, class G, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, G, P>::allocate_slow(stream_state& mine,
+                                                                     std::size_t size,
+                                                                     cuda_stream_view stream)
 {
   if (auto b = take_unowned(size); b.valid()) { return b; }
   if (auto b = steal(mine, size, stream); b.valid()) { return b; }
   std::lock_guard lock{grow_mutex_};
   if (auto b = take_unowned(size); b.valid()) { return b; }  // another thread grew meanwhile
-  if constexpr (same_size_lists()) {
+  if constexpr (steal_policy::grows_before_reclaim) {
     if (auto b = grow_before_reclaim(size, stream); b.valid()) { return b; }
   }
   if (reclaim()) {
@@ -50,15 +50,14 @@ free_block stream_ordered_memory_resource<D, L>::allocate_slow(stream_state& min
   return grow(size, stream);
 }
 
-// Same-size lists (fixed_size), under the grow lock, when no other stream held enough blocks to
-// steal from: one upstream allocation of a chunk costs less than taking the other streams' last
-// blocks, each steal an event record and a stream wait (driver calls that many threads contend
-// for), which would leave those streams as short as this one. Their blocks are reclaimed (a device
-// synchronization) only when the upstream has no memory for a chunk; with none to reclaim, the
-// upstream's error goes to the caller.
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::grow_before_reclaim(std::size_t size,
-                                                                     cuda_stream_view stream)
+// Under the grow lock, for a steal policy whose donors keep their last blocks (same_size_steal):
+// one growth costs less than taking the other streams' last blocks, each steal an event record
+// and a stream wait (driver calls that many threads contend for), which would leave those streams
+// as short as this one. Their blocks are reclaimed (a device synchronization) only when the
+// upstream has no memory; with none to reclaim, the upstream's error goes to the caller.
+template <class D, class L, class G, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, G, P>::grow_before_reclaim(std::size_t size,
+                                                                           cuda_stream_view stream)
 {
   try {
     return grow(size, stream);
@@ -69,11 +68,11 @@ free_block stream_ordered_memory_resource<D, L>::grow_before_reclaim(std::size_t
 }
 
 // Under the grow lock: the hook's frees land in their streams' lists (this thread's cache frees
-// on the streams it cached for), or in the idle list in solo mode: S's list and the idle list
+// on the streams it cached for), or where the placement takes them: S's list and the idle list
 // first, then everything behind a reclaim.
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::after_growth_hook(stream_state& mine,
-                                                                   std::size_t size)
+template <class D, class L, class G, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, G, P>::after_growth_hook(stream_state& mine,
+                                                                         std::size_t size)
 {
   bool gave_back = false;
   for (auto const& h : growth_hooks_) { gave_back = h.fn(h.context) || gave_back; }
@@ -84,61 +83,21 @@ free_block stream_ordered_memory_resource<D, L>::after_growth_hook(stream_state&
   return {};
 }
 
-template <class D, class L>
-bool stream_ordered_memory_resource<D, L>::still_solo(stream_state& mine)
-{
-  // A plain load first: the solo stream's own allocations (every one, while solo) make no
-  // read-modify-write on the shared flag; only the first allocation ever claims it.
-  stream_state* expected = solo_.load(std::memory_order_acquire);
-  if (expected == &mine) { return true; }
-  if (expected == nullptr && solo_.compare_exchange_strong(expected, &mine)) { return true; }
-  if (expected == &mine) { return true; }
-  end_solo();
-  return false;
-}
-
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::end_solo()
-{
-  std::lock_guard lock{grow_mutex_};
-  std::lock_guard ulock{unowned_.mutex};
-  if (solo_over_.load(std::memory_order_relaxed)) { return; }
-  settle_solo_frees();  // throws (e.g. during a graph capture): solo mode goes on
-  solo_over_.store(true, std::memory_order_release);
-}
-
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::settle_solo_frees()
-{
-  if (!solo_pending_.load(std::memory_order_relaxed)) { return; }
-  runtime_->device_synchronize();
-  solo_pending_.store(false, std::memory_order_relaxed);
-}
-
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::take_unowned(std::size_t size)
+template <class D, class L, class G, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, G, P>::take_unowned(std::size_t size)
 {
   std::lock_guard lock{unowned_.mutex};
   return unowned_.list.take(size);
 }
 
-// A list of same-size blocks (fixed_size) gives half of its blocks with the one it is asked for:
-// the event that orders `stream` after the other stream's frees covers them all, so a thread that
-// runs dry takes one event for many blocks instead of one per block (see docs/design.md,
-// "binning>pool at 16 threads").
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::size_t size,
-                                                       cuda_stream_view stream)
+// The steal policy decides which donors keep their blocks and what a steal takes along with the
+// block asked for (same_size_steal: half of a same-size list, covered by the same event).
+template <class D, class L, class G, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, G, P>::steal(stream_state& mine, std::size_t size,
+                                                             cuda_stream_view stream)
 {
-  constexpr bool batches = same_size_lists();
+  steal_policy taken{prototype_};
   free_block found{};
-  auto extra = [this] {  // only a same-size list takes extra blocks
-    if constexpr (batches) {
-      return L{prototype_};
-    } else {
-      return 0;
-    }
-  }();
   stream_state* donor = nullptr;
   // Stops at the first stream that has a block; streams with nothing free cost one flag load.
   streams_.find_if([&](stream_state& other) {
@@ -147,9 +106,7 @@ free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::
       return false;
     }
     std::lock_guard lock{other.mutex};
-    if constexpr (batches) {  // a stream with a few blocks keeps them (see grow_before_reclaim)
-      if (other.list.count() < min_donor_blocks) { return false; }
-    }
+    if (taken.donor_keeps(other.list)) { return false; }
     found = other.list.take(size);
     if (!found.valid()) {
       if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
@@ -161,45 +118,40 @@ free_block stream_ordered_memory_resource<D, L>::steal(stream_state& mine, std::
       other.list.insert(found);
       throw;
     }
-    if constexpr (batches) {
-      try {
-        other.list.give_half(extra);
-        donor = &other;
-      } catch (std::bad_alloc const&) {  // host memory is short: take the one block only
-      }
-    }
+    taken.take_extra(other.list);
+    donor = &other;
     if (other.list.empty()) { other.maybe_free.store(false, std::memory_order_relaxed); }
     return true;
   });
-  if constexpr (batches) {
-    if (!extra.empty()) { adopt_stolen(mine, *donor, extra); }
-  }
+  if (taken.has_extra()) { adopt_stolen(mine, *donor, taken); }
   return found;
 }
 
 // Blocks stolen along with one: into `mine`'s list (the stream is ordered after them), or back to
 // the donor when host memory is too short to grow `mine`'s list. (Both failing ends the process:
 // the blocks could be neither kept nor returned.)
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::adopt_stolen(stream_state& mine, stream_state& donor,
-                                                        L& extra) noexcept
+template <class D, class L, class G, template <class> class P>
+void stream_ordered_memory_resource<D, L, G, P>::adopt_stolen(stream_state& mine,
+                                                              stream_state& donor,
+                                                              steal_policy& taken) noexcept
 {
   try {
     std::lock_guard lock{mine.mutex};
-    mine.list.merge(extra);
+    taken.deliver_to(mine.list);
     mine.maybe_free.store(true, std::memory_order_relaxed);
     return;
   } catch (std::bad_alloc const&) {
   }
   std::lock_guard lock{donor.mutex};
-  donor.list.merge(extra);
+  taken.deliver_to(donor.list);
   donor.maybe_free.store(true, std::memory_order_relaxed);
 }
 
 // The event is recorded now, after the free (which happened before `other`'s mutex was taken), so
 // it covers all work enqueued on the other stream before the block was freed.
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::order_after(stream_state& other, cuda_stream_view stream)
+template <class D, class L, class G, template <class> class P>
+void stream_ordered_memory_resource<D, L, G, P>::order_after(stream_state& other,
+                                                             cuda_stream_view stream)
 {
   if (other.event == nullptr) { other.event = runtime_->event_create(); }
   runtime_->event_record(other.event, other.identity.stream);
@@ -210,8 +162,8 @@ void stream_ordered_memory_resource<D, L>::order_after(stream_state& other, cuda
 // was freed before the synchronization and its stream's prior work is complete. A first
 // synchronization before anything moves fails without changing the lists when CUDA refuses to
 // synchronize at all (during a CUDA graph capture): the blocks stay with their streams.
-template <class D, class L>
-bool stream_ordered_memory_resource<D, L>::reclaim()
+template <class D, class L, class G, template <class> class P>
+bool stream_ordered_memory_resource<D, L, G, P>::reclaim()
 {
   bool any = false;
   streams_.for_each(
@@ -238,114 +190,33 @@ bool stream_ordered_memory_resource<D, L>::reclaim()
   return true;
 }
 
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::grow(std::size_t size, cuda_stream_view stream)
-{
-  if constexpr (backs_in_place()) {
-    return grow_in_place(size);
-  } else {
-    return grow_chunk(size, stream);
-  }
-}
-
-// While the solo stream's work may still use idle blocks and the device is busy with it, the
-// growth takes new memory only: waiting for the device would stall the work queued behind, which
-// costs more than the memory. When new memory alone cannot serve (out of memory), or the device is
-// done anyway, it settles the frees (a synchronization, nearly free on an idle device) and may
-// move free memory.
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::grow_in_place(std::size_t size)
-{
-  std::lock_guard lock{unowned_.mutex};
-  struct update_size {  // pool_size() follows the backing whether the growth returns or throws
-    stream_ordered_memory_resource* self;
-    ~update_size() { self->pool_bytes_ = self->derived().backed_bytes(); }
-  } const update{this};
-  if (solo_pending_.load(std::memory_order_relaxed) && solo_stream_busy()) {
-    try {
-      return derived().grow_in_place(unowned_.list, size, false);
-    } catch (out_of_memory const&) {  // NOLINT(bugprone-empty-catch): wait, then move memory
-    }
-  }
-  settle_solo_frees();  // the growth may unmap free memory: the device must be done with it
-  return derived().grow_in_place(unowned_.list, size, true);
-}
-
-template <class D, class L>
-bool stream_ordered_memory_resource<D, L>::solo_stream_busy() noexcept
-{
-  auto* const solo = solo_.load(std::memory_order_acquire);
-  if (solo == nullptr) { return false; }
-  try {
-    if (solo_event_ == nullptr) { solo_event_ = runtime_->event_create(); }
-    runtime_->event_record(solo_event_, solo->identity.stream);
-    return !runtime_->event_query(solo_event_);
-  } catch (...) {  // e.g. during a graph capture: the synchronization that follows reports it
-    return false;
-  }
-}
-
-template <class D, class L>
-free_block stream_ordered_memory_resource<D, L>::grow_chunk(std::size_t size,
-                                                            cuda_stream_view stream)
-{
-  auto chunk  = derived().allocate_chunk(size, stream);
-  chunk.chunk = static_cast<std::uint32_t>(chunks_.size());
-  try {
-    chunks_.push_back(chunk);
-  } catch (...) {
-    derived().deallocate_chunk(chunk);
-    throw;
-  }
-  pool_bytes_ += chunk.size;
-  L fresh{prototype_};
-  fresh.insert_chunk(chunk);
-  auto const block = fresh.take(size);
-  std::lock_guard lock{unowned_.mutex};
-  unowned_.list.merge(fresh);
-  return block;
-}
-
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::adopt_chunk(free_block chunk)
+template <class D, class L, class G, template <class> class P>
+void stream_ordered_memory_resource<D, L, G, P>::adopt_chunk(free_block chunk)
 {
   std::lock_guard lock{grow_mutex_};
-  chunk.chunk = static_cast<std::uint32_t>(chunks_.size());
-  chunks_.push_back(chunk);
-  pool_bytes_ += chunk.size;
+  chunk = growth_.adopt(chunk);
   std::lock_guard ulock{unowned_.mutex};
   unowned_.list.insert_chunk(chunk);
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::register_range(free_block range)
-{
-  std::lock_guard lock{grow_mutex_};
-  range.chunk = static_cast<std::uint32_t>(chunks_.size());
-  chunks_.push_back(range);
-}
-
-template <class D, class L>
+template <class D, class L, class G, template <class> class P>
 template <class F>
-decltype(auto) stream_ordered_memory_resource<D, L>::with_idle(F&& f)
+decltype(auto) stream_ordered_memory_resource<D, L, G, P>::with_idle(F&& f)
 {
   std::lock_guard lock{grow_mutex_};
   reclaim();
   std::lock_guard ulock{unowned_.mutex};
-  settle_solo_frees();
-  struct update_size {  // pool_size() follows the backing whatever f does (returns or throws)
-    stream_ordered_memory_resource* self;
-    ~update_size() { self->pool_bytes_ = self->derived().backed_bytes(); }
-  } const update{this};
-  return f(unowned_.list);
+  placement_.settle_idle();
+  auto src = source();
+  return growth_.track(src, [&]() -> decltype(auto) { return f(unowned_.list); });
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::release_all() noexcept
+template <class D, class L, class G, template <class> class P>
+void stream_ordered_memory_resource<D, L, G, P>::release_all() noexcept
 {
   std::lock_guard lock{grow_mutex_};
   try {
-    if (!chunks_.empty()) { runtime_->device_synchronize(); }
+    if (!growth_.chunks().empty()) { runtime_->device_synchronize(); }
   } catch (...) {  // NOLINT(bugprone-empty-catch): releasing must go on; the device has failed
   }
   streams_.for_each([](stream_state& s) {
@@ -357,13 +228,12 @@ void stream_ordered_memory_resource<D, L>::release_all() noexcept
     unowned_.list.clear();
   }
   table_.clear();
-  for (auto const& c : chunks_) { derived().deallocate_chunk(c); }
-  chunks_.clear();
-  pool_bytes_ = 0;
+  auto src = source();
+  growth_.release(src);
 }
 
-template <class D, class L>
-free_stats stream_ordered_memory_resource<D, L>::get_free_stats() const
+template <class D, class L, class G, template <class> class P>
+free_stats stream_ordered_memory_resource<D, L, G, P>::get_free_stats() const
 {
   free_stats total{};
   streams_.for_each([&](stream_state& s) {
@@ -375,12 +245,11 @@ free_stats stream_ordered_memory_resource<D, L>::get_free_stats() const
   return total;
 }
 
-template <class D, class L>
-void stream_ordered_memory_resource<D, L>::check_invariants() const
+template <class D, class L, class G, template <class> class P>
+void stream_ordered_memory_resource<D, L, G, P>::check_invariants() const
 {
   std::lock_guard lock{grow_mutex_};
-  GPUMEM_INVARIANT(!(solo_over_.load() && solo_pending_.load()), D::resource_name,
-                   "solo frees pending after solo mode ended");
+  placement_.check_invariants(D::resource_name);
   std::vector<free_block> blocks;
   std::size_t free_bytes{};
   auto visit = [&](stream_state& s) {
@@ -396,22 +265,11 @@ void stream_ordered_memory_resource<D, L>::check_invariants() const
     used_bytes += b.size;
     blocks.push_back(b);
   });
-  if constexpr (backs_in_place()) {
-    derived().check_backing(blocks);
-    GPUMEM_INVARIANT(
-        pool_bytes_ == derived().backed_bytes(), D::resource_name,
-        format("pool_bytes_ ", pool_bytes_.load(), " != backed bytes ", derived().backed_bytes()));
-  } else {
-    std::size_t chunk_bytes{};
-    for (auto const& c : chunks_) { chunk_bytes += c.size; }
-    GPUMEM_INVARIANT(
-        pool_bytes_ == chunk_bytes, D::resource_name,
-        format("pool_bytes_ ", pool_bytes_.load(), " != sum of chunk sizes ", chunk_bytes));
-  }
-  GPUMEM_INVARIANT(free_bytes + used_bytes == pool_bytes_, D::resource_name,
+  growth_.check_invariants(D::resource_name, source(), blocks);
+  GPUMEM_INVARIANT(free_bytes + used_bytes == growth_.bytes(), D::resource_name,
                    format("free bytes ", free_bytes, " + handed-out bytes ", used_bytes,
-                          " != pool_bytes_ ", pool_bytes_.load()));
-  check_blocks(D::resource_name, std::move(blocks), chunks_);
+                          " != pool size ", growth_.bytes()));
+  check_blocks(D::resource_name, std::move(blocks), growth_.chunks());
 }
 
 }  // namespace gpumem::detail

@@ -11,7 +11,8 @@
 //
 // Invariants (check_invariants(), throws logic_error naming the broken one):
 //   every bin size is a multiple of 256
-//   each owned bin is the map's entry for its block size: bins_[b.get_block_size()] == b
+//   each owned bin is the map's entry for its block size: bins_[b.get_block_size()] == b, and
+//   the entries that name an owned bin are as many as the owned bins
 //   each owned bin's own invariants
 // Errors: logic_error for a null upstream or exponents outside 0 <= min <= max <= 62. Allocation
 // errors are those of the bin or upstream.
@@ -94,14 +95,13 @@ class binning_memory_resource : public device_memory_resource, public block_roun
     allocation_size = align_up(allocation_size, CUDA_ALLOCATION_ALIGNMENT);
     if (bins_.contains(allocation_size)) { return; }
     if (bin_resource) {
-      bins_.emplace(allocation_size, *bin_resource);
+      bins_.emplace(allocation_size, bin_entry{*bin_resource, nullptr});
       return;
     }
     auto& bin = owned_.emplace_back(std::make_unique<fixed_size_memory_resource<Upstream>>(
         upstream_, allocation_size,
         fixed_size_memory_resource<Upstream>::default_blocks_to_preallocate, *runtime_));
-    bins_.emplace(allocation_size, device_async_resource_ref{*bin});
-    owned_by_size_.emplace(allocation_size, bin.get());
+    bins_.emplace(allocation_size, bin_entry{device_async_resource_ref{*bin}, bin.get()});
   }
 
   /// The resource that serves `bytes`.
@@ -122,7 +122,7 @@ class binning_memory_resource : public device_memory_resource, public block_roun
   [[nodiscard]] device_async_resource_ref get_resource_ref(std::size_t bytes) const noexcept
   {
     auto const it = bins_.lower_bound(bytes);
-    return it == bins_.end() ? upstream_ : it->second;
+    return it == bins_.end() ? upstream_ : it->second.ref;
   }
 
   /// Frees whose size did not match the allocation (they would reach the wrong bin or
@@ -136,14 +136,21 @@ class binning_memory_resource : public device_memory_resource, public block_roun
 
   void check_invariants() const
   {
-    for (auto const& [size, ref] : bins_) {
+    std::size_t owned_entries = 0;
+    for (auto const& [size, entry] : bins_) {
       GPUMEM_EXPECTS(
           is_aligned(size, CUDA_ALLOCATION_ALIGNMENT), logic_error,
           detail::format("binning_memory_resource: bin size ", size, " is not a multiple of 256"));
+      owned_entries += entry.owned != nullptr ? 1 : 0;
     }
+    GPUMEM_EXPECTS(
+        owned_entries == owned_.size(), logic_error,
+        detail::format("binning_memory_resource: ", owned_entries,
+                       " bin entries name an owned bin, but ", owned_.size(), " bins are owned"));
     for (auto const& bin : owned_) {
       auto const it = bins_.find(bin->get_block_size());
-      GPUMEM_EXPECTS(it != bins_.end() && it->second == device_async_resource_ref{*bin},
+      GPUMEM_EXPECTS(it != bins_.end() && it->second.owned == bin.get() &&
+                         it->second.ref == device_async_resource_ref{*bin},
                      logic_error,
                      detail::format("binning_memory_resource: owned bin of ", bin->get_block_size(),
                                     " bytes is not its size's entry"));
@@ -158,40 +165,37 @@ class binning_memory_resource : public device_memory_resource, public block_roun
                                           stream);
   }
 
+  // One map lookup finds the size's bin; an owned bin frees the pointer if it handed it out (one
+  // table probe). Otherwise every other owned bin is asked once (the size was wrong), and the
+  // pointer goes to the size's resource (upstream or a given bin) only when none of them knew it.
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    auto target    = get_resource_ref(bytes);
-    auto* bin      = owned_bin_for(bytes);
-    bool const hit = bin != nullptr && bin->handed_out_size(ptr).has_value();
-    if (!hit) {  // the size's bin did not hand it out: find the bin that did, if any
-      if (auto* owner = owned_bin_of(ptr); owner != nullptr) {
-        report_wrong_size(ptr, bytes, owner->get_block_size());
-        target = device_async_resource_ref{*owner};  // freed into the bin that handed it out,
-        bytes  = owner->get_block_size();            // with its own size (counted once, here)
-      } else if (bin != nullptr) {
-        report_wrong_size(ptr, bytes, 0);
-        return;  // not freed: its owner (upstream or another resource) is unknown
-      }
+    auto const it   = bins_.lower_bound(bytes);
+    auto const* bin = it == bins_.end() ? nullptr : &it->second;
+    if (bin != nullptr && bin->owned != nullptr && bin->owned->try_deallocate(ptr, bytes, stream)) {
+      return;
     }
+    if (free_into_owner(ptr, bytes, stream, bin != nullptr ? bin->owned : nullptr)) { return; }
+    if (bin != nullptr && bin->owned != nullptr) {
+      report_wrong_size(ptr, bytes, 0);
+      return;  // not freed: its owner (upstream or another resource) is unknown
+    }
+    auto target = bin != nullptr ? bin->ref : upstream_;
     gpumem::detail::async_deallocate(target, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
-  /// The owned bin that serves `bytes`, or null (upstream, or a bin given to add_bin).
-  fixed_size_memory_resource<Upstream>* owned_bin_for(std::size_t bytes) const noexcept
-  {
-    auto const it = bins_.lower_bound(bytes);
-    if (it == bins_.end()) { return nullptr; }
-    auto const own = owned_by_size_.find(it->first);
-    return own == owned_by_size_.end() ? nullptr : own->second;
-  }
-
-  /// The owned bin that handed out `ptr`, or null (a pointer of upstream or of a given bin).
-  fixed_size_memory_resource<Upstream>* owned_bin_of(void const* ptr) const noexcept
+  /// Frees `ptr` into the owned bin (other than `asked`) that handed it out, with that bin's
+  /// size, reporting the wrong size (counted once, here). False when no owned bin handed it out.
+  bool free_into_owner(void* ptr, std::size_t bytes, cuda_stream_view stream,
+                       fixed_size_memory_resource<Upstream> const* asked) noexcept
   {
     for (auto const& bin : owned_) {
-      if (bin->handed_out_size(ptr)) { return bin.get(); }
+      if (bin.get() != asked && bin->try_deallocate(ptr, bin->get_block_size(), stream)) {
+        report_wrong_size(ptr, bytes, bin->get_block_size());
+        return true;
+      }
     }
-    return nullptr;
+    return false;
   }
 
   void report_wrong_size(void const* ptr, std::size_t bytes, std::size_t block) noexcept
@@ -212,8 +216,11 @@ class binning_memory_resource : public device_memory_resource, public block_roun
   device_async_resource_ref upstream_;
   detail::runtime* runtime_;
   std::vector<std::unique_ptr<fixed_size_memory_resource<Upstream>>> owned_;
-  std::map<std::size_t, device_async_resource_ref> bins_;                       // block size -> bin
-  std::map<std::size_t, fixed_size_memory_resource<Upstream>*> owned_by_size_;  // owned bins
+  struct bin_entry {
+    device_async_resource_ref ref;                // the bin
+    fixed_size_memory_resource<Upstream>* owned;  // the same bin when owned, else null
+  };
+  std::map<std::size_t, bin_entry> bins_;  // block size -> bin
   std::atomic<std::uint64_t> bad_frees_{0};
 };
 

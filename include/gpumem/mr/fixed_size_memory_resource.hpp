@@ -76,6 +76,10 @@ class fixed_size_memory_resource
     return upstream_;
   }
   [[nodiscard]] std::size_t get_block_size() const noexcept { return block_size_; }
+  /// Frees `ptr` (of `bytes`, on `stream`) and returns true when this resource handed it out;
+  /// returns false, and reports nothing, for any other pointer (extension: a resource over
+  /// several of these, such as binning_memory_resource, asks each candidate once).
+  using base::try_deallocate;
   /// Every request takes one block (a larger one fails: it keeps its own size here).
   [[nodiscard]] std::size_t block_for(std::size_t bytes) const override
   {

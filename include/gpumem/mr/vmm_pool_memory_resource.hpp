@@ -52,6 +52,8 @@
 #pragma once
 
 #include <gpumem/detail/coalescing_free_list.hpp>
+#include <gpumem/detail/in_place_growth.hpp>
+#include <gpumem/detail/one_stream_placement.hpp>
 #include <gpumem/detail/stream_ordered_memory_resource.hpp>
 #include <gpumem/detail/vmm_backing.hpp>
 #include <gpumem/detail/vmm_listeners.hpp>
@@ -106,12 +108,16 @@ struct vmm_pool_stats {
   std::uint64_t listener_failures{};  ///< exceptions thrown by map / unmap listeners (caught)
 };
 
-class vmm_pool_memory_resource final
-    : public detail::stream_ordered_memory_resource<vmm_pool_memory_resource,
-                                                    detail::coalescing_free_list>,
-      public trimmable {
-  using base = detail::stream_ordered_memory_resource<vmm_pool_memory_resource,
-                                                      detail::coalescing_free_list>;
+// The stream-ordered core, growing in place, with the one-stream placement (the idle list first
+// while one stream alone allocates: free holes are refilled, so a repeated workload keeps its
+// layout; without it, the physical footprint crept up every pass of a training trace).
+class vmm_pool_memory_resource final : public detail::stream_ordered_memory_resource<
+                                           vmm_pool_memory_resource, detail::coalescing_free_list,
+                                           detail::in_place_growth, detail::one_stream_placement>,
+                                       public trimmable {
+  using base =
+      detail::stream_ordered_memory_resource<vmm_pool_memory_resource, detail::coalescing_free_list,
+                                             detail::in_place_growth, detail::one_stream_placement>;
   friend base;
 
  public:
@@ -175,11 +181,7 @@ class vmm_pool_memory_resource final
   bool remove_listener(vmm_listener_id id) noexcept { return listeners_.remove(id); }
 
  private:
-  // -- hooks of the stream-ordered core ---------------------------------------------------------
-  /// Allocations look in the idle list before the stream's own list: free memory there is best
-  /// fit first, so holes between live blocks are refilled and a repeated workload keeps its layout
-  /// (without it, the physical footprint crept up every pass of a training trace).
-  static constexpr bool idle_first = true;
+  // -- hooks of the stream-ordered core (1-3, then in_place_growth's) ---------------------------
   [[nodiscard]] std::size_t allocation_size(std::size_t bytes) const;
   [[nodiscard]] static bool size_matches(std::size_t bytes, std::size_t block) noexcept
   {
@@ -190,7 +192,6 @@ class vmm_pool_memory_resource final
                                    bool may_move);
   [[nodiscard]] std::size_t backed_bytes() const noexcept { return backing_.mapped_bytes(); }
   void check_backing(std::vector<detail::free_block> const& blocks) const;
-  static void deallocate_chunk(detail::free_block) noexcept {}  // the backing releases all
 
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;

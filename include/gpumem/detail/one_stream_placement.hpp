@@ -1,0 +1,142 @@
+// gpumem/detail/one_stream_placement.hpp — the stream-ordered core's placement while one stream
+// alone allocates (not API). Named only by the virtual-memory pool (docs/design.md, "vmm_pool",
+// "Placement" and "One stream").
+//
+// The first stream to allocate becomes the solo stream. While it is the only stream that has
+// allocated, its allocations look in the idle list (free memory of no stream) before its own list,
+// and its frees go straight into the idle list, where they coalesce with all free memory: holes
+// between live blocks are refilled best fit first, so a repeated workload keeps its layout, and no
+// reclaim (device synchronization) is needed to join a free with the rest. Another stream's first
+// allocation ends solo mode for good (a device synchronization, so the idle list is idle again);
+// with several streams each stream's own list comes first, as in per_stream_placement (the idle
+// list's lock is shared by every thread, and taking it on every allocation stopped scaling).
+//
+// State (besides the core's idle list):
+//   solo_      the solo stream's state, set once by the first allocation
+//   over_      solo mode has ended; only goes false -> true (under the grow lock and the idle
+//              list's lock, after the synchronization)
+//   pending_   the idle list may hold memory the solo stream's queued work still uses (written
+//              under the idle list's lock)
+// Invariants: over_ => !pending_;  !pending_ => every block in the idle list is idle for the
+// device (check_invariants() checks the first; the second is what settle_idle() restores).
+//
+// The core asks (State: its per-stream state, with mutex, list and identity):
+//   1. idle_first(mine)         hot path: serve `mine` from the idle list first?
+//   2. free_to_idle(mine, b)    a free on `mine`: taken into the idle list? (noexcept)
+//   3. idle_in_use()            under both locks: may queued work still use idle blocks?
+//   4. settle_idle()            under the idle list's lock: make every idle block idle
+//   5. check_invariants(name)
+// Thread safety: as the core; see each member for the locks it needs.
+#pragma once
+
+#include <gpumem/detail/free_block.hpp>
+#include <gpumem/detail/invariant.hpp>
+#include <gpumem/detail/runtime.hpp>
+
+#include <atomic>
+#include <mutex>
+
+namespace gpumem::detail {
+
+template <class State>
+class one_stream_placement {
+ public:
+  /// `idle` is the core's idle list, `grow_mutex` its grow lock; both outlive this object.
+  one_stream_placement(runtime& rt, State& idle, std::mutex& grow_mutex) noexcept
+      : runtime_{&rt}, idle_{&idle}, grow_mutex_{&grow_mutex}
+  {
+  }
+  ~one_stream_placement()
+  {
+    if (event_ != nullptr) { runtime_->event_destroy(event_); }
+  }
+  one_stream_placement(one_stream_placement const&)            = delete;
+  one_stream_placement& operator=(one_stream_placement const&) = delete;
+
+  /// True while `mine` is the solo stream (the first allocation claims it); another stream's
+  /// first allocation ends solo mode (may throw what the synchronization throws: solo mode goes
+  /// on then).
+  bool idle_first(State& mine)
+  {
+    return !over_.load(std::memory_order_acquire) && still_solo(mine);
+  }
+
+  /// A free on the solo stream goes into the idle list and marks it pending. False: not solo.
+  bool free_to_idle(State& mine, free_block const& block) noexcept
+  {
+    if (over_.load(std::memory_order_acquire) || solo_.load(std::memory_order_relaxed) != &mine) {
+      return false;
+    }
+    std::lock_guard lock{idle_->mutex};
+    if (over_.load(std::memory_order_relaxed)) { return false; }  // ended meanwhile
+    idle_->list.insert(block);
+    pending_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+
+  /// Under the grow lock and the idle list's lock: true when solo frees are pending and the solo
+  /// stream still has work queued (a growth then takes new memory only, and moves nothing).
+  bool idle_in_use() noexcept { return pending_.load(std::memory_order_relaxed) && stream_busy(); }
+
+  /// Under the idle list's lock: synchronizes the device when solo frees are pending. Throws what
+  /// the synchronization throws (pending_ kept).
+  void settle_idle()
+  {
+    if (!pending_.load(std::memory_order_relaxed)) { return; }
+    runtime_->device_synchronize();
+    pending_.store(false, std::memory_order_relaxed);
+  }
+
+  void check_invariants(char const* resource) const
+  {
+    GPUMEM_INVARIANT(!(over_.load() && pending_.load()), resource,
+                     "solo frees pending after solo mode ended");
+  }
+
+ private:
+  bool still_solo(State& mine)
+  {
+    // A plain load first: the solo stream's own allocations (every one, while solo) make no
+    // read-modify-write on the shared flag; only the first allocation ever claims it.
+    State* expected = solo_.load(std::memory_order_acquire);
+    if (expected == &mine) { return true; }
+    if (expected == nullptr && solo_.compare_exchange_strong(expected, &mine)) { return true; }
+    if (expected == &mine) { return true; }
+    end();
+    return false;
+  }
+
+  [[gnu::cold, gnu::noinline]] void end()
+  {
+    std::lock_guard lock{*grow_mutex_};
+    std::lock_guard ilock{idle_->mutex};
+    if (over_.load(std::memory_order_relaxed)) { return; }
+    settle_idle();  // throws (e.g. during a graph capture): solo mode goes on
+    over_.store(true, std::memory_order_release);
+  }
+
+  /// Under the grow lock: true when the solo stream still has work queued (an event recorded on
+  /// it now has not completed); false when it is done or the question cannot be asked.
+  bool stream_busy() noexcept
+  {
+    auto* const solo = solo_.load(std::memory_order_acquire);
+    if (solo == nullptr) { return false; }
+    try {
+      if (event_ == nullptr) { event_ = runtime_->event_create(); }
+      runtime_->event_record(event_, solo->identity.stream);
+      return !runtime_->event_query(event_);
+    } catch (...) {  // e.g. during a graph capture: the synchronization that follows reports it
+      return false;
+    }
+  }
+
+  runtime* runtime_;
+  State* idle_;
+  std::mutex* grow_mutex_;
+  std::atomic<State*> solo_{};
+  std::atomic<bool> over_{false};
+  std::atomic<bool> pending_{false};  // written under idle_->mutex
+  cudaEvent_t event_{};               // stream_busy()'s question; guarded by the grow lock
+};
+
+}  // namespace gpumem::detail
