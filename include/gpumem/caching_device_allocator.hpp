@@ -31,7 +31,7 @@
 #include <gpumem/detail/caching/bin_layout.hpp>
 #include <gpumem/detail/caching/block_source.hpp>
 #include <gpumem/detail/caching/caching_core.hpp>
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -118,10 +118,10 @@ class caching_device_allocator {
   caching_device_allocator(unsigned int bin_growth, unsigned int min_bin = 1,
                            unsigned int max_bin         = INVALID_BIN,
                            std::size_t max_cached_bytes = INVALID_SIZE, bool skip_cleanup = false,
-                           bool debug = false, detail::runtime& runtime = detail::cuda_runtime());
+                           bool debug = false, gpumem::runtime& runtime = gpumem::cuda_device());
   /// The defaults: 8 / 3 / 7 / (8^7 * 3) - 1 = 6,291,455 bytes.
   explicit caching_device_allocator(bool skip_cleanup = false, bool debug = false,
-                                    detail::runtime& runtime = detail::cuda_runtime());
+                                    gpumem::runtime& runtime = gpumem::cuda_device());
   virtual ~caching_device_allocator();
   caching_device_allocator(caching_device_allocator const&)            = delete;
   caching_device_allocator& operator=(caching_device_allocator const&) = delete;
@@ -235,12 +235,12 @@ class caching_device_allocator {
  private:
   class runtime_source final : public detail::caching::block_source {
    public:
-    explicit runtime_source(detail::runtime& rt) : rt_{rt} {}
+    explicit runtime_source(gpumem::runtime& rt) : rt_{rt} {}
     void* allocate(int device, std::size_t bytes, cudaStream_t stream) override;
     void free(int device, void* ptr, std::size_t bytes, cudaStream_t stream) noexcept override;
 
    private:
-    detail::runtime& rt_;
+    gpumem::runtime& rt_;
   };
 
   template <class F>
@@ -249,7 +249,7 @@ class caching_device_allocator {
   [[nodiscard]] CachedBlocks snapshot_cached_blocks() const;
   [[nodiscard]] BusyBlocks snapshot_live_blocks() const;
 
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
   runtime_source source_;
   detail::caching::caching_core core_;
 };

@@ -17,7 +17,7 @@
 #include <gpumem/mr/capabilities.hpp>
 #include <gpumem/detail/caching/block_source.hpp>
 #include <gpumem/detail/caching/caching_core.hpp>
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
 
@@ -41,14 +41,14 @@ class caching_memory_resource final : public device_memory_resource, public bloc
   /// Throws logic_error for a null upstream or an invalid bin layout.
   template <class Upstream>
   explicit caching_memory_resource(Upstream* upstream, caching_memory_resource_options options = {},
-                                   detail::runtime& runtime = detail::cuda_runtime())
+                                   gpumem::runtime& runtime = gpumem::cuda_device())
       : caching_memory_resource{to_device_async_resource_ref_checked(upstream), options, runtime}
   {
     this->link_upstream(upstream);
   }
   explicit caching_memory_resource(device_async_resource_ref upstream,
                                    caching_memory_resource_options options = {},
-                                   detail::runtime& runtime = detail::cuda_runtime());
+                                   gpumem::runtime& runtime = gpumem::cuda_device());
   ~caching_memory_resource() override;
   caching_memory_resource(caching_memory_resource const&)            = delete;
   caching_memory_resource& operator=(caching_memory_resource const&) = delete;

@@ -46,7 +46,7 @@ class fixed_size_memory_resource
   explicit fixed_size_memory_resource(
       device_async_resource_ref upstream_mr, std::size_t block_size = default_block_size,
       std::size_t blocks_to_preallocate = default_blocks_to_preallocate,
-      detail::runtime& runtime          = detail::cuda_runtime())
+      gpumem::runtime& runtime          = gpumem::cuda_device())
       : base{runtime, detail::fixed_size_free_list{checked_block_size(block_size)}},
         upstream_{upstream_mr},
         block_size_{align_up(block_size, CUDA_ALLOCATION_ALIGNMENT)},
@@ -62,7 +62,7 @@ class fixed_size_memory_resource
   explicit fixed_size_memory_resource(
       Upstream* upstream_mr, std::size_t block_size = default_block_size,
       std::size_t blocks_to_preallocate = default_blocks_to_preallocate,
-      detail::runtime& runtime          = detail::cuda_runtime())
+      gpumem::runtime& runtime          = gpumem::cuda_device())
       : fixed_size_memory_resource{to_device_async_resource_ref_checked(upstream_mr), block_size,
                                    blocks_to_preallocate, runtime}
   {

@@ -120,7 +120,7 @@ class vmm_pool_memory_resource final
 
   /// Reserves the address range; maps nothing yet.
   explicit vmm_pool_memory_resource(vmm_pool_options const& options = {},
-                                    detail::runtime& runtime        = detail::cuda_runtime());
+                                    gpumem::runtime& runtime        = gpumem::cuda_device());
   ~vmm_pool_memory_resource() override;
 
   [[nodiscard]] vmm_pool_options const& options() const noexcept { return options_; }

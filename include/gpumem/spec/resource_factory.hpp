@@ -9,7 +9,7 @@
 // passes through.
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/spec/resource_spec.hpp>
 
@@ -42,7 +42,7 @@ struct param_info {
 
 /// What a maker may need besides its parameters and upstream.
 struct build_context {
-  detail::runtime* runtime{};
+  gpumem::runtime* runtime{};
   bool simulated{};  ///< runtime is the host stand-in
 };
 
@@ -126,7 +126,7 @@ class resource_stack {
   void trim();
 
  private:
-  friend resource_stack build(resource_spec const&, detail::runtime&, bool);
+  friend resource_stack build(resource_spec const&, gpumem::runtime&, bool);
   void clear() noexcept;  ///< destroys the layers from the top down
   std::vector<std::unique_ptr<mr::device_memory_resource>> layers_;  ///< [0] = bottom
   std::string spec_;
@@ -140,7 +140,7 @@ class resource_stack {
 [[nodiscard]] std::string describe_factory();
 
 /// Builds `spec` over `rt` (`simulated`: rt is a host_runtime without real memory).
-[[nodiscard]] resource_stack build(resource_spec const& spec, detail::runtime& rt, bool simulated);
-[[nodiscard]] resource_stack build(std::string_view spec, detail::runtime& rt, bool simulated);
+[[nodiscard]] resource_stack build(resource_spec const& spec, gpumem::runtime& rt, bool simulated);
+[[nodiscard]] resource_stack build(std::string_view spec, gpumem::runtime& rt, bool simulated);
 
 }  // namespace gpumem::spec
