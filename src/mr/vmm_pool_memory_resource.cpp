@@ -17,7 +17,7 @@ detail::vmm_backing_options backing_options(vmm_pool_options const& o)
 }  // namespace
 
 vmm_pool_memory_resource::vmm_pool_memory_resource(vmm_pool_options const& options,
-                                                   detail::runtime& runtime)
+                                                   gpumem::runtime& runtime)
     : base{runtime, detail::coalescing_free_list{}},
       options_{options},
       backing_{runtime, backing_options(options)},
