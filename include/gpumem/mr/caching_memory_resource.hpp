@@ -27,7 +27,7 @@
 
 namespace gpumem::mr {
 
-/// Configuration of caching_memory_resource; the defaults are the seed's.
+/// Configuration of caching_memory_resource; the defaults are CUB's CachingDeviceAllocator's.
 struct caching_memory_resource_options {
   unsigned bin_growth{8};
   unsigned min_bin{3};

@@ -36,7 +36,7 @@ enum class resource_kind {
 
 struct param_info {
   std::string_view key;
-  std::string_view default_value;
+  std::string default_value;  ///< as a value of the parameter reads it ("none", "16MiB", "12")
   std::string_view help;
 };
 
