@@ -1,4 +1,4 @@
-// The drop-in caching allocator: seed names over detail::caching::caching_core.
+// The drop-in caching allocator: CUB's names over detail::caching::caching_core.
 #include <gpumem/caching_device_allocator.hpp>
 #include <gpumem/error.hpp>
 

@@ -1,4 +1,4 @@
-// caching_memory_resource: the seed-003 core over an upstream resource.
+// caching_memory_resource: the caching core (CUB's bins and cache limit) over an upstream resource.
 #include <gpumem/align.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/mr/caching_memory_resource.hpp>

@@ -11,7 +11,7 @@
 // bad_deallocations(); nothing is freed for an unknown pointer; a wrong size frees the block.
 // Destruction frees the cache and every block still allocated to the upstream (those are then
 // said on stderr, with their count and bytes): nothing it took from upstream is left behind.
-// Thread safety: thread-safe; one lock (per device), as the seed's allocator.
+// Thread safety: thread-safe; one lock (per device), as CUB's allocator.
 #pragma once
 
 #include <gpumem/mr/capabilities.hpp>

@@ -2,7 +2,7 @@
 // blocks taken from an upstream resource.
 //
 // Only requests of at most get_block_size() bytes are served; a larger request throws
-// out_of_memory ("larger than the block size"), as the seed's maximum-allocation-size check does.
+// out_of_memory ("larger than the block size"), since no block could ever hold it.
 // The pool starts with blocks_to_preallocate blocks and, when every block is handed out (after
 // stealing from other streams and reclaiming their free blocks), grows by blocks_to_preallocate
 // more, in one upstream allocation. Stream-ordered like pool_memory_resource
