@@ -268,14 +268,16 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   /// Under grow_mutex_: true when the solo stream still has work queued (an event recorded on it
   /// now has not completed); false when it is done or the question cannot be asked.
   bool solo_stream_busy() noexcept;
-  free_block allocate_slow(stream_state& mine, std::size_t size, cuda_stream_view stream);
+  [[gnu::cold, gnu::noinline]] free_block allocate_slow(stream_state& mine, std::size_t size,
+                                                        cuda_stream_view stream);
   free_block take_unowned(std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
   void adopt_stolen(stream_state& mine, stream_state& donor, FreeList& extra) noexcept;
   void order_after(stream_state& other, cuda_stream_view stream);
-  bool reclaim();
+  [[gnu::cold, gnu::noinline]] bool reclaim();
   free_block after_growth_hook(stream_state& mine, std::size_t size);
-  free_block grow_before_reclaim(std::size_t size, cuda_stream_view stream);
+  [[gnu::cold, gnu::noinline]] free_block grow_before_reclaim(std::size_t size,
+                                                              cuda_stream_view stream);
   /// True for lists of same-size blocks (fixed_size): a steal takes half of a donor's blocks
   /// behind its one event, and only from a donor with at least min_donor_blocks.
   static constexpr bool same_size_lists()
@@ -286,9 +288,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
     };
   }
   static constexpr std::size_t min_donor_blocks = 4;
-  free_block grow(std::size_t size, cuda_stream_view stream);
-  free_block grow_chunk(std::size_t size, cuda_stream_view stream);
-  free_block grow_in_place(std::size_t size);
+  [[gnu::cold, gnu::noinline]] free_block grow(std::size_t size, cuda_stream_view stream);
+  [[gnu::cold, gnu::noinline]] free_block grow_chunk(std::size_t size, cuda_stream_view stream);
+  [[gnu::cold, gnu::noinline]] free_block grow_in_place(std::size_t size);
   /// True for a Derived with `static constexpr bool idle_first = true`: its allocations are served
   /// from the idle list (free memory of no stream) before the stream's own list. The virtual-memory
   /// pool asks for it: a hole left in the idle list pins physical memory, and a stream list that

@@ -167,8 +167,8 @@ class vmm_pool_memory_resource final
     return can_align_up(bytes, allocation_alignment) &&
            align_up(bytes, allocation_alignment) == block;
   }
-  detail::free_block grow_in_place(detail::coalescing_free_list& idle, std::size_t size,
-                                   bool may_move);
+  [[gnu::cold, gnu::noinline]] detail::free_block grow_in_place(detail::coalescing_free_list& idle,
+                                                                std::size_t size, bool may_move);
   [[nodiscard]] std::size_t backed_bytes() const noexcept { return backing_.mapped_bytes(); }
   void check_backing(std::vector<detail::free_block> const& blocks) const;
   static void deallocate_chunk(detail::free_block) noexcept {}  // the backing releases all

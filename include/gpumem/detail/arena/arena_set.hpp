@@ -61,8 +61,10 @@ class arena_set {
  private:
   arena& find_or_create(cuda_stream_view stream);
   void* allocate_in(arena& a, std::size_t bytes);
-  void* allocate_slow(std::size_t bytes, cuda_stream_view stream, arena& a);
-  void deallocate_slow(void* ptr, std::size_t bytes, cuda_stream_view stream, arena& a);
+  [[gnu::cold, gnu::noinline]] void* allocate_slow(std::size_t bytes, cuda_stream_view stream,
+                                                   arena& a);
+  [[gnu::cold, gnu::noinline]] void deallocate_slow(void* ptr, std::size_t bytes,
+                                                    cuda_stream_view stream, arena& a);
   void report_bad_free(free_status status, void* ptr, std::size_t bytes,
                        cuda_stream_view stream) noexcept;
   void write_dump_file(std::size_t bytes, cuda_stream_view stream) const;

@@ -131,10 +131,11 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   /// Whether the upstream is a lean pool (its growth hook says so).
   [[nodiscard]] bool lean_upstream() const noexcept;
   /// The upstream's growth hook: flushes the calling thread's cache (see options).
-  static bool flush_before_growth(void* self) noexcept;
+  [[gnu::cold, gnu::noinline]] static bool flush_before_growth(void* self) noexcept;
   void* allocate_large(std::size_t bytes, cudaStream_t stream);
-  void* allocate_slow(std::size_t bytes, cudaStream_t stream);
-  void deallocate_slow(char* p, std::size_t bytes, cudaStream_t stream) noexcept;
+  [[gnu::cold, gnu::noinline]] void* allocate_slow(std::size_t bytes, cudaStream_t stream);
+  [[gnu::cold, gnu::noinline]] void deallocate_slow(char* p, std::size_t bytes,
+                                                    cudaStream_t stream) noexcept;
   void deallocate_large(char* p, std::size_t bytes, cudaStream_t stream) noexcept;
   local_cache* attach();
   void* take_upstream(local_cache* c, std::size_t bytes, cudaStream_t stream);
@@ -149,8 +150,8 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   bool acquire_credit(local_cache& c, std::size_t bytes) noexcept;
   void return_credit(local_cache& c) noexcept;
   void release(local_cache& c, char* p, cudaStream_t stream) noexcept;
-  void flush_slot(local_cache& c, unsigned slot, bool half) noexcept;
-  void flush(local_cache& c, bool half) noexcept;
+  [[gnu::cold, gnu::noinline]] void flush_slot(local_cache& c, unsigned slot, bool half) noexcept;
+  [[gnu::cold, gnu::noinline]] void flush(local_cache& c, bool half) noexcept;
   void remove_cached(local_cache& c, char* p) noexcept;
   bool request_flushes(local_cache const* except, bool wait);
   void orphan_live_blocks(local_cache& c) noexcept;
