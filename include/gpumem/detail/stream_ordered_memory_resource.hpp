@@ -62,6 +62,7 @@
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/growth_hook.hpp>
+#include <gpumem/detail/invariant_checks.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
 #include <gpumem/detail/stream_registry.hpp>
@@ -187,10 +188,16 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
  protected:
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
-    auto const size = derived().allocation_size(bytes);
-    auto& mine      = streams_.get(stream.value());
-    auto block      = take_first(mine, size);
-    if (!block.valid()) { block = allocate_slow(mine, size, stream); }
+    [[maybe_unused]] auto const gate = gate_.enter();
+    auto const size                  = derived().allocation_size(bytes);
+    auto& mine                       = streams_.get(stream.value());
+    auto block                       = take_first(mine, size);
+    if (!block.valid()) {
+      block = allocate_slow(mine, size, stream);
+      record(mine, block);
+      check_after_slow_path("allocate_slow", [this] { check_invariants(); });
+      return block.ptr;
+    }
     record(mine, block);
     return block.ptr;
   }
@@ -200,7 +207,8 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
  protected:
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    auto const block = table_.erase(ptr);
+    [[maybe_unused]] auto const gate = gate_.enter();
+    auto const block                 = table_.erase(ptr);
     if (!block) {
       report_bad(ptr, bytes, "not handed out by this resource (double free or foreign pointer)");
       return;
@@ -327,6 +335,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   mutable stream_registry<stream_state> streams_;
   mutable allocation_table table_;
   mutable std::mutex grow_mutex_;  // serializes reclaim and growth; guards chunks_
+  // The invariant-check build's gate (every allocate and deallocate; detail/invariant_checks.hpp);
+  // an empty member otherwise.
+  [[no_unique_address]] call_gate gate_;
   struct growth_observer {
     growth_hook_target::hook fn;
     void* context;
