@@ -5,8 +5,9 @@
 set -euo pipefail
 
 need=()
+# clang + libFuzzer: the fuzzers; pkg-config: the consumers; clang-format: the format check
 for pkg in cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv \
-           clang-14 libclang-rt-14-dev pkg-config; do  # clang + libFuzzer: fuzzers; pkg-config: consumers
+           clang-14 libclang-rt-14-dev pkg-config clang-format; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
