@@ -45,6 +45,7 @@ std::shared_ptr<host_runtime> make_host_runtime(std::size_t capacity_bytes, bool
 
 void bind_host_runtime(py::module_& m)
 {
+  host_runtime_options const defaults{};  // each default written once, in the C++ options
   py::class_<host_runtime, gpumem::runtime, std::shared_ptr<host_runtime>>(m, "HostRuntime", R"doc(
 A host stand-in for the CUDA runtime: resources built over it run with no GPU.
 
@@ -56,9 +57,10 @@ Streams are simulated: each has an *enqueued* and a *completed* position. ``enqu
 work, ``complete(s)`` finishes it, so "stream A has not yet reached the free" is a state a test
 sets, not a race. With ``auto_complete=True`` all work completes at once.
 )doc")
-      .def(py::init(&make_host_runtime), py::arg("capacity_bytes") = std::size_t{80} << 30,
-           py::arg("backed") = true, py::arg("auto_complete") = false,
-           py::arg("granularity_bytes") = 256, py::arg("device_count") = 1)
+      .def(py::init(&make_host_runtime), py::arg("capacity_bytes") = defaults.capacity_bytes,
+           py::arg("backed") = defaults.backed, py::arg("auto_complete") = defaults.auto_complete,
+           py::arg("granularity_bytes") = defaults.granularity_bytes,
+           py::arg("device_count")      = defaults.device_count)
       .def(
           "create_stream", [](host_runtime& rt) { return to_int(rt.create_stream()); },
           "A new simulated stream (an int handle only this runtime understands).")

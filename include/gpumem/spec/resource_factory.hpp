@@ -1,7 +1,7 @@
 // gpumem/spec/resource_factory.hpp — THE factory table: every resource the tool, the benchmarks and
 // the Python package can build from a spec (resource_spec.hpp), listed once.
 //
-// build() turns a spec into a resource_stack over a given runtime: a simulated host_runtime
+// build() turns a spec into a resource_stack over a given runtime: a simulated_device
 // (`--simulate`) or the CUDA runtime. Entries marked needs_gpu (the CUDA peers, CUDA memory pools)
 // cannot run over the host stand-in; build() says so.
 // Errors: spec_error for unknown names (lists the valid ones), unknown parameters (lists the
@@ -43,7 +43,7 @@ struct param_info {
 /// What a maker may need besides its parameters and upstream.
 struct build_context {
   gpumem::runtime* runtime{};
-  bool simulated{};  ///< runtime is the host stand-in
+  bool simulated{};  ///< runtime is a simulated_device
 };
 
 class layer_args;
@@ -139,7 +139,7 @@ class resource_stack {
 /// A table of names, kinds, parameters and defaults for --help / --list-resources.
 [[nodiscard]] std::string describe_factory();
 
-/// Builds `spec` over `rt` (`simulated`: rt is a host_runtime without real memory).
+/// Builds `spec` over `rt` (`simulated`: rt is a simulated_device without real memory).
 [[nodiscard]] resource_stack build(resource_spec const& spec, gpumem::runtime& rt, bool simulated);
 [[nodiscard]] resource_stack build(std::string_view spec, gpumem::runtime& rt, bool simulated);
 
