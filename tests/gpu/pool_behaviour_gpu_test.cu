@@ -176,7 +176,8 @@ Fn driver_entry(char const* name)
   return reinterpret_cast<Fn>(fn);
 }
 
-// -- release threshold and synchronization (at a synchronization, memory above the threshold goes back)
+// -- release threshold and synchronization (at a synchronization, memory above the threshold goes
+// back)
 // --------------------------------
 
 TEST(gpu_pool_release, threshold_between_zero_and_max_keeps_at_most_the_threshold_at_stream_sync)
@@ -296,7 +297,8 @@ TEST(gpu_pool_trim, trim_keeps_memory_whose_free_has_not_completed)
   EXPECT_EQ(reserved(pool), 0U);
 }
 
-// -- reuse policies (event dependencies, opportunistic reuse, internal dependencies; all on by default)
+// -- reuse policies (event dependencies, opportunistic reuse, internal dependencies; all on by
+// default)
 // -------------------------------------------------
 
 TEST(gpu_pool_reuse, all_three_policies_are_on_by_default)
@@ -357,8 +359,9 @@ TEST(gpu_pool_reuse, opportunistic_reuse_takes_a_completed_free_without_a_depend
     set_policies(pool, false, opportunistic, false);
     stream s1, s2;
     void* p = free_behind_busy_work(pool, 32 * mib, s1.s, 20);
-    // "after some time, the kernel finishes running" (opportunistic reuse needs no CUDA call): wait on the host without
-    // any CUDA call, since a synchronization would make the free reusable whatever the policy
+    // "after some time, the kernel finishes running" (opportunistic reuse needs no CUDA call): wait
+    // on the host without any CUDA call, since a synchronization would make the free reusable
+    // whatever the policy
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     auto const before = reserved(pool);
     void* q           = pool.allocate(32 * mib, s2);
@@ -441,7 +444,8 @@ TEST(gpu_pool_reuse, all_policies_off_give_the_same_pattern_every_run)
       << "without opportunistic reuse the outcome does not depend on timing";
 }
 
-// -- cudaFree / cudaFreeAsync across the two allocators (each frees the other's memory once it is no longer in use)
+// -- cudaFree / cudaFreeAsync across the two allocators (each frees the other's memory once it is
+// no longer in use)
 // -----------------------------
 
 TEST(gpu_pool_free, free_async_of_cuda_malloc_memory)
@@ -578,7 +582,8 @@ TEST(gpu_pool_max_size, allocating_past_the_cap_is_out_of_memory_and_the_pool_st
   CUDA_OK(cudaStreamSynchronize(s.s));
 }
 
-// -- managed pools: location is the preferred location ---------------------------------------------
+// -- managed pools: location is the preferred location
+// ---------------------------------------------
 
 int range_attribute(void* p, std::size_t n, cudaMemRangeAttribute attr)
 {
@@ -687,7 +692,8 @@ TEST(gpu_pool_usage, hw_decompress_pool_when_the_device_can_decompress)
   CUDA_OK(cudaStreamSynchronize(s.s));
 }
 
-// -- host-NUMA pools --------------------------------------------------------------------------------
+// -- host-NUMA pools
+// --------------------------------------------------------------------------------
 
 /// The NUMA node holding the page at p (move_pages with no target: a query), or -1.
 int numa_node_of(void const* p)
@@ -726,7 +732,8 @@ TEST(gpu_pool_host_numa, pool_on_the_devices_host_node_is_host_accessible_and_on
   EXPECT_EQ(used(pool), 0U);
 }
 
-// -- fabric: refused with the reason ----------------------------------------------------------------
+// -- fabric: refused with the reason
+// ----------------------------------------------------------------
 
 TEST(gpu_pool_fabric, importing_a_fabric_handle_is_refused_with_a_reason)
 {

@@ -48,7 +48,7 @@ class caching_memory_resource final : public device_memory_resource, public bloc
   }
   explicit caching_memory_resource(device_async_resource_ref upstream,
                                    caching_memory_resource_options options = {},
-                                   gpumem::runtime& runtime = gpumem::cuda_device());
+                                   gpumem::runtime& runtime                = gpumem::cuda_device());
   ~caching_memory_resource() override;
   caching_memory_resource(caching_memory_resource const&)            = delete;
   caching_memory_resource& operator=(caching_memory_resource const&) = delete;
