@@ -1,4 +1,4 @@
-// python/src/runtime.cpp — the CUDA boundary (gpumem::gpumem::runtime) from Python: the real CUDA
+// python/src/runtime.cpp — the CUDA boundary (gpumem::runtime) from Python: the real CUDA
 // runtime and the host stand-in (HostRuntime) that lets resources run with no GPU, with streams
 // whose progress a test drives by hand.
 #include "bindings.hpp"

@@ -206,7 +206,7 @@ TEST(ResourceFactory, TableDefaultsAreTheOptionsDefaults)
     EXPECT_EQ(o.peer_devices, d.peer_devices);
   }
   {
-    auto stack = build("thread_cache>vmm_pool", rt, true);
+    auto stack = build("thread_cache>pool", rt, true);  // over a lean pool the floor caps a thread
     auto const& o =
         dynamic_cast<mr::thread_cache_resource_adaptor<mr::device_memory_resource> const&>(
             stack.top())
