@@ -9,6 +9,8 @@
 // In every other build the gate is an empty member and the checks compile to nothing.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -38,6 +40,9 @@ class call_gate {
 };
 #endif
 
+/// The checks run so far in this process (0 outside the invariant-check build), for tests.
+inline std::atomic<std::uint64_t> invariant_checks_run{0};
+
 /// In the invariant-check build, runs `check` (a resource's check_invariants) after the slow path
 /// `where`; a broken invariant prints its message and aborts. Nothing in other builds.
 template <class Check>
@@ -45,6 +50,7 @@ void check_after_slow_path([[maybe_unused]] char const* where,
                            [[maybe_unused]] Check&& check) noexcept
 {
   if constexpr (invariant_check_build) {
+    invariant_checks_run.fetch_add(1, std::memory_order_relaxed);
     try {
       check();
     } catch (std::exception const& e) {
