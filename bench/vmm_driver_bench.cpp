@@ -17,13 +17,13 @@ namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
-detail::runtime& rt()
+gpumem::runtime& rt()
 {
-  static detail::runtime* r = [] {
+  static gpumem::runtime* r = [] {
     int n = 0;
-    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) { return &detail::cuda_runtime(); }
+    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) { return &gpumem::cuda_device(); }
     (void)cudaGetLastError();
-    return static_cast<detail::runtime*>(new detail::host_runtime{});  // never destroyed
+    return static_cast<gpumem::runtime*>(new detail::host_runtime{});  // never destroyed
   }();
   return *r;
 }
@@ -77,7 +77,7 @@ void map_many_one_access(benchmark::State& state)
   auto const count           = static_cast<std::size_t>(state.range(0));
   constexpr std::size_t each = 16 * MiB;
   range r{count * each};
-  std::vector<detail::vmm_handle> hs;
+  std::vector<gpumem::vmm_handle> hs;
   for (std::size_t i = 0; i < count; ++i) { hs.push_back(rt().vmm_create(each, 0, false)); }
   for (auto _ : state) {
     for (std::size_t i = 0; i < count; ++i) {

@@ -24,13 +24,13 @@ namespace {
 constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::size_t GiB = std::size_t{1} << 30;
 
-detail::runtime& rt()
+gpumem::runtime& rt()
 {
-  static detail::runtime* r = [] {
+  static gpumem::runtime* r = [] {
     int n = 0;
-    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) { return &detail::cuda_runtime(); }
+    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) { return &gpumem::cuda_device(); }
     (void)cudaGetLastError();
-    return static_cast<detail::runtime*>(new detail::host_runtime{
+    return static_cast<gpumem::runtime*>(new detail::host_runtime{
         detail::host_runtime_options{.capacity_bytes = 80 * GiB, .backed = false}});
   }();
   return *r;

@@ -25,6 +25,7 @@ TIERS = [
         "detail/stream_registry.hpp", "detail/live_allocations.hpp", "detail/stack_trace.hpp",
         "detail/stream_capture.hpp", "detail/allocation_logger.hpp", "detail/growth_hook.hpp",
         "detail/child_process.hpp", "detail/symbolizer.hpp",
+        "detail/invariant_checks.hpp",
         "detail/arena/address_ranges.hpp", "detail/arena/superblock.hpp",
         "detail/caching/bin_layout.hpp", "detail/caching/block_source.hpp",
         "detail/thread_cache/size_classes.hpp", "detail/thread_cache/local_cache.hpp",

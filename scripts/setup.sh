@@ -5,10 +5,10 @@
 set -euo pipefail
 
 need=()
-# clang + libFuzzer: fuzzers; pkg-config: consumers; libcli11-dev: the gpumem tool's command line;
-# nlohmann-json3-dev: the tool's JSON output
+# clang + libFuzzer: the fuzzers; pkg-config: the consumers; clang-format: the format check;
+# libcli11-dev: the gpumem tool's command line; nlohmann-json3-dev: the tool's JSON output
 for pkg in cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv \
-           clang-14 libclang-rt-14-dev pkg-config libcli11-dev nlohmann-json3-dev; do
+           clang-14 libclang-rt-14-dev pkg-config clang-format libcli11-dev nlohmann-json3-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

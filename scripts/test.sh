@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, then
 #   0. layering: no public header includes one of a higher tier (scripts/check_layering.py);
+#      format: every C++ and CUDA source is laid out as clang-format (.clang-format) lays it out;
 #   1. release build: every test (GPU tests skip with a reason where there is no GPU),
 #      benchmark smoke runs, tool CLI tests;
 #   2. consumers: the install moved to another folder and used through find_package (the README's
@@ -8,6 +9,8 @@
 #      gpumem as a FetchContent subproject built as a shared library;
 #   3. ASan+UBSan build: the CPU tests;
 #   4. TSan build: the CPU tests (threads, registry, stress);
+#      invariant-check build (Debug, GPUMEM_CHECK_INVARIANTS): each resource checks its invariants
+#      after every slow path; the conformance and fuzz-sequence suites;
 #   5. libFuzzer (clang, ASan+UBSan; Atheris for the Python snapshot converter): each fuzzer
 #      25 s from its seed corpus;
 #   6. newest CCCL: the CPU tests again, built against the newest CCCL headers from PyPI
@@ -76,6 +79,22 @@ else
   failed=$((failed + 1)); stage_failed+=(layering); tail -20 "$logs/layering.log" >&2
 fi
 
+# format: clang-format in check mode over every C++ and CUDA source (a file it would change fails).
+format_check() {
+  local files
+  mapfile -t files < <(cd "$root" && find include src tools tests bench python/src examples \
+    -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+    -o -name '*.inl' -o -name '*.inc' \) | sort)
+  echo "clang-format: ${#files[@]} files"
+  (cd "$root" && clang-format --dry-run --Werror "${files[@]}")
+}
+echo "== format (clang-format --dry-run --Werror)" >&2
+if format_check >"$logs/format.log" 2>&1; then
+  passed=$((passed + 1)); head -1 "$logs/format.log" >&2
+else
+  failed=$((failed + 1)); stage_failed+=(format); grep -E 'error:' "$logs/format.log" | head -20 >&2
+fi
+
 cfg="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$root/build-test/prefix"
 stage release "$root/build-test"
 
@@ -138,6 +157,14 @@ cfg="$san -DGPUMEM_SANITIZE=address"
 ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0:allocator_may_return_null=1 stage asan "$root/build-asan" -L cpu
 cfg="$san -DGPUMEM_SANITIZE=thread"
 TSAN_OPTIONS=halt_on_error=1 stage tsan "$root/build-tsan" -L cpu
+
+# Invariant checks: each resource runs its check_invariants() after every slow path (growth,
+# reclaim, refills, flushes) and aborts naming a broken invariant. Only the conformance and
+# fuzz-sequence suites (and the check's own test) are built and run: they take every resource
+# through every slow path in about 2 minutes on 2 cores, build included, where the whole CPU suite
+# would mean building every test a fourth time.
+cfg="$san -DGPUMEM_CHECK_INVARIANTS=ON -DGPUMEM_TESTS_MATCHING=^(conformance|fuzz)/|invariant_checks"
+stage invariants "$root/build-invariants" -L cpu -E '^compile_fail\.'
 
 cfg="$san -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_SANITIZE=address -DGPUMEM_BUILD_FUZZERS=ON -DCMAKE_CXX_COMPILER=clang++-14"
 # The snapshot converter (Python) is fuzzed by Atheris, from PyPI into a virtual environment.

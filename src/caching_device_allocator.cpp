@@ -1,4 +1,4 @@
-// The drop-in caching allocator: seed names over detail::caching::caching_core.
+// The drop-in caching allocator: CUB's names over detail::caching::caching_core.
 #include <gpumem/caching_device_allocator.hpp>
 #include <gpumem/error.hpp>
 
@@ -23,13 +23,13 @@ bool ptr_compare(BlockDescriptor const& a, BlockDescriptor const& b)
 
 void* caching_device_allocator::runtime_source::allocate(int, std::size_t bytes, cudaStream_t)
 {
-  return rt_.allocate(detail::memory_kind::device, bytes);
+  return rt_.allocate(gpumem::memory_kind::device, bytes);
 }
 
 void caching_device_allocator::runtime_source::free(int, void* ptr, std::size_t,
                                                     cudaStream_t) noexcept
 {
-  rt_.free(detail::memory_kind::device, ptr);
+  rt_.free(gpumem::memory_kind::device, ptr);
 }
 
 unsigned int caching_device_allocator::IntPow(unsigned int base, unsigned int exp)
@@ -57,7 +57,7 @@ detail::caching::bin_layout checked_layout(unsigned bin_growth, unsigned min_bin
 caching_device_allocator::caching_device_allocator(unsigned int bin_growth, unsigned int min_bin,
                                                    unsigned int max_bin,
                                                    std::size_t max_cached_bytes, bool skip_cleanup,
-                                                   bool debug, detail::runtime& runtime)
+                                                   bool debug, gpumem::runtime& runtime)
     : bin_growth{bin_growth},
       min_bin{min_bin},
       max_bin{max_bin},
@@ -78,7 +78,7 @@ caching_device_allocator::caching_device_allocator(unsigned int bin_growth, unsi
 }
 
 caching_device_allocator::caching_device_allocator(bool skip_cleanup, bool debug,
-                                                   detail::runtime& runtime)
+                                                   gpumem::runtime& runtime)
     : caching_device_allocator{8,     3,      7, (std::size_t{2} << 20) * 3 - 1, skip_cleanup,
                                debug, runtime}
 {

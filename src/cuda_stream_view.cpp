@@ -26,7 +26,7 @@ bool cuda_stream_view::is_default() const noexcept
 
 void cuda_stream_view::synchronize() const
 {
-  detail::cuda_runtime().stream_synchronize(stream_);
+  gpumem::cuda_device().stream_synchronize(stream_);
 }
 
 void cuda_stream_view::synchronize_no_throw() const noexcept
@@ -40,12 +40,12 @@ void cuda_stream_view::synchronize_no_throw() const noexcept
 cuda_device_id get_current_cuda_device()
 {
   if (get_num_cuda_devices() == 0) { return cuda_device_id{0}; }
-  return cuda_device_id{detail::cuda_runtime().current_device()};
+  return cuda_device_id{gpumem::cuda_device().current_device()};
 }
 
 int get_num_cuda_devices() noexcept
 {
-  return detail::cuda_runtime().device_count();
+  return gpumem::cuda_device().device_count();
 }
 
 }  // namespace gpumem

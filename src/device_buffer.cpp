@@ -22,7 +22,7 @@ void* allocate(device_async_resource_ref mr, std::size_t bytes, cuda_stream_view
 device_buffer::device_buffer() : device_buffer{0, cuda_stream_view{}} {}
 
 device_buffer::device_buffer(std::size_t size, cuda_stream_view stream,
-                             device_async_resource_ref mr, detail::runtime& rt)
+                             device_async_resource_ref mr, gpumem::runtime& rt)
     : data_{allocate(mr, size, stream)},
       size_{size},
       capacity_{size},
@@ -33,7 +33,7 @@ device_buffer::device_buffer(std::size_t size, cuda_stream_view stream,
 }
 
 device_buffer::device_buffer(void const* source, std::size_t size, cuda_stream_view stream,
-                             device_async_resource_ref mr, detail::runtime& rt)
+                             device_async_resource_ref mr, gpumem::runtime& rt)
     : device_buffer{size, stream, mr, rt}
 {
   if (size == 0) { return; }
@@ -51,7 +51,7 @@ device_buffer::device_buffer(void const* source, std::size_t size, cuda_stream_v
 }
 
 device_buffer::device_buffer(device_buffer const& other, cuda_stream_view stream,
-                             device_async_resource_ref mr, detail::runtime& rt)
+                             device_async_resource_ref mr, gpumem::runtime& rt)
     : device_buffer{other.data(), other.size(), stream, mr, rt}
 {
 }

@@ -31,7 +31,7 @@
 #include <gpumem/detail/caching/bin_layout.hpp>
 #include <gpumem/detail/caching/block_source.hpp>
 #include <gpumem/detail/caching/caching_core.hpp>
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -48,41 +48,6 @@ namespace detail::caching {
 
 template <class>
 inline constexpr bool always_false = false;
-
-/// A public field of the drop-in allocator that is fixed at construction: it reads as a T; any
-/// write fails to compile with the message below.
-template <class T>
-class fixed_field {
- public:
-  constexpr explicit fixed_field(T value) noexcept : value_{value} {}
-  constexpr fixed_field(fixed_field const&) noexcept = default;
-  constexpr operator T() const noexcept { return value_; }  // NOLINT(google-explicit-constructor)
-
-#define GPUMEM_FIXED_FIELD_REJECT(op)                                                          \
-  template <class U>                                                                           \
-  fixed_field& operator op(U&&)                                                                \
-  {                                                                                            \
-    static_assert(always_false<U>,                                                             \
-                  "caching_device_allocator: bin_growth, min_bin, max_bin, min_bin_bytes and " \
-                  "max_bin_bytes are fixed at construction (the bins are laid out then); "     \
-                  "construct another allocator to change them");                               \
-    return *this;                                                                              \
-  }
-  GPUMEM_FIXED_FIELD_REJECT(=)
-  GPUMEM_FIXED_FIELD_REJECT(+=)
-  GPUMEM_FIXED_FIELD_REJECT(-=)
-  GPUMEM_FIXED_FIELD_REJECT(*=)
-  GPUMEM_FIXED_FIELD_REJECT(/=)
-#undef GPUMEM_FIXED_FIELD_REJECT
-  fixed_field& operator=(fixed_field const&) = delete;
-  fixed_field& operator++()                  = delete;
-  fixed_field& operator--()                  = delete;
-  fixed_field operator++(int)                = delete;
-  fixed_field operator--(int)                = delete;
-
- private:
-  T value_;
-};
 
 }  // namespace detail::caching
 
@@ -118,10 +83,10 @@ class caching_device_allocator {
   caching_device_allocator(unsigned int bin_growth, unsigned int min_bin = 1,
                            unsigned int max_bin         = INVALID_BIN,
                            std::size_t max_cached_bytes = INVALID_SIZE, bool skip_cleanup = false,
-                           bool debug = false, detail::runtime& runtime = detail::cuda_runtime());
+                           bool debug = false, gpumem::runtime& runtime = gpumem::cuda_device());
   /// The defaults: 8 / 3 / 7 / (8^7 * 3) - 1 = 6,291,455 bytes.
   explicit caching_device_allocator(bool skip_cleanup = false, bool debug = false,
-                                    detail::runtime& runtime = detail::cuda_runtime());
+                                    gpumem::runtime& runtime = gpumem::cuda_device());
   virtual ~caching_device_allocator();
   caching_device_allocator(caching_device_allocator const&)            = delete;
   caching_device_allocator& operator=(caching_device_allocator const&) = delete;
@@ -139,6 +104,41 @@ class caching_device_allocator {
   /// Debug lines go here (default std::cout); `out` must outlive the allocator.
   void set_debug_stream(std::ostream& out) noexcept { core_.set_debug_stream(out); }
   void check_invariants() const { core_.check_invariants(); }
+
+  /// bin_growth / min_bin / max_bin / min_bin_bytes / max_bin_bytes: fixed at construction; a
+  /// field reads as a T, and any write fails to compile with the message below.
+  template <class T>
+  class fixed_field {
+   public:
+    constexpr explicit fixed_field(T value) noexcept : value_{value} {}
+    constexpr fixed_field(fixed_field const&) noexcept = default;
+    constexpr operator T() const noexcept { return value_; }  // NOLINT(google-explicit-constructor)
+
+#define GPUMEM_FIXED_FIELD_REJECT(op)                                                          \
+  template <class U>                                                                           \
+  fixed_field& operator op(U&&)                                                                \
+  {                                                                                            \
+    static_assert(detail::caching::always_false<U>,                                            \
+                  "caching_device_allocator: bin_growth, min_bin, max_bin, min_bin_bytes and " \
+                  "max_bin_bytes are fixed at construction (the bins are laid out then); "     \
+                  "construct another allocator to change them");                               \
+    return *this;                                                                              \
+  }
+    GPUMEM_FIXED_FIELD_REJECT(=)
+    GPUMEM_FIXED_FIELD_REJECT(+=)
+    GPUMEM_FIXED_FIELD_REJECT(-=)
+    GPUMEM_FIXED_FIELD_REJECT(*=)
+    GPUMEM_FIXED_FIELD_REJECT(/=)
+#undef GPUMEM_FIXED_FIELD_REJECT
+    fixed_field& operator=(fixed_field const&) = delete;
+    fixed_field& operator++()                  = delete;
+    fixed_field& operator--()                  = delete;
+    fixed_field operator++(int)                = delete;
+    fixed_field operator--(int)                = delete;
+
+   private:
+    T value_;
+  };
 
   /// max_cached_bytes: reads the limit; assignment is SetMaxCachedBytes.
   class max_cached_bytes_field {
@@ -220,11 +220,11 @@ class caching_device_allocator {
 
   // Not const: the fields' own operators reject writes with a message (a const member would fail
   // with a plain "discards qualifiers").
-  detail::caching::fixed_field<unsigned int> bin_growth;    ///< geometric growth factor
-  detail::caching::fixed_field<unsigned int> min_bin;       ///< minimum bin enumeration
-  detail::caching::fixed_field<unsigned int> max_bin;       ///< maximum bin (INVALID_BIN: none)
-  detail::caching::fixed_field<std::size_t> min_bin_bytes;  ///< minimum bin size
-  detail::caching::fixed_field<std::size_t> max_bin_bytes;  ///< maximum bin size
+  fixed_field<unsigned int> bin_growth;         ///< geometric growth factor
+  fixed_field<unsigned int> min_bin;            ///< minimum bin enumeration
+  fixed_field<unsigned int> max_bin;            ///< maximum bin (INVALID_BIN: none)
+  fixed_field<std::size_t> min_bin_bytes;       ///< minimum bin size
+  fixed_field<std::size_t> max_bin_bytes;       ///< maximum bin size
   max_cached_bytes_field max_cached_bytes;      ///< maximum aggregate cached bytes per device
   bool const skip_cleanup;                      ///< skip FreeAllCached() in the destructor
   debug_field debug;                            ///< print (de)allocation events
@@ -235,12 +235,12 @@ class caching_device_allocator {
  private:
   class runtime_source final : public detail::caching::block_source {
    public:
-    explicit runtime_source(detail::runtime& rt) : rt_{rt} {}
+    explicit runtime_source(gpumem::runtime& rt) : rt_{rt} {}
     void* allocate(int device, std::size_t bytes, cudaStream_t stream) override;
     void free(int device, void* ptr, std::size_t bytes, cudaStream_t stream) noexcept override;
 
    private:
-    detail::runtime& rt_;
+    gpumem::runtime& rt_;
   };
 
   template <class F>
@@ -249,12 +249,18 @@ class caching_device_allocator {
   [[nodiscard]] CachedBlocks snapshot_cached_blocks() const;
   [[nodiscard]] BusyBlocks snapshot_live_blocks() const;
 
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
   runtime_source source_;
   detail::caching::caching_core core_;
 };
 
 /// CUB's spelling.
 using CachingDeviceAllocator = caching_device_allocator;
+
+namespace detail::caching {
+/// The earlier name of caching_device_allocator::fixed_field.
+template <class T>
+using fixed_field = caching_device_allocator::fixed_field<T>;
+}  // namespace detail::caching
 
 }  // namespace gpumem

@@ -1,7 +1,7 @@
 // gpumem/cuda_stream_view.hpp — a non-owning view of a CUDA stream.
 //
 // The view is a value (a cudaStream_t). It never calls CUDA itself except in synchronize(),
-// which is for real streams only; resources synchronize through their runtime (detail/runtime.hpp)
+// which is for real streams only; resources synchronize through their runtime (gpumem/runtime.hpp)
 // so that the same code also runs over the host stand-in's simulated streams.
 #pragma once
 

@@ -18,7 +18,7 @@
 #pragma once
 
 #include <gpumem/cuda_stream_view.hpp>
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/per_device_resource.hpp>
 #include <gpumem/resource_ref.hpp>
 
@@ -34,15 +34,15 @@ class device_buffer {
   /// `size` bytes, uninitialized.
   device_buffer(std::size_t size, cuda_stream_view stream,
                 device_async_resource_ref mr = mr::get_current_device_resource_ref(),
-                detail::runtime& rt          = detail::cuda_runtime());
+                gpumem::runtime& rt          = gpumem::cuda_device());
   /// `size` bytes copied from `source` (device or host memory; nullptr only with size 0).
   device_buffer(void const* source, std::size_t size, cuda_stream_view stream,
                 device_async_resource_ref mr = mr::get_current_device_resource_ref(),
-                detail::runtime& rt          = detail::cuda_runtime());
+                gpumem::runtime& rt          = gpumem::cuda_device());
   /// A copy of `other`'s `size()` bytes (its capacity becomes the size), on `stream`.
   device_buffer(device_buffer const& other, cuda_stream_view stream,
                 device_async_resource_ref mr = mr::get_current_device_resource_ref(),
-                detail::runtime& rt          = detail::cuda_runtime());
+                gpumem::runtime& rt          = gpumem::cuda_device());
   device_buffer(device_buffer const&)            = delete;
   device_buffer& operator=(device_buffer const&) = delete;
   device_buffer(device_buffer&& other) noexcept;
@@ -69,7 +69,7 @@ class device_buffer {
   /// The stream later allocations, copies and the final free use (no synchronization).
   void set_stream(cuda_stream_view stream) noexcept { stream_ = stream; }
   [[nodiscard]] device_async_resource_ref memory_resource() const noexcept { return mr_; }
-  [[nodiscard]] detail::runtime& runtime() const noexcept { return *rt_; }
+  [[nodiscard]] gpumem::runtime& runtime() const noexcept { return *rt_; }
 
  private:
   /// New memory of `capacity` bytes holding the first `keep` bytes of the current contents;
@@ -82,7 +82,7 @@ class device_buffer {
   std::size_t capacity_{};  // bytes allocated at data_ (0: data_ is null)
   cuda_stream_view stream_{};
   device_async_resource_ref mr_;
-  detail::runtime* rt_;
+  gpumem::runtime* rt_;
 };
 
 }  // namespace gpumem

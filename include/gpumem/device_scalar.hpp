@@ -32,14 +32,14 @@ class device_scalar {
   /// An uninitialized object.
   explicit device_scalar(cuda_stream_view stream,
                          device_async_resource_ref mr = mr::get_current_device_resource_ref(),
-                         detail::runtime& rt          = detail::cuda_runtime())
+                         gpumem::runtime& rt          = gpumem::cuda_device())
       : storage_{1, stream, mr, rt}
   {
   }
   /// An object set to `initial_value` on `stream` (copied from the host before this returns).
   device_scalar(value_type const& initial_value, cuda_stream_view stream,
                 device_async_resource_ref mr = mr::get_current_device_resource_ref(),
-                detail::runtime& rt          = detail::cuda_runtime())
+                gpumem::runtime& rt          = gpumem::cuda_device())
       : storage_{1, stream, mr, rt}
   {
     storage_.set_element(0, initial_value, stream);
@@ -47,7 +47,7 @@ class device_scalar {
   /// A copy of `other`'s object, on `stream`.
   device_scalar(device_scalar const& other, cuda_stream_view stream,
                 device_async_resource_ref mr = mr::get_current_device_resource_ref(),
-                detail::runtime& rt          = detail::cuda_runtime())
+                gpumem::runtime& rt          = gpumem::cuda_device())
       : storage_{other.storage_, stream, mr, rt}
   {
   }

@@ -50,14 +50,14 @@ class device_uvector {
   /// `size` elements, uninitialized.
   device_uvector(size_type size, cuda_stream_view stream,
                  device_async_resource_ref mr = mr::get_current_device_resource_ref(),
-                 detail::runtime& rt          = detail::cuda_runtime())
+                 gpumem::runtime& rt          = gpumem::cuda_device())
       : storage_{bytes_of(size), stream, mr, rt}
   {
   }
   /// A copy of `other`'s elements, on `stream`.
   device_uvector(device_uvector const& other, cuda_stream_view stream,
                  device_async_resource_ref mr = mr::get_current_device_resource_ref(),
-                 detail::runtime& rt          = detail::cuda_runtime())
+                 gpumem::runtime& rt          = gpumem::cuda_device())
       : storage_{other.storage_, stream, mr, rt}
   {
   }

@@ -152,6 +152,7 @@ rounded up to ``alignment``); beyond it, allocate raises OutOfMemoryError naming
 void bind_thread_cache(py::module_& m)
 {
   using R = mr::thread_cache_resource_adaptor<device_memory_resource>;
+  mr::thread_cache_options const defaults{};  // each default written once, in the C++ options
   adaptor_class<R>(m, "ThreadCacheResourceAdaptor", R"doc(
 Keeps the blocks each thread frees, by stream and size class, and hands them back to the same
 thread's next request of that class on the same stream without touching ``upstream`` (put it over
@@ -164,19 +165,20 @@ misses, flushes, remote frees and bytes cached.
 )doc")
       .def(py::init([](py::handle upstream, std::size_t max_cached, std::size_t thread_cap,
                        std::size_t total_cap, double fraction, std::size_t floor) {
-             auto& up = to_resource(upstream);
              mr::thread_cache_options o{.max_cached_size_bytes = max_cached,
                                         .thread_cap_bytes      = thread_cap,
                                         .total_cap_bytes       = total_cap,
                                         .pool_fraction         = fraction,
                                         .thread_floor_bytes    = floor};
-             return linked(upstream, std::make_shared<R>(device_async_resource_ref{up},
-                                                         mr::wired_to(&up, std::move(o))));
+             // Built over the upstream pointer: the adaptor links to it and finds what lies
+             // below it (pool size, growth hook) itself.
+             return std::make_shared<R>(&to_resource(upstream), std::move(o));
            }),
-           py::arg("upstream"), py::arg("max_cached_size_bytes") = std::size_t{1} << 20,
-           py::arg("thread_cap_bytes") = std::size_t{32} << 20,
-           py::arg("total_cap_bytes") = std::size_t{1} << 30, py::arg("pool_fraction") = 0.125,
-           py::arg("thread_floor_bytes") = std::size_t{8} << 20, py::keep_alive<1, 2>())
+           py::arg("upstream"), py::arg("max_cached_size_bytes") = defaults.max_cached_size_bytes,
+           py::arg("thread_cap_bytes")   = defaults.thread_cap_bytes,
+           py::arg("total_cap_bytes")    = defaults.total_cap_bytes,
+           py::arg("pool_fraction")      = defaults.pool_fraction,
+           py::arg("thread_floor_bytes") = defaults.thread_floor_bytes, py::keep_alive<1, 2>())
       .def("trim", &R::trim, "Returns cached blocks to the upstream (other threads' later).")
       .def_property_readonly("bad_deallocations", &R::bad_deallocations,
                              "Double frees, wrong sizes and unknown pointers seen.")

@@ -30,7 +30,7 @@ using holder = std::shared_ptr<T>;
 [[nodiscard]] cuda_stream_view to_stream(py::handle stream);
 
 /// The runtime argument of a leaf resource: None means the real CUDA runtime.
-[[nodiscard]] detail::runtime& to_runtime(py::handle runtime);
+[[nodiscard]] gpumem::runtime& to_runtime(py::handle runtime);
 
 /// A pointer as a Python int and back.
 [[nodiscard]] inline std::uintptr_t to_int(void const* p)

@@ -1,4 +1,4 @@
-// python/src/host.cpp — host memory resources (seed 000): new/delete and pinned memory.
+// python/src/host.cpp — host memory resources: new/delete and pinned memory.
 #include "bindings.hpp"
 
 #include <gpumem/mr/host_memory_resource.hpp>

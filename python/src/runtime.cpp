@@ -1,4 +1,4 @@
-// python/src/runtime.cpp — the CUDA boundary (gpumem::detail::runtime) from Python: the real CUDA
+// python/src/runtime.cpp — the CUDA boundary (gpumem::runtime) from Python: the real CUDA
 // runtime and the host stand-in (HostRuntime) that lets resources run with no GPU, with streams
 // whose progress a test drives by hand.
 #include "bindings.hpp"
@@ -45,7 +45,8 @@ std::shared_ptr<host_runtime> make_host_runtime(std::size_t capacity_bytes, bool
 
 void bind_host_runtime(py::module_& m)
 {
-  py::class_<host_runtime, detail::runtime, std::shared_ptr<host_runtime>>(m, "HostRuntime", R"doc(
+  host_runtime_options const defaults{};  // each default written once, in the C++ options
+  py::class_<host_runtime, gpumem::runtime, std::shared_ptr<host_runtime>>(m, "HostRuntime", R"doc(
 A host stand-in for the CUDA runtime: resources built over it run with no GPU.
 
 Device memory is real host memory (``backed=True``: tests may read and write it through the
@@ -56,9 +57,10 @@ Streams are simulated: each has an *enqueued* and a *completed* position. ``enqu
 work, ``complete(s)`` finishes it, so "stream A has not yet reached the free" is a state a test
 sets, not a race. With ``auto_complete=True`` all work completes at once.
 )doc")
-      .def(py::init(&make_host_runtime), py::arg("capacity_bytes") = std::size_t{80} << 30,
-           py::arg("backed") = true, py::arg("auto_complete") = false,
-           py::arg("granularity_bytes") = 256, py::arg("device_count") = 1)
+      .def(py::init(&make_host_runtime), py::arg("capacity_bytes") = defaults.capacity_bytes,
+           py::arg("backed") = defaults.backed, py::arg("auto_complete") = defaults.auto_complete,
+           py::arg("granularity_bytes") = defaults.granularity_bytes,
+           py::arg("device_count")      = defaults.device_count)
       .def(
           "create_stream", [](host_runtime& rt) { return to_int(rt.create_stream()); },
           "A new simulated stream (an int handle only this runtime understands).")
@@ -95,38 +97,38 @@ sets, not a race. With ``auto_complete=True`` all work completes at once.
 
 }  // namespace
 
-detail::runtime& to_runtime(py::handle runtime)
+gpumem::runtime& to_runtime(py::handle runtime)
 {
-  if (runtime.is_none()) { return detail::cuda_runtime(); }
-  return runtime.cast<detail::runtime&>();
+  if (runtime.is_none()) { return gpumem::cuda_device(); }
+  return runtime.cast<gpumem::runtime&>();
 }
 
 void bind_runtime(py::module_& m)
 {
-  py::class_<detail::runtime, std::shared_ptr<detail::runtime>>(m, "Runtime", R"doc(
+  py::class_<gpumem::runtime, std::shared_ptr<gpumem::runtime>>(m, "Runtime", R"doc(
 What gpumem asks of CUDA (memory, events, streams, devices). Two implementations: the real CUDA
 runtime (``cuda_runtime()``) and ``HostRuntime``, a host stand-in for tests with no GPU.
 )doc")
-      .def_property_readonly("name", &detail::runtime::name, "'cuda' or 'host'.")
+      .def_property_readonly("name", &gpumem::runtime::name, "'cuda' or 'host'.")
       .def_property_readonly(
-          "_handle", [](detail::runtime& rt) { return to_int(&rt); },
+          "_handle", [](gpumem::runtime& rt) { return to_int(&rt); },
           "The runtime's address (for gpumem's PyTorch allocator library).")
       .def(
           "memory_info",
-          [](detail::runtime& rt) {
+          [](gpumem::runtime& rt) {
             auto const info = rt.memory_info();
             return py::make_tuple(info.free_bytes, info.total_bytes);
           },
           "(free_bytes, total_bytes) of the current device.")
-      .def("device_count", &detail::runtime::device_count)
-      .def("current_device", &detail::runtime::current_device)
-      .def("set_device", &detail::runtime::set_device, py::arg("device"),
+      .def("device_count", &gpumem::runtime::device_count)
+      .def("current_device", &gpumem::runtime::current_device)
+      .def("set_device", &gpumem::runtime::set_device, py::arg("device"),
            "Makes `device` the calling thread's current device.")
-      .def("synchronize", &detail::runtime::device_synchronize, "Waits for all work of the device.",
+      .def("synchronize", &gpumem::runtime::device_synchronize, "Waits for all work of the device.",
            py::call_guard<py::gil_scoped_release>())
       .def(
           "stream_synchronize",
-          [](detail::runtime& rt, py::handle s) { rt.stream_synchronize(to_stream(s).value()); },
+          [](gpumem::runtime& rt, py::handle s) { rt.stream_synchronize(to_stream(s).value()); },
           py::arg("stream"));
   m.def("cuda_runtime", &detail::cuda_runtime, py::return_value_policy::reference,
         "The process-wide CUDA runtime (the default runtime of every leaf resource).");

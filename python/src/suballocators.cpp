@@ -89,6 +89,7 @@ OutOfMemoryError naming the request, the pool size and maximum, and the largest 
 void bind_vmm_pool(py::module_& m)
 {
   using R = mr::vmm_pool_memory_resource;
+  mr::vmm_pool_options const defaults{};  // each default written once, in the C++ options
   sub_class<R> c(m, "VmmPoolMemoryResource", R"doc(
 A coalescing best-fit pool over one large range of device address space that is backed by
 physical memory only where it is needed (C++ ``gpumem::mr::vmm_pool_memory_resource``): as fast as
@@ -121,11 +122,13 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
           return std::make_shared<R>(o, to_runtime(runtime));
         }),
         py::kw_only(), py::arg("reserve_bytes") = py::none(),
-        py::arg("granularity_bytes") = py::none(), py::arg("growth_percent") = 0U,
+        py::arg("granularity_bytes")       = py::none(),
+        py::arg("growth_percent")          = defaults.growth_percent,
         py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
-        py::arg("runtime") = py::none(), py::arg("peer_devices") = std::vector<int>{},
-        py::arg("all_peers") = false, py::arg("busy_growth_percent") = 12U,
-        py::arg("keep_offload_staging") = false, py::keep_alive<1, 7>())
+        py::arg("runtime") = py::none(), py::arg("peer_devices") = defaults.peer_devices,
+        py::arg("all_peers")            = defaults.all_peers,
+        py::arg("busy_growth_percent")  = defaults.busy_growth_percent,
+        py::arg("keep_offload_staging") = defaults.keep_offload_staging, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
           "stats",
@@ -293,19 +296,23 @@ void bind_caching(py::module_& m)
 A caching allocator with geometric bins (CUB's semantics): requests round up to
 ``bin_growth**k`` for ``min_bin <= k <= max_bin``; freed blocks are cached per bin, up to
 ``max_cached_bytes`` in total; larger requests go straight to ``upstream``. Defaults 8, 3, 7 and
-6 MiB - 1 as in the seed. ``free_all_cached()`` returns the cache upstream.
+6 MiB - 1, as CUB's CachingDeviceAllocator. ``free_all_cached()`` returns the cache upstream.
 )doc")
       .def(py::init([](py::handle upstream, unsigned bin_growth, unsigned min_bin, unsigned max_bin,
                        std::size_t max_cached_bytes, bool debug, py::handle runtime) {
-             options o{bin_growth, min_bin, max_bin, max_cached_bytes, debug};
+             options const o{.bin_growth       = bin_growth,
+                             .min_bin          = min_bin,
+                             .max_bin          = max_bin,
+                             .max_cached_bytes = max_cached_bytes,
+                             .debug            = debug};
              return linked(upstream,
                            std::make_shared<R>(upstream_ref(upstream), o, to_runtime(runtime)));
            }),
            py::arg("upstream"), py::arg("bin_growth") = options{}.bin_growth,
            py::arg("min_bin") = options{}.min_bin, py::arg("max_bin") = options{}.max_bin,
-           py::arg("max_cached_bytes") = options{}.max_cached_bytes, py::arg("debug") = false,
-           py::kw_only(), py::arg("runtime") = py::none(), py::keep_alive<1, 2>(),
-           py::keep_alive<1, 8>())
+           py::arg("max_cached_bytes") = options{}.max_cached_bytes,
+           py::arg("debug") = options{}.debug, py::kw_only(), py::arg("runtime") = py::none(),
+           py::keep_alive<1, 2>(), py::keep_alive<1, 8>())
       .def("free_all_cached", &R::free_all_cached, py::call_guard<py::gil_scoped_release>())
       .def("set_max_cached_bytes", &R::set_max_cached_bytes, py::arg("bytes"))
       .def_property_readonly("bad_deallocations", &R::bad_deallocations)

@@ -336,7 +336,8 @@ cudaError_t host_pool_model::get_access(cudaMemAccessFlags* flags, cudaMemPool_t
     }
   } else if (p->home_is_host() && (location->type == cudaMemLocationTypeHost ||
                                    location->type == cudaMemLocationTypeHostNuma)) {
-    *flags = cudaMemAccessFlagsProtReadWrite;  // the seed: host pools are CPU-accessible by default
+    *flags = cudaMemAccessFlagsProtReadWrite;  // CUDA: a host pool's memory is CPU-accessible from
+                                               // the start
     return cudaSuccess;
   }
   auto it = p->access.find(key(*location));

@@ -1,4 +1,5 @@
-// The host stand-in for the CUDA runtime. See detail/host_runtime.hpp for the model.
+// The simulated device (the host stand-in for the CUDA runtime). See simulated_device.hpp for the
+// model.
 #include "host_pool_model.hpp"
 #include "host_streams.hpp"
 #include "host_vmm_model.hpp"
@@ -25,7 +26,8 @@
 #include <utility>
 #include <vector>
 
-namespace gpumem::detail {
+namespace gpumem {
+using namespace detail;  // the model's parts (the class itself is public)
 using host_model::event_rec;
 using host_model::stream_rec;
 using host_model::wait_rec;
@@ -88,8 +90,8 @@ thread_local int tls_current_device = 0;
 
 }  // namespace
 
-struct host_runtime::state {
-  explicit state(host_runtime_options const& o)
+struct simulated_device::state {
+  explicit state(simulated_device_options const& o)
       : options{o},
         space{o.capacity_bytes},
         vmm{o.backed, o.vmm_granularity_bytes},
@@ -99,7 +101,7 @@ struct host_runtime::state {
   {
   }
 
-  host_runtime_options options;
+  simulated_device_options options;
   mutable std::mutex mutex;
   address_space space;
   std::unordered_map<void*, std::size_t> live;  // pointer -> footprint
@@ -112,8 +114,8 @@ struct host_runtime::state {
   std::size_t copies_before_failures{};
   host_vmm_model vmm;
   host_model::host_pool_model pools;
-  host_runtime_calls calls;
-  std::vector<host_runtime_advice> advice;  ///< the first advise_preferred_location calls
+  simulated_device_calls calls;
+  std::vector<simulated_device_advice> advice;  ///< the first advise_preferred_location calls
   stream_rec legacy;
   std::map<std::thread::id, std::unique_ptr<stream_rec>> per_thread;
   std::set<stream_rec*> created_set;
@@ -268,14 +270,15 @@ struct host_runtime::state {
   void synchronized() { pools.synchronized(); }
 };
 
-host_runtime::host_runtime(host_runtime_options options) : state_{std::make_unique<state>(options)}
+simulated_device::simulated_device(simulated_device_options options)
+    : state_{std::make_unique<state>(options)}
 {
   GPUMEM_EXPECTS(options.granularity_bytes > 0 && is_pow2(options.granularity_bytes), logic_error,
                  format("host_runtime: granularity_bytes must be a power of two, got ",
                         options.granularity_bytes));
 }
 
-host_runtime::~host_runtime()
+simulated_device::~simulated_device()
 {
   for (auto& [ptr, size] : state_->live) {
     if (state_->options.backed) { std::free(ptr); }
@@ -283,7 +286,7 @@ host_runtime::~host_runtime()
   for (auto* e : state_->events) { delete e; }
 }
 
-cudaStream_t host_runtime::create_stream()
+cudaStream_t simulated_device::create_stream()
 {
   std::lock_guard lock{state_->mutex};
   auto& rec = state_->created.emplace_back(std::make_unique<stream_rec>());
@@ -291,7 +294,7 @@ cudaStream_t host_runtime::create_stream()
   return reinterpret_cast<cudaStream_t>(rec.get());
 }
 
-void host_runtime::enqueue(cudaStream_t stream, std::uint64_t count)
+void simulated_device::enqueue(cudaStream_t stream, std::uint64_t count)
 {
   std::lock_guard lock{state_->mutex};
   auto& s = state_->resolve(stream);
@@ -299,84 +302,84 @@ void host_runtime::enqueue(cudaStream_t stream, std::uint64_t count)
   state_->submitted(s);
 }
 
-void host_runtime::complete(cudaStream_t stream)
+void simulated_device::complete(cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   state::advance(state_->resolve(stream));
 }
 
-void host_runtime::complete_all()
+void simulated_device::complete_all()
 {
   std::lock_guard lock{state_->mutex};
   state_->synchronize_all();
 }
 
-std::uint64_t host_runtime::enqueued(cudaStream_t stream)
+std::uint64_t simulated_device::enqueued(cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   return state_->resolve(stream).enqueued;
 }
 
-std::uint64_t host_runtime::completed(cudaStream_t stream)
+std::uint64_t simulated_device::completed(cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   return state_->resolve(stream).completed;
 }
 
-void host_runtime::fail_next_allocations(std::size_t count)
+void simulated_device::fail_next_allocations(std::size_t count)
 {
   fail_next_allocations(count, cudaErrorMemoryAllocation);
 }
 
-void host_runtime::fail_next_allocations(std::size_t count, cudaError_t error)
+void simulated_device::fail_next_allocations(std::size_t count, cudaError_t error)
 {
   std::lock_guard lock{state_->mutex};
   state_->failures_to_inject = count;
   state_->injected_error     = error;
 }
 
-std::size_t host_runtime::used_bytes() const
+std::size_t simulated_device::used_bytes() const
 {
   std::lock_guard lock{state_->mutex};
   return state_->used;
 }
 
-std::size_t host_runtime::peak_used_bytes() const
+std::size_t simulated_device::peak_used_bytes() const
 {
   std::lock_guard lock{state_->mutex};
   return state_->peak;
 }
 
-std::size_t host_runtime::live_allocations() const
+std::size_t simulated_device::live_allocations() const
 {
   std::lock_guard lock{state_->mutex};
   return state_->live.size();
 }
 
-std::size_t host_runtime::live_events() const
+std::size_t simulated_device::live_events() const
 {
   std::lock_guard lock{state_->mutex};
   return state_->events.size();
 }
 
-std::size_t host_runtime::live_pools() const
+std::size_t simulated_device::live_pools() const
 {
   std::lock_guard lock{state_->mutex};
   return state_->pools.created_pools();
 }
 
-host_runtime_calls host_runtime::calls() const
+simulated_device_calls simulated_device::calls() const
 {
   std::lock_guard lock{state_->mutex};
   return state_->calls;
 }
 
-host_runtime_options const& host_runtime::options() const noexcept
+simulated_device_options const& simulated_device::options() const noexcept
 {
   return state_->options;
 }
 
-void host_runtime::check_invariants() const
+void simulated_device::check_invariants() const
 {
   std::lock_guard lock{state_->mutex};
   state_->vmm.check_invariants();
@@ -393,7 +396,7 @@ void host_runtime::check_invariants() const
   }
 }
 
-void* host_runtime::allocate(memory_kind kind, std::size_t bytes)
+void* simulated_device::allocate(memory_kind kind, std::size_t bytes)
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
@@ -426,7 +429,7 @@ void* host_runtime::allocate(memory_kind kind, std::size_t bytes)
   return ptr;
 }
 
-void host_runtime::free(memory_kind, void* ptr) noexcept
+void simulated_device::free(memory_kind, void* ptr) noexcept
 {
   if (ptr == nullptr) { return; }
   std::lock_guard lock{state_->mutex};
@@ -448,13 +451,13 @@ void host_runtime::free(memory_kind, void* ptr) noexcept
   st.synchronized();
 }
 
-mem_info host_runtime::memory_info()
+mem_info simulated_device::memory_info()
 {
   std::lock_guard lock{state_->mutex};
   return {state_->options.capacity_bytes - state_->used, state_->options.capacity_bytes};
 }
 
-void host_runtime::prefetch(void const*, std::size_t, mem_location, cudaStream_t stream)
+void simulated_device::prefetch(void const*, std::size_t, mem_location, cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   auto& s = state_->resolve(stream);  // validates the stream; migration is work on it
@@ -462,25 +465,26 @@ void host_runtime::prefetch(void const*, std::size_t, mem_location, cudaStream_t
   state_->submitted(s);
 }
 
-void host_runtime::advise_preferred_location(void const* ptr, std::size_t bytes, mem_location where)
+void simulated_device::advise_preferred_location(void const* ptr, std::size_t bytes,
+                                                 mem_location where)
 {
   constexpr std::size_t max_recorded = 4096;  // bounded: replays may advise millions of times
   std::lock_guard lock{state_->mutex};
   if (state_->advice.size() < max_recorded) { state_->advice.push_back({ptr, bytes, where}); }
 }
 
-std::vector<host_runtime_advice> host_runtime::advice() const
+std::vector<simulated_device_advice> simulated_device::advice() const
 {
   std::lock_guard lock{state_->mutex};
   return state_->advice;
 }
 
-int host_runtime::current_device()
+int simulated_device::current_device()
 {
   return tls_current_device;
 }
 
-void host_runtime::set_device(int device)
+void simulated_device::set_device(int device)
 {
   GPUMEM_EXPECTS(device >= 0 && device < state_->options.device_count, logic_error,
                  format("host_runtime: invalid device ", device, " (", state_->options.device_count,
@@ -488,12 +492,12 @@ void host_runtime::set_device(int device)
   tls_current_device = device;
 }
 
-int host_runtime::device_count() noexcept
+int simulated_device::device_count() noexcept
 {
   return state_->options.device_count;
 }
 
-int host_runtime::device_attribute(cudaDeviceAttr attr, int)
+int simulated_device::device_attribute(cudaDeviceAttr attr, int)
 {
   switch (attr) {
     case cudaDevAttrPageableMemoryAccess:
@@ -508,7 +512,7 @@ int host_runtime::device_attribute(cudaDeviceAttr attr, int)
   }
 }
 
-cudaEvent_t host_runtime::event_create()
+cudaEvent_t simulated_device::event_create()
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.event_create;
@@ -517,14 +521,14 @@ cudaEvent_t host_runtime::event_create()
   return reinterpret_cast<cudaEvent_t>(rec);
 }
 
-void host_runtime::event_destroy(cudaEvent_t event) noexcept
+void simulated_device::event_destroy(cudaEvent_t event) noexcept
 {
   std::lock_guard lock{state_->mutex};
   auto* rec = reinterpret_cast<event_rec*>(event);
   if (state_->events.erase(rec) > 0) { delete rec; }
 }
 
-void host_runtime::event_record(cudaEvent_t event, cudaStream_t stream)
+void simulated_device::event_record(cudaEvent_t event, cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.event_record;
@@ -535,7 +539,7 @@ void host_runtime::event_record(cudaEvent_t event, cudaStream_t stream)
   e.position = s.enqueued;
 }
 
-bool host_runtime::event_query(cudaEvent_t event)
+bool simulated_device::event_query(cudaEvent_t event)
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.event_query;
@@ -544,7 +548,7 @@ bool host_runtime::event_query(cudaEvent_t event)
   return e.stream == nullptr || e.stream->completed >= e.position;
 }
 
-void host_runtime::event_synchronize(cudaEvent_t event)
+void simulated_device::event_synchronize(cudaEvent_t event)
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.synchronize;
@@ -554,7 +558,7 @@ void host_runtime::event_synchronize(cudaEvent_t event)
   state_->synchronized();
 }
 
-void host_runtime::stream_wait_event(cudaStream_t stream, cudaEvent_t event)
+void simulated_device::stream_wait_event(cudaStream_t stream, cudaEvent_t event)
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.stream_wait_event;
@@ -568,7 +572,7 @@ void host_runtime::stream_wait_event(cudaStream_t stream, cudaEvent_t event)
   s.waits.push_back({s.enqueued, e.stream, e.position});
 }
 
-void host_runtime::stream_synchronize(cudaStream_t stream)
+void simulated_device::stream_synchronize(cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.synchronize;
@@ -578,7 +582,7 @@ void host_runtime::stream_synchronize(cudaStream_t stream)
   state_->synchronized();
 }
 
-void host_runtime::device_synchronize()
+void simulated_device::device_synchronize()
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.synchronize;
@@ -587,7 +591,8 @@ void host_runtime::device_synchronize()
   state_->synchronized();
 }
 
-void host_runtime::memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream)
+void simulated_device::memcpy_async(void* dst, void const* src, std::size_t bytes,
+                                    cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
@@ -605,7 +610,7 @@ void host_runtime::memcpy_async(void* dst, void const* src, std::size_t bytes, c
   st.calls.memcpy_bytes += bytes;
 }
 
-void host_runtime::memset_async(void* dst, int value, std::size_t bytes, cudaStream_t stream)
+void simulated_device::memset_async(void* dst, int value, std::size_t bytes, cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
@@ -615,14 +620,14 @@ void host_runtime::memset_async(void* dst, int value, std::size_t bytes, cudaStr
   if (st.options.backed && bytes > 0) { std::memset(dst, value, bytes); }
 }
 
-void host_runtime::fail_next_copies(std::size_t count, std::size_t skip)
+void simulated_device::fail_next_copies(std::size_t count, std::size_t skip)
 {
   std::lock_guard lock{state_->mutex};
   state_->copy_failures_to_inject = count;
   state_->copies_before_failures  = skip;
 }
 
-void host_runtime::begin_global_capture(cudaStream_t stream)
+void simulated_device::begin_global_capture(cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   GPUMEM_EXPECTS(state_->capturing == nullptr, logic_error,
@@ -631,7 +636,7 @@ void host_runtime::begin_global_capture(cudaStream_t stream)
   state_->capture_invalidated = false;
 }
 
-bool host_runtime::end_capture(cudaStream_t stream)
+bool simulated_device::end_capture(cudaStream_t stream)
 {
   std::lock_guard lock{state_->mutex};
   GPUMEM_EXPECTS(state_->capturing != nullptr && state_->capturing == &state_->resolve(stream),
@@ -652,13 +657,13 @@ void expect_valid(bool ok, std::string const& what)
 
 }  // namespace
 
-void host_runtime::fail_next_maps(std::size_t count)
+void simulated_device::fail_next_maps(std::size_t count)
 {
   std::lock_guard lock{state_->mutex};
   state_->map_failures_to_inject = count;
 }
 
-host_vmm_state host_runtime::vmm_state() const
+simulated_vmm_state simulated_device::vmm_state() const
 {
   std::lock_guard lock{state_->mutex};
   auto const& v = state_->vmm;
@@ -666,13 +671,13 @@ host_vmm_state host_runtime::vmm_state() const
           v.mappings(),       v.reservations(), v.misuse_count()};
 }
 
-void host_runtime::vmm_check_mapped(void const* ptr, std::size_t bytes) const
+void simulated_device::vmm_check_mapped(void const* ptr, std::size_t bytes) const
 {
   std::lock_guard lock{state_->mutex};
   state_->vmm.check_mapped(const_cast<void*>(ptr), bytes);
 }
 
-std::size_t host_runtime::vmm_granularity(int device)
+std::size_t simulated_device::vmm_granularity(int device)
 {
   if (!state_->options.vmm_supported) {
     throw cuda_error{cudaErrorNotSupported,
@@ -683,19 +688,19 @@ std::size_t host_runtime::vmm_granularity(int device)
   return state_->options.vmm_granularity_bytes;
 }
 
-void* host_runtime::vmm_reserve(std::size_t bytes, std::size_t alignment)
+void* simulated_device::vmm_reserve(std::size_t bytes, std::size_t alignment)
 {
   std::lock_guard lock{state_->mutex};
   return state_->vmm.reserve(bytes, alignment);
 }
 
-void host_runtime::vmm_unreserve(void* base, std::size_t bytes) noexcept
+void simulated_device::vmm_unreserve(void* base, std::size_t bytes) noexcept
 {
   std::lock_guard lock{state_->mutex};
   state_->vmm.unreserve(base, bytes);
 }
 
-vmm_handle host_runtime::vmm_create(std::size_t bytes, int device, bool shareable)
+vmm_handle simulated_device::vmm_create(std::size_t bytes, int device, bool shareable)
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
@@ -710,14 +715,14 @@ vmm_handle host_runtime::vmm_create(std::size_t bytes, int device, bool shareabl
   }
 }
 
-void host_runtime::vmm_release(vmm_handle handle) noexcept
+void simulated_device::vmm_release(vmm_handle handle) noexcept
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.vmm_release;
   state_->used -= state_->vmm.release(handle);
 }
 
-void host_runtime::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle)
+void simulated_device::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle)
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
@@ -729,14 +734,14 @@ void host_runtime::vmm_map(void* ptr, std::size_t bytes, vmm_handle handle)
   st.vmm.map(ptr, bytes, handle);
 }
 
-void host_runtime::vmm_unmap(void* ptr, std::size_t bytes) noexcept
+void simulated_device::vmm_unmap(void* ptr, std::size_t bytes) noexcept
 {
   std::lock_guard lock{state_->mutex};
   ++state_->calls.vmm_unmap;
   state_->used -= state_->vmm.unmap(ptr, bytes);
 }
 
-bool host_runtime::vmm_unmap_run(void* ptr, std::size_t bytes) noexcept
+bool simulated_device::vmm_unmap_run(void* ptr, std::size_t bytes) noexcept
 {
   std::lock_guard lock{state_->mutex};
   auto const runs = state_->vmm.whole_mappings(ptr, bytes);
@@ -746,7 +751,7 @@ bool host_runtime::vmm_unmap_run(void* ptr, std::size_t bytes) noexcept
   return true;
 }
 
-void host_runtime::vmm_set_access(void* ptr, std::size_t bytes, int device)
+void simulated_device::vmm_set_access(void* ptr, std::size_t bytes, int device)
 {
   std::lock_guard lock{state_->mutex};
   expect_valid(device >= 0 && device < state_->options.device_count,
@@ -754,13 +759,13 @@ void host_runtime::vmm_set_access(void* ptr, std::size_t bytes, int device)
   state_->vmm.set_access(ptr, bytes, device);
 }
 
-bool host_runtime::vmm_accessible_by(void const* ptr, int device) const
+bool simulated_device::vmm_accessible_by(void const* ptr, int device) const
 {
   std::lock_guard lock{state_->mutex};
   return state_->vmm.accessible_by(ptr, device);
 }
 
-int host_runtime::vmm_export_fd(vmm_handle handle)
+int simulated_device::vmm_export_fd(vmm_handle handle)
 {
   std::lock_guard lock{state_->mutex};
   expect_valid(state_->vmm.shareable(handle),
@@ -775,7 +780,7 @@ int host_runtime::vmm_export_fd(vmm_handle handle)
   return fd;
 }
 
-vmm_handle host_runtime::vmm_import_fd(int fd)
+vmm_handle simulated_device::vmm_import_fd(int fd)
 {
   vmm_handle exported{};
   expect_valid(::pread(fd, &exported, sizeof exported, 0) == static_cast<ssize_t>(sizeof exported),
@@ -784,13 +789,13 @@ vmm_handle host_runtime::vmm_import_fd(int fd)
   return state_->vmm.import(exported);
 }
 
-}  // namespace gpumem::detail
+}  // namespace gpumem
 
-namespace gpumem::detail {
+namespace gpumem {
 
 // -- memory pools: the model in host_pool_model.cpp, under the runtime's lock ------------------
 
-int host_runtime::driver_version() noexcept
+int simulated_device::driver_version() noexcept
 {
   return 13000;
 }
@@ -801,80 +806,81 @@ int host_runtime::driver_version() noexcept
     return state_->pools.expr;           \
   } while (0)
 
-cudaError_t host_runtime::mem_pool_create(cudaMemPool_t* pool,
-                                          cudaMemPoolProps const* props) noexcept
+cudaError_t simulated_device::mem_pool_create(cudaMemPool_t* pool,
+                                              cudaMemPoolProps const* props) noexcept
 {
   GPUMEM_HOST_POOL_CALL(create(pool, props));
 }
-cudaError_t host_runtime::mem_pool_destroy(cudaMemPool_t pool) noexcept
+cudaError_t simulated_device::mem_pool_destroy(cudaMemPool_t pool) noexcept
 {
   GPUMEM_HOST_POOL_CALL(destroy(pool));
 }
-cudaError_t host_runtime::mem_pool_set_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
-                                                 void* value) noexcept
+cudaError_t simulated_device::mem_pool_set_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                                     void* value) noexcept
 {
   GPUMEM_HOST_POOL_CALL(set_attribute(pool, attr, value));
 }
-cudaError_t host_runtime::mem_pool_get_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
-                                                 void* value) noexcept
+cudaError_t simulated_device::mem_pool_get_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                                     void* value) noexcept
 {
   GPUMEM_HOST_POOL_CALL(get_attribute(pool, attr, value));
 }
-cudaError_t host_runtime::mem_pool_set_access(cudaMemPool_t pool, cudaMemAccessDesc const* list,
-                                              std::size_t count) noexcept
+cudaError_t simulated_device::mem_pool_set_access(cudaMemPool_t pool, cudaMemAccessDesc const* list,
+                                                  std::size_t count) noexcept
 {
   GPUMEM_HOST_POOL_CALL(set_access(pool, list, count));
 }
-cudaError_t host_runtime::mem_pool_get_access(cudaMemAccessFlags* flags, cudaMemPool_t pool,
-                                              cudaMemLocation* location) noexcept
+cudaError_t simulated_device::mem_pool_get_access(cudaMemAccessFlags* flags, cudaMemPool_t pool,
+                                                  cudaMemLocation* location) noexcept
 {
   GPUMEM_HOST_POOL_CALL(get_access(flags, pool, location));
 }
-cudaError_t host_runtime::mem_pool_trim_to(cudaMemPool_t pool, std::size_t keep) noexcept
+cudaError_t simulated_device::mem_pool_trim_to(cudaMemPool_t pool, std::size_t keep) noexcept
 {
   GPUMEM_HOST_POOL_CALL(trim_to(pool, keep));
 }
-cudaError_t host_runtime::malloc_from_pool_async(void** ptr, std::size_t bytes, cudaMemPool_t pool,
-                                                 cudaStream_t stream) noexcept
+cudaError_t simulated_device::malloc_from_pool_async(void** ptr, std::size_t bytes,
+                                                     cudaMemPool_t pool,
+                                                     cudaStream_t stream) noexcept
 {
   GPUMEM_HOST_POOL_CALL(allocate(ptr, bytes, pool, stream));
 }
-cudaError_t host_runtime::device_get_default_mem_pool(cudaMemPool_t* pool, int device) noexcept
+cudaError_t simulated_device::device_get_default_mem_pool(cudaMemPool_t* pool, int device) noexcept
 {
   GPUMEM_HOST_POOL_CALL(default_pool(pool, device));
 }
-cudaError_t host_runtime::device_get_mem_pool(cudaMemPool_t* pool, int device) noexcept
+cudaError_t simulated_device::device_get_mem_pool(cudaMemPool_t* pool, int device) noexcept
 {
   GPUMEM_HOST_POOL_CALL(current_pool(pool, device));
 }
-cudaError_t host_runtime::device_set_mem_pool(int device, cudaMemPool_t pool) noexcept
+cudaError_t simulated_device::device_set_mem_pool(int device, cudaMemPool_t pool) noexcept
 {
   GPUMEM_HOST_POOL_CALL(set_current_pool(device, pool));
 }
-cudaError_t host_runtime::mem_pool_export_to_shareable_handle(
+cudaError_t simulated_device::mem_pool_export_to_shareable_handle(
     void* handle, cudaMemPool_t pool, cudaMemAllocationHandleType type) noexcept
 {
   GPUMEM_HOST_POOL_CALL(export_pool(handle, pool, type));
 }
-cudaError_t host_runtime::mem_pool_import_from_shareable_handle(
+cudaError_t simulated_device::mem_pool_import_from_shareable_handle(
     cudaMemPool_t* pool, void* handle, cudaMemAllocationHandleType type) noexcept
 {
   GPUMEM_HOST_POOL_CALL(import_pool(pool, handle, type));
 }
-cudaError_t host_runtime::mem_pool_export_pointer(cudaMemPoolPtrExportData* data,
-                                                  void* ptr) noexcept
+cudaError_t simulated_device::mem_pool_export_pointer(cudaMemPoolPtrExportData* data,
+                                                      void* ptr) noexcept
 {
   GPUMEM_HOST_POOL_CALL(export_pointer(data, ptr));
 }
-cudaError_t host_runtime::mem_pool_import_pointer(void** ptr, cudaMemPool_t pool,
-                                                  cudaMemPoolPtrExportData* data) noexcept
+cudaError_t simulated_device::mem_pool_import_pointer(void** ptr, cudaMemPool_t pool,
+                                                      cudaMemPoolPtrExportData* data) noexcept
 {
   GPUMEM_HOST_POOL_CALL(import_pointer(ptr, pool, data));
 }
 
 #undef GPUMEM_HOST_POOL_CALL
 
-cudaError_t host_runtime::free_async(void* ptr, cudaStream_t stream) noexcept
+cudaError_t simulated_device::free_async(void* ptr, cudaStream_t stream) noexcept
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
@@ -886,7 +892,7 @@ cudaError_t host_runtime::free_async(void* ptr, cudaStream_t stream) noexcept
   return cudaSuccess;
 }
 
-cudaError_t host_runtime::device_can_access_peer(int* can, int device, int peer) noexcept
+cudaError_t simulated_device::device_can_access_peer(int* can, int device, int peer) noexcept
 {
   int const n = state_->options.device_count;
   if (can == nullptr || device < 0 || device >= n || peer < 0 || peer >= n) {
@@ -896,7 +902,7 @@ cudaError_t host_runtime::device_can_access_peer(int* can, int device, int peer)
   return cudaSuccess;
 }
 
-cudaError_t host_runtime::stream_get_device(cudaStream_t stream, int* device) noexcept
+cudaError_t simulated_device::stream_get_device(cudaStream_t stream, int* device) noexcept
 {
   std::lock_guard lock{state_->mutex};
   try {
@@ -908,9 +914,9 @@ cudaError_t host_runtime::stream_get_device(cudaStream_t stream, int* device) no
   return cudaSuccess;
 }
 
-cudaError_t host_runtime::pointer_attributes(void const* ptr, cudaMemoryType* type, int* device,
-                                             cudaMemPool_t* pool, void const** base,
-                                             std::size_t* size) noexcept
+cudaError_t simulated_device::pointer_attributes(void const* ptr, cudaMemoryType* type, int* device,
+                                                 cudaMemPool_t* pool, void const** base,
+                                                 std::size_t* size) noexcept
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
@@ -923,4 +929,4 @@ cudaError_t host_runtime::pointer_attributes(void const* ptr, cudaMemoryType* ty
   return cudaSuccess;
 }
 
-}  // namespace gpumem::detail
+}  // namespace gpumem

@@ -50,7 +50,7 @@ std::vector<int> validated_peers(runtime& rt, int device, std::vector<int> const
 
 }  // namespace
 
-vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
+vmm_backing::vmm_backing(runtime& rt, mr::vmm_pool_options const& options)
     : runtime_{&rt},
       device_{options.device < 0 ? rt.current_device() : options.device},
       granularity_{rt.vmm_granularity(device_)},
@@ -58,8 +58,8 @@ vmm_backing::vmm_backing(runtime& rt, vmm_backing_options const& options)
       growth_percent_{options.growth_percent},
       busy_growth_percent_{options.busy_growth_percent}
 {
-  peers_                        = validated_peers(rt, device_, options.peers, options.all_peers);
-  handle_bytes_                 = options.handle_bytes;
+  peers_        = validated_peers(rt, device_, options.peer_devices, options.all_peers);
+  handle_bytes_ = options.handle_bytes;
   auto const device_granularity = granularity_;
   if (options.granularity_bytes != 0) {
     GPUMEM_EXPECTS(is_aligned(options.granularity_bytes, device_granularity), logic_error,

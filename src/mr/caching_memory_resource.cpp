@@ -1,4 +1,4 @@
-// caching_memory_resource: the seed-003 core over an upstream resource.
+// caching_memory_resource: the caching core (CUB's bins and cache limit) over an upstream resource.
 #include <gpumem/align.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/mr/caching_memory_resource.hpp>
@@ -23,7 +23,7 @@ void caching_memory_resource::upstream_source::free(int, void* ptr, std::size_t 
 
 caching_memory_resource::caching_memory_resource(device_async_resource_ref upstream,
                                                  caching_memory_resource_options options,
-                                                 detail::runtime& runtime)
+                                                 gpumem::runtime& runtime)
     : source_{upstream},
       device_{runtime.device_count() > 0 ? runtime.current_device() : 0},
       core_{detail::caching::bin_layout{options.bin_growth, options.min_bin, options.max_bin},

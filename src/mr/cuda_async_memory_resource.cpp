@@ -11,7 +11,7 @@
 namespace gpumem::mr {
 namespace {
 
-int current_device_or_throw(detail::runtime& rt, char const* who)
+int current_device_or_throw(gpumem::runtime& rt, char const* who)
 {
   try {
     return rt.current_device();
@@ -23,7 +23,7 @@ int current_device_or_throw(detail::runtime& rt, char const* who)
   }
 }
 
-void require_stream_ordered_allocation(detail::runtime& rt, char const* who, int device)
+void require_stream_ordered_allocation(gpumem::runtime& rt, char const* who, int device)
 {
   auto const caps = query_pool_capabilities(cuda_device_id{device}, rt);
   auto why        = caps.device_unusable_reason;
@@ -41,7 +41,7 @@ void require_stream_ordered_allocation(detail::runtime& rt, char const* who, int
 memory_pool make_async_pool(std::optional<std::size_t> initial_pool_size,
                             std::optional<std::size_t> release_threshold,
                             std::optional<allocation_handle_type> export_handle_type,
-                            detail::runtime& rt)
+                            gpumem::runtime& rt)
 {
   pool_properties props{};
   props.handle_types = export_handle_type.value_or(allocation_handle_type::none);
@@ -77,7 +77,7 @@ cudaMemPool_t pool_of(device_memory_resource const& mr) noexcept
 
 cuda_async_memory_resource::cuda_async_memory_resource(
     std::optional<std::size_t> initial_pool_size, std::optional<std::size_t> release_threshold,
-    std::optional<allocation_handle_type> export_handle_type, detail::runtime& rt)
+    std::optional<allocation_handle_type> export_handle_type, gpumem::runtime& rt)
     : pool_{make_async_pool(initial_pool_size, release_threshold, export_handle_type, rt)}
 {
 }
@@ -101,7 +101,7 @@ bool cuda_async_memory_resource::do_is_equal(device_memory_resource const& other
 // -- cuda_async_view_memory_resource -------------------------------------------------------------
 
 cuda_async_view_memory_resource::cuda_async_view_memory_resource(cudaMemPool_t pool_handle,
-                                                                 detail::runtime& rt)
+                                                                 gpumem::runtime& rt)
     : pool_{[&] {
         char const* who = "cuda_async_view_memory_resource";
         GPUMEM_EXPECTS(pool_handle != nullptr, logic_error,

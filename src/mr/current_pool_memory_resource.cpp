@@ -9,7 +9,7 @@
 namespace gpumem::mr {
 namespace {
 
-int device_of(detail::runtime& rt, cuda_stream_view stream)
+int device_of(gpumem::runtime& rt, cuda_stream_view stream)
 {
   int device{};
   auto const st = rt.stream_get_device(stream.value(), &device);

@@ -36,12 +36,12 @@ namespace {
 constexpr std::size_t max_virtual_bytes = std::size_t{1} << 48;
 }  // namespace
 
-bool is_system_memory_supported(detail::runtime& rt, int device)
+bool is_system_memory_supported(gpumem::runtime& rt, int device)
 {
   return rt.device_attribute(cudaDevAttrPageableMemoryAccess, device) == 1;
 }
 
-system_memory_resource::system_memory_resource(detail::runtime& rt) : runtime_{&rt}
+system_memory_resource::system_memory_resource(gpumem::runtime& rt) : runtime_{&rt}
 {
   auto const device = rt.current_device();
   GPUMEM_EXPECTS(is_system_memory_supported(rt, device), logic_error,
@@ -81,7 +81,7 @@ bool system_memory_resource::do_is_equal(device_memory_resource const& other) co
 // -- sam_headroom_memory_resource ----------------------------------------------------------------
 
 sam_headroom_memory_resource::sam_headroom_memory_resource(std::size_t headroom,
-                                                           detail::runtime& rt)
+                                                           gpumem::runtime& rt)
     : system_{rt}, headroom_{headroom}
 {
 }
@@ -150,13 +150,13 @@ namespace mr {
 void* pinned_host_memory_resource::allocate(std::size_t bytes, std::size_t alignment)
 {
   if (bytes == 0) { return nullptr; }
-  return detail::pinned_host_allocate(detail::cuda_runtime(), "pinned_host_memory_resource", bytes,
+  return detail::pinned_host_allocate(gpumem::cuda_device(), "pinned_host_memory_resource", bytes,
                                       alignment);
 }
 
 void pinned_host_memory_resource::deallocate(void* ptr, std::size_t, std::size_t alignment) noexcept
 {
-  if (ptr != nullptr) { detail::pinned_host_deallocate(detail::cuda_runtime(), ptr, alignment); }
+  if (ptr != nullptr) { detail::pinned_host_deallocate(gpumem::cuda_device(), ptr, alignment); }
 }
 
 void* pinned_memory_resource::do_allocate(std::size_t bytes, std::size_t alignment)

@@ -5,22 +5,12 @@
 #include <thread>
 
 namespace gpumem::mr {
-namespace {
-
-detail::vmm_backing_options backing_options(vmm_pool_options const& o)
-{
-  return {o.reserve_bytes,       o.granularity_bytes, o.growth_percent,
-          o.busy_growth_percent, o.handle_bytes,      o.device,
-          o.peer_devices,        o.all_peers};
-}
-
-}  // namespace
 
 vmm_pool_memory_resource::vmm_pool_memory_resource(vmm_pool_options const& options,
-                                                   detail::runtime& runtime)
+                                                   gpumem::runtime& runtime)
     : base{runtime, detail::coalescing_free_list{}},
       options_{options},
-      backing_{runtime, backing_options(options)},
+      backing_{runtime, options},
       singles_{runtime, backing_.device(), backing_.peers(), backing_.granularity()},
       threshold_{options.release_threshold_bytes}
 {

@@ -18,7 +18,7 @@ thread_local std::vector<scope_entry> tls_scopes;
 
 }  // namespace
 
-vmm_region_resource::vmm_region_resource(vmm_pool_options const& options, detail::runtime& runtime)
+vmm_region_resource::vmm_region_resource(vmm_pool_options const& options, gpumem::runtime& runtime)
     : options_{options}, runtime_{&runtime}
 {
   default_ = &region(default_region);

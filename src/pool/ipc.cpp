@@ -59,7 +59,7 @@ import_counts& imports()
   return instance;
 }
 
-cudaMemPool_t import_pool_handle(detail::runtime& rt, shareable_pool_handle const& handle)
+cudaMemPool_t import_pool_handle(gpumem::runtime& rt, shareable_pool_handle const& handle)
 {
   cudaMemPool_t pool{};
   if (handle.type() == allocation_handle_type::posix_file_descriptor) {
@@ -91,7 +91,7 @@ cudaMemPool_t import_pool_handle(detail::runtime& rt, shareable_pool_handle cons
   return pool;
 }
 
-cudaMemPool_t import_pool(detail::runtime& rt, shareable_pool_handle const& handle)
+cudaMemPool_t import_pool(gpumem::runtime& rt, shareable_pool_handle const& handle)
 {
   auto const pool = import_pool_handle(rt, handle);
   imports().add(pool);
@@ -178,7 +178,7 @@ void ipc_event::synchronize() const
 
 // -- imported_memory_pool ------------------------------------------------------------------------
 
-imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, detail::runtime& rt)
+imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, gpumem::runtime& rt)
     : pool_{import_pool(rt, handle)}, runtime_{&rt}
 {
   try {
@@ -190,7 +190,7 @@ imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, 
 }
 
 imported_memory_pool::imported_memory_pool(shareable_pool_handle const& handle, pool_location home,
-                                           detail::runtime& rt)
+                                           gpumem::runtime& rt)
     : pool_{import_pool(rt, handle)}, runtime_{&rt}
 {
   if (home.kind == location_kind::none) { return; }  // "home unknown": CUDA decides on access
@@ -299,7 +299,7 @@ imported_allocation::~imported_allocation()
     runtime_->device_synchronize();
   } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor cannot report; free anyway
   }
-  runtime_->free(detail::memory_kind::device, ptr_);  // cudaFree
+  runtime_->free(gpumem::memory_kind::device, ptr_);  // cudaFree
   ptr_ = nullptr;
 }
 
@@ -314,7 +314,7 @@ void imported_allocation::free_async(cuda_stream_view stream, ipc_event const& f
 // -- export_pointer
 // --------------------------------------------------------------------------------
 
-pointer_export_data export_pointer(void const* ptr, detail::runtime& rt)
+pointer_export_data export_pointer(void const* ptr, gpumem::runtime& rt)
 {
   GPUMEM_EXPECTS(ptr != nullptr, logic_error, "export_pointer: the pointer is null");
   auto const info = query_pointer(ptr, rt);

@@ -63,7 +63,7 @@ cudaMemPoolProps to_cuda(pool_properties const& p)
   return out;
 }
 
-int attribute_or_zero(detail::runtime& rt, cudaDeviceAttr attr, int device)
+int attribute_or_zero(gpumem::runtime& rt, cudaDeviceAttr attr, int device)
 {
   try {
     return rt.device_attribute(attr, device);
@@ -72,7 +72,7 @@ int attribute_or_zero(detail::runtime& rt, cudaDeviceAttr attr, int device)
   }
 }
 
-bool all_devices_have_managed_access(detail::runtime& rt, int count)
+bool all_devices_have_managed_access(gpumem::runtime& rt, int count)
 {
   for (int d = 0; d < count; ++d) {
     if (attribute_or_zero(rt, cudaDevAttrConcurrentManagedAccess, d) == 0) { return false; }
@@ -80,7 +80,7 @@ bool all_devices_have_managed_access(detail::runtime& rt, int count)
   return count > 0;
 }
 
-void fill_device_capabilities(detail::runtime& rt, pool_capabilities& c)
+void fill_device_capabilities(gpumem::runtime& rt, pool_capabilities& c)
 {
   int const d = c.device;
   if (c.driver_version >= pools_min_driver) {
@@ -98,7 +98,7 @@ void fill_device_capabilities(detail::runtime& rt, pool_capabilities& c)
   c.concurrent_managed_access_all = all_devices_have_managed_access(rt, c.device_count);
 }
 
-int device_of(detail::runtime& rt, pool_properties const& props)
+int device_of(gpumem::runtime& rt, pool_properties const& props)
 {
   if (props.location.kind == location_kind::device) { return props.location.id; }
   try {
@@ -109,9 +109,9 @@ int device_of(detail::runtime& rt, pool_properties const& props)
 }
 
 /// Why there is no usable device (the CUDA runtime's own words when it is the CUDA runtime).
-std::string no_device_reason(detail::runtime& rt)
+std::string no_device_reason(gpumem::runtime& rt)
 {
-  if (&rt != &detail::cuda_runtime()) { return "no usable CUDA device (the runtime has none)"; }
+  if (&rt != &gpumem::cuda_device()) { return "no usable CUDA device (the runtime has none)"; }
   int count{};
   auto const st = cudaGetDeviceCount(&count);
   (void)cudaGetLastError();
@@ -136,7 +136,7 @@ std::string creation_hint(cudaError_t status, pool_properties const& props)
 
 // -- capabilities --------------------------------------------------------------------------------
 
-pool_capabilities query_pool_capabilities(cuda_device_id device, detail::runtime& rt)
+pool_capabilities query_pool_capabilities(cuda_device_id device, gpumem::runtime& rt)
 {
   pool_capabilities c{};
   c.device         = device.value();
@@ -377,7 +377,7 @@ std::optional<pool_location> find_pool_home(runtime& rt, cudaMemPool_t pool)
 
 // -- memory_pool_ref -----------------------------------------------------------------------------
 
-memory_pool_ref::memory_pool_ref(cudaMemPool_t pool, pool_location location, detail::runtime& rt)
+memory_pool_ref::memory_pool_ref(cudaMemPool_t pool, pool_location location, gpumem::runtime& rt)
     : pool_{pool}, location_{location}, runtime_{&rt}
 {
   require_pool(pool, "memory_pool_ref");
@@ -401,7 +401,7 @@ void memory_pool_ref::trim_to(std::size_t min_bytes_to_keep) const
 namespace {
 
 /// Free and total memory of the device `loc` names (0, 0 for other locations or on failure).
-std::pair<std::size_t, std::size_t> device_memory(detail::runtime& rt, pool_location loc)
+std::pair<std::size_t, std::size_t> device_memory(gpumem::runtime& rt, pool_location loc)
 {
   if (loc.kind != location_kind::device) { return {0, 0}; }
   try {
@@ -452,7 +452,7 @@ void memory_pool_ref::deallocate(void* ptr, cuda_stream_view stream) const noexc
 
 // -- memory_pool ---------------------------------------------------------------------------------
 
-memory_pool::memory_pool(pool_properties const& props, detail::runtime& rt) : props_{props}
+memory_pool::memory_pool(pool_properties const& props, gpumem::runtime& rt) : props_{props}
 {
   validate(props);
   auto const caps = query_pool_capabilities(cuda_device_id{device_of(rt, props)}, rt);
@@ -528,7 +528,7 @@ shareable_pool_handle memory_pool::export_handle(allocation_handle_type type) co
 
 // -- default and current pools -------------------------------------------------------------------
 
-memory_pool_ref default_pool(cuda_device_id device, detail::runtime& rt)
+memory_pool_ref default_pool(cuda_device_id device, gpumem::runtime& rt)
 {
   cudaMemPool_t pool{};
   auto const st = rt.device_get_default_mem_pool(&pool, device.value());
@@ -538,7 +538,7 @@ memory_pool_ref default_pool(cuda_device_id device, detail::runtime& rt)
   return {pool, pool_location::device(device.value()), rt};
 }
 
-memory_pool_ref current_pool(cuda_device_id device, detail::runtime& rt)
+memory_pool_ref current_pool(cuda_device_id device, gpumem::runtime& rt)
 {
   cudaMemPool_t pool{};
   auto const st = rt.device_get_mem_pool(&pool, device.value());

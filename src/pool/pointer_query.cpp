@@ -5,7 +5,7 @@
 
 namespace gpumem {
 
-pointer_info query_pointer(void const* ptr, detail::runtime& rt)
+pointer_info query_pointer(void const* ptr, gpumem::runtime& rt)
 {
   pointer_info info;
   auto const st =

@@ -9,7 +9,7 @@
 namespace gpumem {
 
 imported_vmm_memory::imported_vmm_memory(int fd, std::size_t bytes, int device,
-                                         detail::runtime& runtime)
+                                         gpumem::runtime& runtime)
     : runtime_{&runtime}, bytes_{bytes}, device_{device < 0 ? runtime.current_device() : device}
 {
   auto const granularity = runtime.vmm_granularity(device_);
@@ -32,7 +32,7 @@ imported_vmm_memory::imported_vmm_memory(imported_vmm_memory&& other) noexcept
     : runtime_{other.runtime_},
       ptr_{std::exchange(other.ptr_, nullptr)},
       bytes_{std::exchange(other.bytes_, 0)},
-      handle_{std::exchange(other.handle_, detail::vmm_handle{})},
+      handle_{std::exchange(other.handle_, gpumem::vmm_handle{})},
       device_{other.device_}
 {
 }
@@ -44,7 +44,7 @@ imported_vmm_memory& imported_vmm_memory::operator=(imported_vmm_memory&& other)
     runtime_ = other.runtime_;
     ptr_     = std::exchange(other.ptr_, nullptr);
     bytes_   = std::exchange(other.bytes_, 0);
-    handle_  = std::exchange(other.handle_, detail::vmm_handle{});
+    handle_  = std::exchange(other.handle_, gpumem::vmm_handle{});
     device_  = other.device_;
   }
   return *this;

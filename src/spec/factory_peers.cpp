@@ -1,5 +1,5 @@
 // The peers: the CUDA driver's stream-ordered pool and CUB's caching allocator, driven directly
-// (these bypass detail::runtime by design: they ARE the other libraries being compared).
+// (these bypass gpumem::runtime by design: they ARE the other libraries being compared).
 #include "peers.hpp"
 
 #include <gpumem/detail/format.hpp>

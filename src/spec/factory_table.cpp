@@ -1,6 +1,7 @@
 // THE factory table: every resource buildable from a spec, listed once: adding a resource to the
 // spec grammar, the tool and Python means adding one entry here, nowhere else.
 // `gpumem replay --list-resources` shows the table.
+#include "defaults.hpp"
 #include "peers.hpp"
 
 #include <gpumem/spec/resource_factory.hpp>
@@ -18,6 +19,7 @@ namespace {
 
 using dmr     = mr::device_memory_resource;
 using dmr_ptr = std::unique_ptr<dmr>;
+using namespace detail_defaults;
 
 std::vector<factory_entry> leaves()
 {
@@ -38,18 +40,25 @@ std::vector<factory_entry> leaves()
                 {"release_threshold", "none", "bytes kept at a synchronization, or none for all"}},
                true,
                detail_peers::make_cuda_async});
+  mr::vmm_pool_options const vmm{};  // the defaults, written once (mr/vmm_pool_options.hpp)
   t.push_back(
       {"vmm_pool",
        resource_kind::leaf,
        "best-fit pool over reserved address space, backed by physical memory on demand",
-       {{"reserve", "none", "address space reserved, or none for twice the device memory"},
-        {"granularity", "none", "granule bytes, or none for the device's granularity"},
-        {"growth", "0", "new memory mapped beyond a need, in % of what is mapped"},
-        {"busy_growth", "12",
+       {{"reserve", size_or_none(vmm.reserve_bytes, 0),
+         "address space reserved, or none for twice the device memory"},
+        {"granularity", size_or_none(vmm.granularity_bytes, 0),
+         "granule bytes, or none for the device's granularity"},
+        {"growth", count_text(vmm.growth_percent),
+         "new memory mapped beyond a need, in % of what is mapped"},
+        {"busy_growth", count_text(vmm.busy_growth_percent),
          "the same while the stream's work still runs (nothing can move: fewer, larger growths)"},
-        {"handle", "16MiB", "largest physical handle, or none for one per growth"},
-        {"release_threshold", "none", "free bytes kept mapped at a growth, or none for all"},
-        {"peers", "none", "other devices given access: all (every peer-capable one) or none"}},
+        {"handle", size_or_none(vmm.handle_bytes, 0),
+         "largest physical handle, or none for one per growth"},
+        {"release_threshold", size_or_none(vmm.release_threshold_bytes, SIZE_MAX),
+         "free bytes kept mapped at a growth, or none for all"},
+        {"peers", vmm.all_peers ? "all" : "none",
+         "other devices given access: all (every peer-capable one) or none"}},
        false,
        [](layer_args const& a, dmr*, build_context const& c) -> dmr_ptr {
          mr::vmm_pool_options o;

@@ -286,7 +286,7 @@ std::string describe_factory()
   return out;
 }
 
-resource_stack build(resource_spec const& spec, detail::runtime& rt, bool simulated)
+resource_stack build(resource_spec const& spec, gpumem::runtime& rt, bool simulated)
 {
   resource_spec full = spec;
   if (full.layers.empty()) { throw spec_error{"empty resource spec"}; }
@@ -311,7 +311,7 @@ resource_stack build(resource_spec const& spec, detail::runtime& rt, bool simula
   return stack;
 }
 
-resource_stack build(std::string_view spec, detail::runtime& rt, bool simulated)
+resource_stack build(std::string_view spec, gpumem::runtime& rt, bool simulated)
 {
   return build(parse_resource_spec(spec), rt, simulated);
 }

@@ -35,7 +35,7 @@ void metered_runtime::observe(chunk_observer* observer)
   observer_ = observer;
 }
 
-void* metered_runtime::allocate(detail::memory_kind kind, std::size_t bytes)
+void* metered_runtime::allocate(gpumem::memory_kind kind, std::size_t bytes)
 {
   void* p = inner().allocate(kind, bytes);
   std::lock_guard lock{mutex_};
@@ -59,7 +59,7 @@ void metered_runtime::remove_chunk(std::uintptr_t address) noexcept
   chunks_.erase(it);
 }
 
-detail::vmm_handle metered_runtime::vmm_create(std::size_t bytes, int device, bool shareable)
+gpumem::vmm_handle metered_runtime::vmm_create(std::size_t bytes, int device, bool shareable)
 {
   auto const handle = inner().vmm_create(bytes, device, shareable);
   std::lock_guard lock{mutex_};
@@ -69,7 +69,7 @@ detail::vmm_handle metered_runtime::vmm_create(std::size_t bytes, int device, bo
   return handle;
 }
 
-void metered_runtime::vmm_release(detail::vmm_handle handle) noexcept
+void metered_runtime::vmm_release(gpumem::vmm_handle handle) noexcept
 {
   {
     std::lock_guard lock{mutex_};
@@ -81,7 +81,7 @@ void metered_runtime::vmm_release(detail::vmm_handle handle) noexcept
   inner().vmm_release(handle);
 }
 
-void metered_runtime::vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle)
+void metered_runtime::vmm_map(void* ptr, std::size_t bytes, gpumem::vmm_handle handle)
 {
   inner().vmm_map(ptr, bytes, handle);
   maps_.store(true, std::memory_order_relaxed);
@@ -98,7 +98,7 @@ void metered_runtime::vmm_unmap(void* ptr, std::size_t bytes) noexcept
   inner().vmm_unmap(ptr, bytes);
 }
 
-void metered_runtime::free(detail::memory_kind kind, void* ptr) noexcept
+void metered_runtime::free(gpumem::memory_kind kind, void* ptr) noexcept
 {
   {
     std::lock_guard lock{mutex_};

@@ -1,4 +1,4 @@
-// compile-fail: skip_cleanup is `const bool` as in the seed: a write must not compile.
+// compile-fail: skip_cleanup is `const bool` as in CUB: a write must not compile.
 // Built by tests/CMakeLists.txt and expected NOT to compile. With -DGPUMEM_COMPILE_FAIL_CONTROL the
 // offending line is replaced by a valid one and the file compiles, so it fails for one reason.
 //

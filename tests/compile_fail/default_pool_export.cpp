@@ -1,4 +1,4 @@
-// compile-fail: a device's default pool cannot be exported (it is not IPC-capable, seed 002 F.5):
+// compile-fail: a device's default pool cannot be exported (it is not IPC-capable):
 // default_pool() gives a memory_pool_ref, which has no export_handle member.
 // Built by tests/CMakeLists.txt and expected NOT to compile. With -DGPUMEM_COMPILE_FAIL_CONTROL the
 // offending line is replaced by a valid one and the file compiles, so it fails for one reason.

@@ -236,16 +236,13 @@ TYPED_TEST_P(conformance, ManyThreadsAllocateConcurrently)
   for (auto& th : pool) { th.join(); }
 }
 
-REGISTER_TYPED_TEST_SUITE_P(conformance, AllocatesManySizesAlignedAndDisjoint,
-                            ZeroBytesIsNullAndFreeingNullIsANoOp,
-                            HonoursAlignmentAndRejectsBadAlignment, HonoursAlignmentsAbove256,
-                            AsyncFormsWithoutAlignment, EqualityAndResourceRef,
-                            CcclMemberNamesAllocateAlignedAndCheckAlignment,
-                            AbsurdSizesThrowBadAllocAndLeaveResourceUsable,
-                            DeallocatesOnAnotherThread, AllocatesAndFreesOnOtherStreams,
-                            FreedMemoryReachesAnotherStreamOnlyInOrder,
-                            RandomOperationsKeepAllocationsDisjoint,
-                            ManyThreadsAllocateConcurrently);
+REGISTER_TYPED_TEST_SUITE_P(
+    conformance, AllocatesManySizesAlignedAndDisjoint, ZeroBytesIsNullAndFreeingNullIsANoOp,
+    HonoursAlignmentAndRejectsBadAlignment, HonoursAlignmentsAbove256, AsyncFormsWithoutAlignment,
+    EqualityAndResourceRef, CcclMemberNamesAllocateAlignedAndCheckAlignment,
+    AbsurdSizesThrowBadAllocAndLeaveResourceUsable, DeallocatesOnAnotherThread,
+    AllocatesAndFreesOnOtherStreams, FreedMemoryReachesAnotherStreamOnlyInOrder,
+    RandomOperationsKeepAllocationsDisjoint, ManyThreadsAllocateConcurrently);
 
 INSTANTIATE_TYPED_TEST_SUITE_P(all, conformance, all_configs, config_names);
 

@@ -193,7 +193,7 @@ TEST_P(suballocator_fuzz, VmmPoolWithThresholdAndGrowth)
 {
   detail::host_runtime rt{detail::host_runtime_options{
       .capacity_bytes = std::size_t{24} << 20, .vmm_granularity_bytes = std::size_t{64} << 10}};
-  mr::vmm_pool_memory_resource pool{{.reserve_bytes          = std::size_t{64} << 20,
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes           = std::size_t{64} << 20,
                                      .growth_percent          = 25,
                                      .release_threshold_bytes = std::size_t{1} << 20},
                                     rt};

@@ -87,7 +87,7 @@ TEST_F(gpu_allocators, ThrustAllocatorDefaultsToTheCurrentDeviceResource)
   EXPECT_EQ(stats.get_bytes_counter().value, 0);
 }
 
-// The seed's stream constructor, get_property and rebind.
+// RMM's stream constructor, get_property and rebind.
 static_assert(
     std::is_same_v<mr::thrust_allocator<int>::rebind<double>::other, mr::thrust_allocator<double>>);
 static_assert(cuda::has_property<mr::thrust_allocator<int>, cuda::mr::device_accessible>);
@@ -103,7 +103,7 @@ TEST_F(gpu_allocators, ThrustAllocatorStreamConstructorUsesTheCurrentResourceOnT
     mr::thrust_allocator<int> alloc{cuda_stream_view{stream_}};
     EXPECT_EQ(alloc.stream(), cuda_stream_view{stream_});
     EXPECT_TRUE(alloc.get_upstream_resource() == device_async_resource_ref{stats});
-    get_property(alloc, cuda::mr::device_accessible{});  // the seed's friend, callable
+    get_property(alloc, cuda::mr::device_accessible{});  // RMM's friend, callable
     typename mr::thrust_allocator<int>::rebind<double>::other rebound{alloc};
     EXPECT_EQ(rebound.stream(), alloc.stream());
     EXPECT_TRUE(rebound.get_upstream_resource() == alloc.get_upstream_resource());

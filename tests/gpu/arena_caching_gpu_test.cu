@@ -156,8 +156,8 @@ TEST(gpu_arena, DefaultSizeIsHalfTheFreeMemoryAndDataLandsInPlace)
   mr.check_invariants();
 }
 
-// -- the drop-in caching allocator on several GPUs (seed 003: "cached device allocations on
-// multiple devices"; max_cached_bytes is per device)
+// -- the drop-in caching allocator on several GPUs (CUB caches device allocations
+// on several devices; max_cached_bytes is per device)
 // ----------------------------------------------------
 
 int device_of(void const* p)

@@ -176,7 +176,8 @@ Fn driver_entry(char const* name)
   return reinterpret_cast<Fn>(fn);
 }
 
-// -- F.7 release threshold and synchronization (seed 002 F.7, F.12)
+// -- release threshold and synchronization (at a synchronization, memory above the threshold goes
+// back)
 // --------------------------------
 
 TEST(gpu_pool_release, threshold_between_zero_and_max_keeps_at_most_the_threshold_at_stream_sync)
@@ -249,7 +250,7 @@ TEST(gpu_pool_release, max_threshold_keeps_everything_across_synchronizations)
   EXPECT_EQ(reserved(pool), before);
 }
 
-// -- trim_to (seed 002 F.7, seed 004 trim_to)
+// -- trim_to (releases unused memory down to the size given; frees not yet completed stay)
 // --------------------------------------------------------
 
 TEST(gpu_pool_trim, trim_to_n_keeps_about_n_bytes)
@@ -296,7 +297,8 @@ TEST(gpu_pool_trim, trim_keeps_memory_whose_free_has_not_completed)
   EXPECT_EQ(reserved(pool), 0U);
 }
 
-// -- reuse policies (seed 002 F.9, seed 004 defaults)
+// -- reuse policies (event dependencies, opportunistic reuse, internal dependencies; all on by
+// default)
 // -------------------------------------------------
 
 TEST(gpu_pool_reuse, all_three_policies_are_on_by_default)
@@ -357,8 +359,9 @@ TEST(gpu_pool_reuse, opportunistic_reuse_takes_a_completed_free_without_a_depend
     set_policies(pool, false, opportunistic, false);
     stream s1, s2;
     void* p = free_behind_busy_work(pool, 32 * mib, s1.s, 20);
-    // "after some time, the kernel finishes running" (seed 002 F.9.2): wait on the host without
-    // any CUDA call, since a synchronization would make the free reusable whatever the policy
+    // "after some time, the kernel finishes running" (opportunistic reuse needs no CUDA call): wait
+    // on the host without any CUDA call, since a synchronization would make the free reusable
+    // whatever the policy
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     auto const before = reserved(pool);
     void* q           = pool.allocate(32 * mib, s2);
@@ -381,7 +384,7 @@ TEST(gpu_pool_reuse, synchronization_makes_frees_reusable_whatever_the_policies)
   set_policies(pool, false, false, false);
   stream s1, s2;
   void* p = free_behind_busy_work(pool, 32 * mib, s1.s, 20);
-  CUDA_OK(cudaStreamSynchronize(s1.s));  // seed 002 F.12
+  CUDA_OK(cudaStreamSynchronize(s1.s));  // the free has completed for every stream
   auto const before = reserved(pool);
   void* q           = pool.allocate(32 * mib, s2);
   EXPECT_EQ(q, p);
@@ -441,7 +444,8 @@ TEST(gpu_pool_reuse, all_policies_off_give_the_same_pattern_every_run)
       << "without opportunistic reuse the outcome does not depend on timing";
 }
 
-// -- cudaFree / cudaFreeAsync across the two allocators (seed 002 F.3)
+// -- cudaFree / cudaFreeAsync across the two allocators (each frees the other's memory once it is
+// no longer in use)
 // -----------------------------
 
 TEST(gpu_pool_free, free_async_of_cuda_malloc_memory)
@@ -497,7 +501,7 @@ TEST(gpu_pool_free, cuda_free_of_pool_memory_after_a_synchronization)
   EXPECT_LE(after_free, 64 * mib);
 }
 
-// -- the default pool (seed 002 F.5)
+// -- the default pool (one per device, not IPC-capable)
 // ---------------------------------------------------------------
 
 TEST(gpu_pool_default, default_pool_is_read_write_on_its_device_and_not_on_others)
@@ -535,7 +539,7 @@ TEST(gpu_pool_default, default_pool_is_read_write_on_its_device_and_not_on_other
   EXPECT_EQ(def.access(cuda_device_id{1}), access_flags::none);
 }
 
-// -- max_size (seed 004)
+// -- max_size (the most a pool may reserve)
 // ---------------------------------------------------------------------------
 
 TEST(gpu_pool_max_size, allocating_past_the_cap_is_out_of_memory_and_the_pool_stays_usable)
@@ -578,7 +582,8 @@ TEST(gpu_pool_max_size, allocating_past_the_cap_is_out_of_memory_and_the_pool_st
   CUDA_OK(cudaStreamSynchronize(s.s));
 }
 
-// -- managed pools: location is the preferred location (seed 004) ---------------------------------
+// -- managed pools: location is the preferred location
+// ---------------------------------------------
 
 int range_attribute(void* p, std::size_t n, cudaMemRangeAttribute attr)
 {
@@ -634,7 +639,7 @@ TEST(gpu_pool_managed, location_is_the_preferred_location_of_every_allocation)
   }
 }
 
-// -- usage: hardware decompression (pool_properties.usage, seed 004)
+// -- usage: hardware decompression (pool_properties.usage)
 // -------------------------------
 
 TEST(gpu_pool_usage, hw_decompress_pool_when_the_device_can_decompress)
@@ -687,7 +692,8 @@ TEST(gpu_pool_usage, hw_decompress_pool_when_the_device_can_decompress)
   CUDA_OK(cudaStreamSynchronize(s.s));
 }
 
-// -- host-NUMA pools (seed 004) -------------------------------------------------------------------
+// -- host-NUMA pools
+// --------------------------------------------------------------------------------
 
 /// The NUMA node holding the page at p (move_pages with no target: a query), or -1.
 int numa_node_of(void const* p)
@@ -726,7 +732,8 @@ TEST(gpu_pool_host_numa, pool_on_the_devices_host_node_is_host_accessible_and_on
   EXPECT_EQ(used(pool), 0U);
 }
 
-// -- fabric: refused with the reason (seed 004) ---------------------------------------------------
+// -- fabric: refused with the reason
+// ----------------------------------------------------------------
 
 TEST(gpu_pool_fabric, importing_a_fabric_handle_is_refused_with_a_reason)
 {
@@ -758,7 +765,7 @@ TEST(gpu_pool_fabric, importing_a_fabric_handle_is_refused_with_a_reason)
   EXPECT_EQ(handle.fd(), -1);
 }
 
-// -- IPC: several importers, one freeing through the destructors (seed 002 F.11)
+// -- IPC: several importers, one freeing through the destructors
 // --------------------
 
 constexpr char const* importer_env = "GPUMEM_POOL_BEHAVIOUR_IMPORTER";  // "<socket fd>,<mode>"
@@ -929,10 +936,10 @@ TEST(gpu_pool_ipc_importers, ipc_pool_trim_and_threshold_are_no_ops)
   auto const after_trim = reserved(pool);
   std::cout << "IPC pool: reserved after sync (threshold 0) " << after_sync << ", after trim_to(0) "
             << after_trim << "\n";
-  // Seed 002 F.11.4: IPC pools do not release physical blocks to the OS "currently"; the driver
+  // IPC pools do not release physical blocks to the OS "currently", as CUDA documents; a driver
   // may change this, so a release is reported, not failed.
   if (after_trim == 0) {
-    std::cout << "this driver releases memory of IPC pools (seed 002 F.11.4 says it may change)\n";
+    std::cout << "this driver releases memory of IPC pools (CUDA documents that this may change)\n";
   } else {
     EXPECT_EQ(after_trim, after_sync) << "trim_to on an IPC pool released part of it";
   }

@@ -367,7 +367,7 @@ TEST(gpu_pool_host_cpu_access, host_and_host_numa_pools_are_read_write_for_the_c
   if (!c.host_pools_supported) { GTEST_SKIP() << "host pools unsupported on this device/driver"; }
   memory_pool host{{.location = pool_location::host()}};
   EXPECT_EQ(host.access(pool_location::host()), access_flags::read_write)
-      << "the seed: host pools are accessible from the CPU by default";
+      << "CUDA: host pools are accessible from the CPU by default";
   stream s;
   auto* p = static_cast<unsigned char*>(host.allocate(mib, s));
   CUDA_OK(cudaStreamSynchronize(s.s));

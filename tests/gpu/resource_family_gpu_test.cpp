@@ -27,7 +27,7 @@ TEST(gpu_family, cuda_async_pool_handle_and_the_views_copies_moves_and_equality)
   mr::cuda_async_memory_resource owner{std::size_t{16} << 20};
   ASSERT_NE(owner.pool_handle(), nullptr);
   EXPECT_EQ(owner.pool_handle(), owner.pool().handle());
-  mr::cuda_async_view_memory_resource view = owner.pool_handle();  // implicit, as in the seed
+  mr::cuda_async_view_memory_resource view = owner.pool_handle();  // implicit, as in RMM
   EXPECT_EQ(view.pool_handle(), owner.pool_handle());
   EXPECT_TRUE(view == owner);
   EXPECT_TRUE(owner == view);

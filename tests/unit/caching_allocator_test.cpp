@@ -1,5 +1,6 @@
-// White-box tests of the caching allocator (seed 003): bin math, caching limits, stream rules,
-// multi-device, debug output, bad input — for the drop-in class and the memory resource.
+// White-box tests of the caching allocator (CUB's CachingDeviceAllocator semantics): bin math,
+// caching limits, stream rules, multi-device, debug output, bad input — for the drop-in class and
+// the memory resource.
 #include <gpumem/caching_device_allocator.hpp>
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/mr/caching_memory_resource.hpp>
@@ -244,9 +245,10 @@ TEST(caching_debug, PrintsAllocationEventsWhenAsked)
   ASSERT_EQ(a.DeviceFree(p), cudaSuccess);
 }
 
-// -- the seed's public fields, as code written against CUB uses them -----------------------------
-// Writes to the configuration fields, skip_cleanup and the bookkeeping views do not compile: see
-// tests/compile_fail/caching_*.cpp (each with a control variant that compiles).
+// -- CUB's public fields, as code written against CUB uses them
+// ------------------------------------ Writes to the configuration fields, skip_cleanup and the
+// bookkeeping views do not compile: see tests/compile_fail/caching_*.cpp (each with a control
+// variant that compiles).
 
 TEST(caching_fields, ConfigurationFieldsReadAsTheSeedsIntegers)
 {
@@ -268,11 +270,11 @@ TEST(caching_fields, ConfigurationFieldsReadAsTheSeedsIntegers)
   EXPECT_EQ(limit, 100000U);
   EXPECT_TRUE(skip);
   EXPECT_FALSE(dbg);
-  EXPECT_EQ(a.bin_growth * a.min_bin_bytes, 64U);  // arithmetic as on the seed's fields
+  EXPECT_EQ(a.bin_growth * a.min_bin_bytes, 64U);  // arithmetic as on CUB's fields
   std::ostringstream text;
   text << a.bin_growth << ' ' << a.max_bin_bytes;
   EXPECT_EQ(text.str(), "4 4096");
-  static_assert(std::is_same_v<decltype(a.skip_cleanup), bool const>);  // as the seed declares it
+  static_assert(std::is_same_v<decltype(a.skip_cleanup), bool const>);  // as CUB declares it
 }
 
 TEST(caching_fields, MaxCachedBytesWriteTakesEffectLikeSetMaxCachedBytes)
@@ -362,7 +364,8 @@ TEST(caching_fields, BookkeepingViewsReadAsTheSeedsContainers)
   a.check_invariants();
 }
 
-// -- behaviours of the seed not run elsewhere -----------------------------------------------------
+// -- behaviours of CUB's allocator not run
+// elsewhere-------------------------------------------------
 
 TEST(caching_cleanup, DestructorFreesCachedBlocksButNotLiveOnes)
 {

@@ -1,6 +1,6 @@
-// The base classes as a porting target: resources written to the seed's declarations compile and
-// work, alignments above 256 are honoured, seed 001's queries answer through a base reference,
-// and host resources fall back for alignments that are not powers of two.
+// The base classes as a porting target: resources written to RMM's declarations compile and
+// work, alignments above 256 are honoured, the queries RMM's resources declare answer through a
+// base reference, and host resources fall back for alignments that are not powers of two.
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/detail/over_aligned.hpp>
 #include <gpumem/mr/arena_memory_resource.hpp>
@@ -21,11 +21,11 @@
 namespace gpumem::mr {
 namespace {
 
-/// A resource written exactly to the seed: do_deallocate without noexcept. Counts its calls and
-/// throws from do_deallocate when told to.
-class seed_form_resource final : public device_memory_resource {
+/// A resource written exactly to RMM's declarations: do_deallocate without noexcept. Counts its
+/// calls and throws from do_deallocate when told to.
+class rmm_form_resource final : public device_memory_resource {
  public:
-  explicit seed_form_resource(device_memory_resource& upstream) : upstream_{&upstream} {}
+  explicit rmm_form_resource(device_memory_resource& upstream) : upstream_{&upstream} {}
   int allocations{0};
   int deallocations{0};
   bool throw_on_free{false};
@@ -40,12 +40,13 @@ class seed_form_resource final : public device_memory_resource {
   {
     ++deallocations;
     upstream_->deallocate(ptr, bytes, stream);
-    if (throw_on_free) { throw std::runtime_error{"seed_form_resource: refused"}; }
+    if (throw_on_free) { throw std::runtime_error{"rmm_form_resource: refused"}; }
   }
   device_memory_resource* upstream_;
 };
 
-/// The same resource with gpumem's (stricter) noexcept form, plus seed 001's queries.
+/// The same resource with gpumem's (stricter) noexcept form, plus the queries RMM's resources
+/// declare.
 class noexcept_form_resource final : public device_memory_resource {
  public:
   explicit noexcept_form_resource(device_memory_resource& upstream) : upstream_{&upstream} {}
@@ -68,23 +69,24 @@ class noexcept_form_resource final : public device_memory_resource {
   device_memory_resource* upstream_;
 };
 
-static_assert(noexcept(std::declval<seed_form_resource&>().deallocate(nullptr, 0)),
+static_assert(noexcept(std::declval<rmm_form_resource&>().deallocate(nullptr, 0)),
               "deallocate stays noexcept whatever form do_deallocate has");
-static_assert(gpumem::detail::async_resource_with<seed_form_resource, cuda::mr::device_accessible>);
-static_assert(gpumem::detail::async_resource_with<noexcept_form_resource, cuda::mr::device_accessible>);
+static_assert(gpumem::detail::async_resource_with<rmm_form_resource, cuda::mr::device_accessible>);
+static_assert(
+    gpumem::detail::async_resource_with<noexcept_form_resource, cuda::mr::device_accessible>);
 
 TEST(device_memory_resource, both_deallocate_forms_compile_and_free)
 {
   detail::host_runtime rt;
   cuda_memory_resource cuda{rt};
-  seed_form_resource seed{cuda};
+  rmm_form_resource rmm_form{cuda};
   noexcept_form_resource strict{cuda};
-  void* a = seed.allocate(1000);
+  void* a = rmm_form.allocate(1000);
   void* b = strict.allocate(1000);
   EXPECT_EQ(rt.live_allocations(), 2u);
-  seed.deallocate(a, 1000);
+  rmm_form.deallocate(a, 1000);
   strict.deallocate(b, 1000);
-  EXPECT_EQ(seed.deallocations, 1);
+  EXPECT_EQ(rmm_form.deallocations, 1);
   EXPECT_EQ(rt.live_allocations(), 0u);
 }
 
@@ -92,16 +94,16 @@ TEST(device_memory_resource, a_throwing_do_deallocate_is_reported_not_propagated
 {
   detail::host_runtime rt;
   cuda_memory_resource cuda{rt};
-  seed_form_resource seed{cuda};
-  seed.throw_on_free = true;
-  void* p            = seed.allocate(64);
+  rmm_form_resource rmm_form{cuda};
+  rmm_form.throw_on_free = true;
+  void* p                = rmm_form.allocate(64);
   testing::internal::CaptureStderr();
-  seed.deallocate(p, 64);  // noexcept: must not terminate
+  rmm_form.deallocate(p, 64);  // noexcept: must not terminate
   auto const err = testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find("seed_form_resource: refused"), std::string::npos) << err;
-  seed.throw_on_free = false;
-  void* q            = seed.allocate(64);  // still usable
-  seed.deallocate(q, 64);
+  EXPECT_NE(err.find("rmm_form_resource: refused"), std::string::npos) << err;
+  rmm_form.throw_on_free = false;
+  void* q                = rmm_form.allocate(64);  // still usable
+  rmm_form.deallocate(q, 64);
   EXPECT_EQ(rt.live_allocations(), 0u);
 }
 

@@ -1,4 +1,5 @@
-// failure_callback_resource_adaptor: the seed's retry-once example, rethrow, other exceptions.
+// failure_callback_resource_adaptor: retry once (RMM's documented example), rethrow, other
+// exceptions.
 #include "adaptor_test_support.hpp"
 
 #include <gpumem/mr/failure_callback_resource_adaptor.hpp>
@@ -10,7 +11,7 @@ namespace {
 using failure_callback_adaptor = mr::failure_callback_resource_adaptor<mr::device_memory_resource>;
 using failure_callback_test    = host_upstream;
 
-// The seed's example: retry an allocation once, then let the adaptor throw.
+// RMM's documented example: retry an allocation once, then let the adaptor throw.
 bool failure_handler(std::size_t, void* arg)
 {
   bool& retried = *reinterpret_cast<bool*>(arg);

@@ -2,7 +2,7 @@
 // a host resource written to RMM's documented interface (do_deallocate without noexcept) compiles
 // and works; deallocate never throws; the default do_is_equal; copy and move of the leaf, host and
 // arena resources; the callback resource's move; the pinned resources' bad_alloc for failures
-// other than exhaustion; and the constants and typedefs the seed documents.
+// other than exhaustion; and the constants and typedefs RMM documents.
 #include <gpumem/align.hpp>
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/detail/pinned_host.hpp>
@@ -36,7 +36,7 @@
 namespace gpumem {
 namespace {
 
-// -- a host resource written the way the seed (RMM's documentation) writes one ----------------
+// -- a host resource written the way RMM's documentation writes one -----------------------------
 
 /// Exactly the documented interface: no noexcept on do_deallocate, no do_is_equal override.
 class seed_style_host_resource : public mr::host_memory_resource {
@@ -59,7 +59,7 @@ class seed_style_host_resource : public mr::host_memory_resource {
     ++deallocations;
     if (throw_on_deallocate) {
       not_freed = p;  // the test frees it
-      throw std::runtime_error{"seed-style free failed"};
+      throw std::runtime_error{"RMM-style free failed"};
     }
     std::free(p);
   }
@@ -96,7 +96,7 @@ TEST(host_memory_resource, a_throwing_do_deallocate_is_reported_not_propagated)
   EXPECT_NO_THROW(r.deallocate(p, 32));
   auto const err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("gpumem: deallocate("), std::string::npos) << err;
-  EXPECT_NE(err.find("seed-style free failed"), std::string::npos) << err;
+  EXPECT_NE(err.find("RMM-style free failed"), std::string::npos) << err;
   EXPECT_EQ(r.deallocations, 1);
   EXPECT_EQ(r.not_freed, p);
   std::free(r.not_freed);
@@ -193,7 +193,7 @@ constexpr bool neither_copyable_nor_movable =
     !std::is_copy_constructible_v<T> && !std::is_copy_assignable_v<T> &&
     !std::is_move_constructible_v<T> && !std::is_move_assignable_v<T>;
 
-// The seed declares these copy and move operations defaulted.
+// RMM declares these copy and move operations defaulted.
 static_assert(copyable_and_movable<mr::cuda_memory_resource>);
 static_assert(copyable_and_movable<mr::managed_memory_resource>);
 static_assert(copyable_and_movable<mr::system_memory_resource>);

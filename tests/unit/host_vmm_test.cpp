@@ -51,15 +51,15 @@ TEST_P(host_vmm, MisuseGetsCudasErrors)
   EXPECT_THROW((void)bad.vmm_create(2 * MiB, 5, false), cuda_error);      // no such device
   EXPECT_THROW((void)bad.vmm_create(18 * MiB, 0, false), out_of_memory);  // beyond the device
   auto h = bad.vmm_create(2 * MiB, 0, false);
-  EXPECT_THROW(bad.vmm_map(base + MiB, 2 * MiB, h), cuda_error);          // unaligned
-  EXPECT_THROW(bad.vmm_map(base, 4 * MiB, h), cuda_error);                // not the handle's size
-  EXPECT_THROW(bad.vmm_map(base + 63 * MiB, 2 * MiB, h), cuda_error);     // past the reservation
+  EXPECT_THROW(bad.vmm_map(base + MiB, 2 * MiB, h), cuda_error);       // unaligned
+  EXPECT_THROW(bad.vmm_map(base, 4 * MiB, h), cuda_error);             // not the handle's size
+  EXPECT_THROW(bad.vmm_map(base + 63 * MiB, 2 * MiB, h), cuda_error);  // past the reservation
   EXPECT_THROW(bad.vmm_map(reinterpret_cast<char*>(4096), 2 * MiB, h), cuda_error);
   bad.vmm_map(base, 2 * MiB, h);
   auto g = bad.vmm_create(2 * MiB, 0, false);
-  EXPECT_THROW(bad.vmm_map(base, 2 * MiB, g), cuda_error);                // over a mapping
-  EXPECT_THROW(bad.vmm_set_access(base, 4 * MiB, 0), cuda_error);         // partly unmapped
-  EXPECT_THROW((void)bad.vmm_export_fd(h), cuda_error);                   // not shareable
+  EXPECT_THROW(bad.vmm_map(base, 2 * MiB, g), cuda_error);         // over a mapping
+  EXPECT_THROW(bad.vmm_set_access(base, 4 * MiB, 0), cuda_error);  // partly unmapped
+  EXPECT_THROW((void)bad.vmm_export_fd(h), cuda_error);            // not shareable
   bad.vmm_unmap(base, MiB);  // not a whole mapping: recorded, as CUDA refuses it
   EXPECT_EQ(bad.vmm_state().misuse_count, 1U);
   EXPECT_THROW(bad.check_invariants(), logic_error);

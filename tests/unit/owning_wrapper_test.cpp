@@ -15,7 +15,7 @@ namespace {
 
 std::vector<std::string> destroyed;  // names in destruction order
 
-/// The seed's example_resource: two upstreams and two extra arguments.
+/// RMM's documented example_resource: two upstreams and two extra arguments.
 template <typename Upstream1, typename Upstream2>
 class example_resource final : public mr::device_memory_resource {
  public:

@@ -188,8 +188,8 @@ TEST_F(pool_test, HitPathMakesNoRuntimeCall)
 }  // namespace
 }  // namespace gpumem::test
 
-// Properties of the upstream are forwarded (seed: forward_property): a pool of managed memory is
-// host-accessible too; one of device memory is not.
+// Properties of the upstream are forwarded (as RMM's forward_property does): a pool of managed
+// memory is host-accessible too; one of device memory is not.
 #include <gpumem/mr/managed_memory_resource.hpp>
 static_assert(gpumem::detail::async_resource_with<
               gpumem::mr::pool_memory_resource<gpumem::mr::managed_memory_resource>,

@@ -1,4 +1,4 @@
-// The resource family as the seed documents it, over the host stand-in: implicit constructors,
+// The resource family as RMM documents it, over the host stand-in: implicit constructors,
 // move assignment, get_upstream_resource, the six resource-ref aliases, pinned host memory's
 // logic, sam_headroom's advice, the tracking debug sink and the scoped device switch.
 #include "adaptor_test_support.hpp"
@@ -34,7 +34,7 @@ namespace {
 using cuda_mr = mr::cuda_memory_resource;
 using family  = host_upstream;
 
-// Constructors the seed documents as implicit convert (so `adaptor a = &upstream;` ports).
+// Constructors RMM documents as implicit convert (so `adaptor a = &upstream;` ports).
 static_assert(std::is_convertible_v<cuda_mr*, mr::statistics_resource_adaptor<cuda_mr>>);
 static_assert(std::is_convertible_v<cuda_mr*, mr::thread_safe_resource_adaptor<cuda_mr>>);
 static_assert(std::is_convertible_v<cuda_mr*, mr::tracking_resource_adaptor<cuda_mr>>);
@@ -46,7 +46,7 @@ static_assert(std::is_convertible_v<std::optional<std::size_t>, mr::cuda_async_m
 static_assert(
     std::is_convertible_v<std::tuple<std::shared_ptr<cuda_mr>>,
                           mr::owning_wrapper<mr::statistics_resource_adaptor<cuda_mr>, cuda_mr>>);
-// The seed keeps these explicit; so do we.
+// RMM keeps these explicit; so do we.
 static_assert(!std::is_convertible_v<cuda_mr*, mr::aligned_resource_adaptor<cuda_mr>>);
 
 template <typename Adaptor>
@@ -72,8 +72,8 @@ TEST_F(family, EveryAdaptorReturnsItsUpstream)
   expect_upstream_is(mr::thread_safe_resource_adaptor<cuda_mr>{&base}, base);
   expect_upstream_is(mr::tracking_resource_adaptor<cuda_mr>{&base}, base);
   // owning_wrapper's upstream is the resource it wraps.
-  auto owned = mr::make_owning_wrapper<mr::statistics_resource_adaptor>(
-      std::make_shared<cuda_mr>(rt));
+  auto owned =
+      mr::make_owning_wrapper<mr::statistics_resource_adaptor>(std::make_shared<cuda_mr>(rt));
   EXPECT_TRUE(owned->get_upstream_resource() == device_async_resource_ref{owned->wrapped()});
 }
 

@@ -1,4 +1,5 @@
-// statistics_resource_adaptor: counters, the seed's nested-scope peak rule, exact failure paths.
+// statistics_resource_adaptor: counters, the nested-scope peak rule (a sub-block's peak counts
+// on top of the value its scope began at), exact failure paths.
 #include "adaptor_test_support.hpp"
 
 #include <gpumem/mr/statistics_resource_adaptor.hpp>

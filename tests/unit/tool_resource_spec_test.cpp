@@ -1,5 +1,8 @@
 // The resource-spec grammar and the factory table: parsing, sizes, diagnoses, building stacks.
 #include <gpumem/detail/host_runtime.hpp>
+#include <gpumem/mr/caching_memory_resource.hpp>
+#include <gpumem/mr/thread_cache_resource_adaptor.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 #include <gpumem/spec/resource_spec.hpp>
 
@@ -182,6 +185,58 @@ TEST(ResourceFactory, BuildDiagnoses)
   EXPECT_NE(e.find("'cuda' has no parameter 'size'"), std::string::npos) << e;
   e = error_of([&] { (void)build("cub_caching:bin_grow=2", rt, false); });
   EXPECT_NE(e.find("bin_growth (default 8)"), std::string::npos) << e;
+}
+
+// Each default is written once, in the C++ options struct: a layer built from the table with no
+// parameter given has exactly the options a default-constructed struct holds.
+TEST(ResourceFactory, TableDefaultsAreTheOptionsDefaults)
+{
+  detail::host_runtime rt{{.backed = false}};
+  {
+    auto stack    = build("vmm_pool", rt, true);
+    auto const& o = dynamic_cast<mr::vmm_pool_memory_resource const&>(stack.top()).options();
+    mr::vmm_pool_options const d{};
+    EXPECT_EQ(o.reserve_bytes, d.reserve_bytes);
+    EXPECT_EQ(o.granularity_bytes, d.granularity_bytes);
+    EXPECT_EQ(o.growth_percent, d.growth_percent);
+    EXPECT_EQ(o.busy_growth_percent, d.busy_growth_percent);
+    EXPECT_EQ(o.handle_bytes, d.handle_bytes);
+    EXPECT_EQ(o.release_threshold_bytes, d.release_threshold_bytes);
+    EXPECT_EQ(o.all_peers, d.all_peers);
+    EXPECT_EQ(o.peer_devices, d.peer_devices);
+  }
+  {
+    auto stack = build("thread_cache>pool", rt, true);  // over a lean pool the floor caps a thread
+    auto const& o =
+        dynamic_cast<mr::thread_cache_resource_adaptor<mr::device_memory_resource> const&>(
+            stack.top())
+            .options();
+    mr::thread_cache_options const d{};
+    EXPECT_EQ(o.max_cached_size_bytes, d.max_cached_size_bytes);
+    EXPECT_EQ(o.thread_cap_bytes, d.thread_cap_bytes);
+    EXPECT_EQ(o.total_cap_bytes, d.total_cap_bytes);
+    EXPECT_EQ(o.pool_fraction, d.pool_fraction);
+    EXPECT_EQ(o.thread_floor_bytes, d.thread_floor_bytes);
+    // What lies below is found by the adaptor itself: the pool's size and growth hook.
+    EXPECT_TRUE(o.upstream_pool_bytes);
+    EXPECT_NE(o.upstream_growth, nullptr);
+  }
+  {
+    auto stack    = build("caching>cuda", rt, true);
+    auto const& c = dynamic_cast<mr::caching_memory_resource const&>(stack.top());
+    mr::caching_memory_resource_options const d{};
+    auto power = [](std::size_t base, unsigned exp) {
+      std::size_t v = 1;
+      while (exp-- > 0) { v *= base; }
+      return v;
+    };
+    auto const smallest = power(d.bin_growth, d.min_bin);
+    auto const largest  = power(d.bin_growth, d.max_bin);
+    EXPECT_EQ(c.block_for(1), smallest);
+    EXPECT_EQ(c.block_for(smallest + 1), smallest * d.bin_growth);
+    EXPECT_EQ(c.block_for(largest), largest);
+    EXPECT_EQ(c.block_for(largest + 1), 0U);
+  }
 }
 
 TEST(ResourceFactory, VmmPoolPeersAreAllOrNone)

@@ -25,7 +25,7 @@ target::target(target_options const& options)
          .capacity_bytes = options.capacity_bytes, .backed = false, .auto_complete = true});
     meter_ = std::make_unique<trace::metered_runtime>(*host_);
   } else {
-    meter_ = std::make_unique<trace::metered_runtime>(detail::cuda_runtime());
+    meter_ = std::make_unique<trace::metered_runtime>(gpumem::cuda_device());
   }
 }
 

@@ -69,6 +69,7 @@
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/growth_hook.hpp>
 #include <gpumem/detail/invariant.hpp>
+#include <gpumem/detail/invariant_checks.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
 #include <gpumem/detail/stream_registry.hpp>
@@ -271,10 +272,16 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
  protected:
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
-    auto const size = derived().allocation_size(bytes);
-    auto& mine      = streams_.get(stream.value());
-    auto block      = take_first(mine, size);
-    if (!block.valid()) { block = allocate_slow(mine, size, stream); }
+    [[maybe_unused]] auto const gate = gate_.enter();
+    auto const size                  = derived().allocation_size(bytes);
+    auto& mine                       = streams_.get(stream.value());
+    auto block                       = take_first(mine, size);
+    if (!block.valid()) {
+      block = allocate_slow(mine, size, stream);
+      record(mine, block);
+      check_after_slow_path("allocate_slow", [this] { check_invariants(); });
+      return block.ptr;
+    }
     record(mine, block);
     return block.ptr;
   }
@@ -294,7 +301,8 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   /// asks each candidate once.
   bool try_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept
   {
-    auto const block = table_.erase(ptr);
+    [[maybe_unused]] auto const gate = gate_.enter();
+    auto const block                 = table_.erase(ptr);
     if (!block) { return false; }
     if (!derived().size_matches(bytes, block->size)) {
       report_bad(ptr, bytes,
@@ -348,6 +356,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   mutable stream_registry<stream_state> streams_;
   mutable allocation_table table_;
   mutable std::mutex grow_mutex_;  // serializes reclaim and growth; guards growth_
+  // The invariant-check build's gate (every allocate and deallocate; detail/invariant_checks.hpp);
+  // an empty member otherwise.
+  [[no_unique_address]] call_gate gate_;
   struct growth_observer {
     growth_hook_target::hook fn;
     void* context;

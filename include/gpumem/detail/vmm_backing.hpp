@@ -39,6 +39,7 @@
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/mr/vmm_mapping_event.hpp>
+#include <gpumem/mr/vmm_pool_options.hpp>
 
 #include <cstddef>
 #include <map>
@@ -47,23 +48,14 @@
 
 namespace gpumem::detail {
 
-struct vmm_backing_options {
-  std::size_t reserve_bytes{};      ///< 0: twice the device's memory
-  std::size_t granularity_bytes{};  ///< 0: the device's recommended granularity
-  unsigned growth_percent{};        ///< new physical memory taken beyond a need, in % of mapped
-  unsigned busy_growth_percent{};   ///< the same, for a growth that may not move memory
-  std::size_t handle_bytes{};       ///< largest new handle (0: one handle per growth)
-  int device{-1};                   ///< -1: the current device
-  std::vector<int> peers{};         ///< other devices given read-write access to every mapping
-  bool all_peers{false};            ///< also every other device with peer capability
-};
-
 class vmm_backing {
  public:
   /// Queries the granularity (cuda_error when the device has no virtual memory management) and
-  /// reserves the range. Throws logic_error for a granularity that is not a multiple of the
+  /// reserves the range. Reads the pool's options whole: reserve_bytes, granularity_bytes,
+  /// growth_percent, busy_growth_percent, handle_bytes, device, peer_devices and all_peers (the
+  /// others are the pool's). Throws logic_error for a granularity that is not a multiple of the
   /// device's, out_of_memory when the address space cannot be reserved.
-  vmm_backing(runtime& rt, vmm_backing_options const& options);
+  vmm_backing(runtime& rt, mr::vmm_pool_options const& options);
   vmm_backing(vmm_backing const&)            = delete;
   vmm_backing& operator=(vmm_backing const&) = delete;
   /// Unmaps and releases everything and gives the range back.

@@ -21,7 +21,7 @@
 #pragma once
 
 #include <gpumem/detail/arena/arena_set.hpp>
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
 
@@ -39,7 +39,7 @@ class arena_memory_resource final : public device_memory_resource {
   explicit arena_memory_resource(Upstream* upstream_mr,
                                  std::optional<std::size_t> arena_size = std::nullopt,
                                  bool dump_log_on_failure              = false,
-                                 detail::runtime& runtime              = detail::cuda_runtime())
+                                 gpumem::runtime& runtime              = gpumem::cuda_device())
       : arena_memory_resource{to_device_async_resource_ref_checked(upstream_mr), arena_size,
                               dump_log_on_failure, runtime}
   {
@@ -49,7 +49,7 @@ class arena_memory_resource final : public device_memory_resource {
   explicit arena_memory_resource(device_async_resource_ref upstream_mr,
                                  std::optional<std::size_t> arena_size = std::nullopt,
                                  bool dump_log_on_failure              = false,
-                                 detail::runtime& runtime              = detail::cuda_runtime())
+                                 gpumem::runtime& runtime              = gpumem::cuda_device())
       : upstream_{upstream_mr}, arenas_{upstream_mr, arena_size, dump_log_on_failure, runtime}
   {
   }

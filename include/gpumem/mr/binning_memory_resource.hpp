@@ -40,13 +40,13 @@ class binning_memory_resource : public device_memory_resource, public block_roun
   /// No bins: everything goes upstream until add_bin(). `runtime` (extension) is given to the
   /// fixed_size bins this resource creates.
   explicit binning_memory_resource(device_async_resource_ref upstream_resource,
-                                   detail::runtime& runtime = detail::cuda_runtime())
+                                   gpumem::runtime& runtime = gpumem::cuda_device())
       : upstream_{upstream_resource}, runtime_{&runtime}
   {
   }
 
   explicit binning_memory_resource(Upstream* upstream_resource,
-                                   detail::runtime& runtime = detail::cuda_runtime())
+                                   gpumem::runtime& runtime = gpumem::cuda_device())
       : binning_memory_resource{to_device_async_resource_ref_checked(upstream_resource), runtime}
   {
     this->link_upstream(upstream_resource);
@@ -55,7 +55,7 @@ class binning_memory_resource : public device_memory_resource, public block_roun
   /// Adds fixed_size bins of 2^min_size_exponent .. 2^max_size_exponent bytes.
   binning_memory_resource(device_async_resource_ref upstream_resource,
                           std::int8_t min_size_exponent, std::int8_t max_size_exponent,
-                          detail::runtime& runtime = detail::cuda_runtime())
+                          gpumem::runtime& runtime = gpumem::cuda_device())
       : binning_memory_resource{upstream_resource, runtime}
   {
     GPUMEM_EXPECTS(
@@ -68,7 +68,7 @@ class binning_memory_resource : public device_memory_resource, public block_roun
 
   binning_memory_resource(Upstream* upstream_resource, std::int8_t min_size_exponent,
                           std::int8_t max_size_exponent,
-                          detail::runtime& runtime = detail::cuda_runtime())
+                          gpumem::runtime& runtime = gpumem::cuda_device())
       : binning_memory_resource{to_device_async_resource_ref_checked(upstream_resource),
                                 min_size_exponent, max_size_exponent, runtime}
   {
@@ -214,7 +214,7 @@ class binning_memory_resource : public device_memory_resource, public block_roun
   }
 
   device_async_resource_ref upstream_;
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
   std::vector<std::unique_ptr<fixed_size_memory_resource<Upstream>>> owned_;
   struct bin_entry {
     device_async_resource_ref ref;                // the bin

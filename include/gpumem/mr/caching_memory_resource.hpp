@@ -11,13 +11,13 @@
 // bad_deallocations(); nothing is freed for an unknown pointer; a wrong size frees the block.
 // Destruction frees the cache and every block still allocated to the upstream (those are then
 // said on stderr, with their count and bytes): nothing it took from upstream is left behind.
-// Thread safety: thread-safe; one lock (per device), as the seed's allocator.
+// Thread safety: thread-safe; one lock (per device), as CUB's allocator.
 #pragma once
 
 #include <gpumem/mr/capabilities.hpp>
 #include <gpumem/detail/caching/block_source.hpp>
 #include <gpumem/detail/caching/caching_core.hpp>
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
 
@@ -27,7 +27,7 @@
 
 namespace gpumem::mr {
 
-/// Configuration of caching_memory_resource; the defaults are the seed's.
+/// Configuration of caching_memory_resource; the defaults are CUB's CachingDeviceAllocator's.
 struct caching_memory_resource_options {
   unsigned bin_growth{8};
   unsigned min_bin{3};
@@ -41,14 +41,14 @@ class caching_memory_resource final : public device_memory_resource, public bloc
   /// Throws logic_error for a null upstream or an invalid bin layout.
   template <class Upstream>
   explicit caching_memory_resource(Upstream* upstream, caching_memory_resource_options options = {},
-                                   detail::runtime& runtime = detail::cuda_runtime())
+                                   gpumem::runtime& runtime = gpumem::cuda_device())
       : caching_memory_resource{to_device_async_resource_ref_checked(upstream), options, runtime}
   {
     this->link_upstream(upstream);
   }
   explicit caching_memory_resource(device_async_resource_ref upstream,
                                    caching_memory_resource_options options = {},
-                                   detail::runtime& runtime = detail::cuda_runtime());
+                                   gpumem::runtime& runtime                = gpumem::cuda_device());
   ~caching_memory_resource() override;
   caching_memory_resource(caching_memory_resource const&)            = delete;
   caching_memory_resource& operator=(caching_memory_resource const&) = delete;

@@ -31,7 +31,7 @@ class cuda_async_memory_resource final : public device_memory_resource, public t
   cuda_async_memory_resource(std::optional<std::size_t> initial_pool_size             = {},
                              std::optional<std::size_t> release_threshold             = {},
                              std::optional<allocation_handle_type> export_handle_type = {},
-                             detail::runtime& rt = detail::cuda_runtime());
+                             gpumem::runtime& rt = gpumem::cuda_device());
 
   /// The underlying CUDA pool.
   [[nodiscard]] cudaMemPool_t pool_handle() const noexcept { return pool_.handle(); }

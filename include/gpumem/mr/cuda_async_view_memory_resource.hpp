@@ -21,7 +21,7 @@ class cuda_async_view_memory_resource final : public device_memory_resource {
   /// current device, or a driver or device without stream-ordered allocation (as the owning
   /// resource does).
   cuda_async_view_memory_resource(cudaMemPool_t pool_handle,
-                                  detail::runtime& rt = detail::cuda_runtime());
+                                  gpumem::runtime& rt = gpumem::cuda_device());
   /// Views `pool`. Throws logic_error when it is empty (a moved-from memory_pool).
   explicit cuda_async_view_memory_resource(memory_pool_ref pool);
 

@@ -8,9 +8,9 @@
 namespace gpumem::mr {
 
 class cuda_memory_resource final
-    : public detail::runtime_leaf_resource<detail::memory_kind::device> {
+    : public detail::runtime_leaf_resource<gpumem::memory_kind::device> {
  public:
-  explicit cuda_memory_resource(detail::runtime& rt = detail::cuda_runtime()) noexcept
+  explicit cuda_memory_resource(gpumem::runtime& rt = gpumem::cuda_device()) noexcept
       : runtime_leaf_resource{rt}
   {
   }

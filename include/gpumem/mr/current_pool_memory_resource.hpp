@@ -9,7 +9,7 @@
 // every other instance over the same runtime.
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 
 #include <cstddef>
@@ -18,7 +18,7 @@ namespace gpumem::mr {
 
 class current_pool_memory_resource final : public device_memory_resource {
  public:
-  explicit current_pool_memory_resource(detail::runtime& rt = detail::cuda_runtime()) noexcept
+  explicit current_pool_memory_resource(gpumem::runtime& rt = gpumem::cuda_device()) noexcept
       : runtime_{&rt}
   {
   }
@@ -28,7 +28,7 @@ class current_pool_memory_resource final : public device_memory_resource {
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;
   [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override;
 
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
 };
 
 static_assert(

@@ -6,7 +6,7 @@
 //    memory is exhausted); a failed call leaves the resource usable.
 //  * deallocate(ptr, bytes, stream): `stream` is where the memory may be reused at once; `bytes`
 //    must equal the size passed to allocate. Never throws: do_deallocate may be declared with or
-//    without noexcept (the seed's form); if it throws, the error is reported on stderr.
+//    without noexcept (RMM's form); if it throws, the error is reported on stderr.
 //  * allocate(bytes, alignment) and the _async forms accept any power-of-two alignment. Up to 256
 //    the request goes straight to do_allocate; above, it is padded and aligned
 //    (detail/over_aligned).
@@ -186,7 +186,7 @@ class device_memory_resource {
   }
 
   virtual void* do_allocate(std::size_t bytes, cuda_stream_view stream) = 0;
-  /// Derived classes may declare it noexcept (all of gpumem's do) or not (the seed's form).
+  /// Derived classes may declare it noexcept (all of gpumem's do) or not (RMM's form).
   virtual void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) = 0;
   [[nodiscard]] virtual std::pair<std::size_t, std::size_t> do_get_mem_info(cuda_stream_view) const
   {

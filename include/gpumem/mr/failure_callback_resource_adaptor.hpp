@@ -3,7 +3,7 @@
 // When the upstream's allocate throws ExceptionType, the adaptor calls
 // `callback(bytes, callback_arg)`: true retries the allocation, false rethrows the exception.
 // Exceptions of other types pass through untouched. A callback that always returns true retries
-// forever: count retries in `callback_arg` (see the seed's retry-once example in the tests).
+// forever: count retries in `callback_arg` (e.g. retry once, then return false).
 //
 // Thread safety: as thread-safe as the upstream and the callback (the adaptor has no state).
 // Throws: logic_error for a null upstream pointer; ExceptionType when the callback gives up.

@@ -2,7 +2,7 @@
 // blocks taken from an upstream resource.
 //
 // Only requests of at most get_block_size() bytes are served; a larger request throws
-// out_of_memory ("larger than the block size"), as the seed's maximum-allocation-size check does.
+// out_of_memory ("larger than the block size"), since no block could ever hold it.
 // The pool starts with blocks_to_preallocate blocks and, when every block is handed out (after
 // stealing from other streams and reclaiming their free blocks), grows by blocks_to_preallocate
 // more, in one upstream allocation. Stream-ordered like pool_memory_resource
@@ -46,7 +46,7 @@ class fixed_size_memory_resource
   explicit fixed_size_memory_resource(
       device_async_resource_ref upstream_mr, std::size_t block_size = default_block_size,
       std::size_t blocks_to_preallocate = default_blocks_to_preallocate,
-      detail::runtime& runtime          = detail::cuda_runtime())
+      gpumem::runtime& runtime          = gpumem::cuda_device())
       : base{runtime, detail::fixed_size_free_list{checked_block_size(block_size)}},
         upstream_{upstream_mr},
         block_size_{align_up(block_size, CUDA_ALLOCATION_ALIGNMENT)},
@@ -62,7 +62,7 @@ class fixed_size_memory_resource
   explicit fixed_size_memory_resource(
       Upstream* upstream_mr, std::size_t block_size = default_block_size,
       std::size_t blocks_to_preallocate = default_blocks_to_preallocate,
-      detail::runtime& runtime          = detail::cuda_runtime())
+      gpumem::runtime& runtime          = gpumem::cuda_device())
       : fixed_size_memory_resource{to_device_async_resource_ref_checked(upstream_mr), block_size,
                                    blocks_to_preallocate, runtime}
   {

@@ -1,9 +1,9 @@
 // gpumem/mr/host_memory_resource.hpp — the base of host memory resources.
 // allocate(bytes, alignment) / deallocate(ptr, bytes, alignment) call the private virtuals.
 // 0 bytes returns nullptr; deallocating nullptr is a no-op; deallocate never throws: do_deallocate
-// may be declared with or without noexcept (the seed's form); if it throws, the error is reported
+// may be declared with or without noexcept (RMM's form); if it throws, the error is reported
 // on stderr and not propagated. An alignment
-// that is not a power of two falls back to alignof(std::max_align_t), as the seed documents, so
+// that is not a power of two falls back to alignof(std::max_align_t), as RMM documents, so
 // derived classes only see powers of two.
 #pragma once
 
@@ -74,7 +74,7 @@ class host_memory_resource {
 
  private:
   virtual void* do_allocate(std::size_t bytes, std::size_t alignment) = 0;
-  /// Derived classes may declare it noexcept (all of gpumem's do) or not (the seed's form).
+  /// Derived classes may declare it noexcept (all of gpumem's do) or not (RMM's form).
   virtual void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment) = 0;
   [[nodiscard]] virtual bool do_is_equal(host_memory_resource const& other) const noexcept
   {

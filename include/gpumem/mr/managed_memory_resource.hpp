@@ -8,9 +8,9 @@
 namespace gpumem::mr {
 
 class managed_memory_resource final
-    : public detail::runtime_leaf_resource<detail::memory_kind::managed> {
+    : public detail::runtime_leaf_resource<gpumem::memory_kind::managed> {
  public:
-  explicit managed_memory_resource(detail::runtime& rt = detail::cuda_runtime()) noexcept
+  explicit managed_memory_resource(gpumem::runtime& rt = gpumem::cuda_device()) noexcept
       : runtime_leaf_resource{rt}
   {
   }

@@ -5,14 +5,14 @@
 #pragma once
 
 #include <gpumem/cuda_stream_view.hpp>
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/host_memory_resource.hpp>
 
 namespace gpumem::mr {
 
 class pinned_memory_resource final : public host_memory_resource {
  public:
-  explicit pinned_memory_resource(detail::runtime& rt = detail::cuda_runtime()) noexcept
+  explicit pinned_memory_resource(gpumem::runtime& rt = gpumem::cuda_device()) noexcept
       : runtime_{&rt}
   {
   }
@@ -44,7 +44,7 @@ class pinned_memory_resource final : public host_memory_resource {
     deallocate(ptr, bytes, alignment);
   }
 
-  [[nodiscard]] detail::runtime& get_runtime() const noexcept { return *runtime_; }
+  [[nodiscard]] gpumem::runtime& get_runtime() const noexcept { return *runtime_; }
 
   friend void get_property(pinned_memory_resource const&, cuda::mr::device_accessible) noexcept {}
 
@@ -57,7 +57,7 @@ class pinned_memory_resource final : public host_memory_resource {
     return o != nullptr && o->runtime_ == runtime_;
   }
 
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
 };
 
 static_assert(gpumem::detail::sync_resource_with<pinned_memory_resource, cuda::mr::host_accessible,

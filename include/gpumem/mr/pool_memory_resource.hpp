@@ -47,7 +47,7 @@ class pool_memory_resource
   explicit pool_memory_resource(device_async_resource_ref upstream_mr,
                                 std::size_t initial_pool_size,
                                 std::optional<std::size_t> maximum_pool_size = std::nullopt,
-                                detail::runtime& runtime = detail::cuda_runtime())
+                                gpumem::runtime& runtime = gpumem::cuda_device())
       : base{runtime, detail::coalescing_free_list{}},
         upstream_{upstream_mr},
         maximum_pool_size_{maximum_pool_size}
@@ -58,7 +58,7 @@ class pool_memory_resource
 
   explicit pool_memory_resource(Upstream* upstream_mr, std::size_t initial_pool_size,
                                 std::optional<std::size_t> maximum_pool_size = std::nullopt,
-                                detail::runtime& runtime = detail::cuda_runtime())
+                                gpumem::runtime& runtime = gpumem::cuda_device())
       : pool_memory_resource{to_device_async_resource_ref_checked(upstream_mr), initial_pool_size,
                              maximum_pool_size, runtime}
   {
@@ -69,7 +69,7 @@ class pool_memory_resource
             cuda::std::enable_if_t<gpumem::detail::async_resource<Upstream2>, int> = 0>
   explicit pool_memory_resource(Upstream2& upstream_mr, std::size_t initial_pool_size,
                                 std::optional<std::size_t> maximum_pool_size = std::nullopt,
-                                detail::runtime& runtime = detail::cuda_runtime())
+                                gpumem::runtime& runtime = gpumem::cuda_device())
       : pool_memory_resource{device_async_resource_ref{upstream_mr}, initial_pool_size,
                              maximum_pool_size, runtime}
   {

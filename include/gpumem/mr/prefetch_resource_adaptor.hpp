@@ -11,7 +11,7 @@
 // the prefetch fails for another reason (the allocation is freed first).
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
@@ -27,13 +27,13 @@ class prefetch_resource_adaptor
  public:
   /// `rt` is where prefetches go (default: the CUDA runtime; tests pass a host_runtime).
   prefetch_resource_adaptor(device_async_resource_ref upstream,
-                            detail::runtime& rt = detail::cuda_runtime())
+                            gpumem::runtime& rt = gpumem::cuda_device())
       : upstream_{upstream}, runtime_{&rt}
   {
   }
 
   /// Throws logic_error when `upstream` is null.
-  prefetch_resource_adaptor(Upstream* upstream, detail::runtime& rt = detail::cuda_runtime())
+  prefetch_resource_adaptor(Upstream* upstream, gpumem::runtime& rt = gpumem::cuda_device())
       : prefetch_resource_adaptor{to_device_async_resource_ref_checked(upstream), rt}
   {
     this->link_upstream(upstream);
@@ -66,7 +66,7 @@ class prefetch_resource_adaptor
   void prefetch(void* ptr, std::size_t bytes, cuda_stream_view stream)
   {
     try {
-      runtime_->prefetch(ptr, bytes, detail::mem_location{runtime_->current_device()},
+      runtime_->prefetch(ptr, bytes, gpumem::mem_location{runtime_->current_device()},
                          stream.value());
     } catch (cuda_error const& e) {
       if (e.status() != cudaErrorInvalidValue) { throw; }  // not managed memory: nothing to move
@@ -86,7 +86,7 @@ class prefetch_resource_adaptor
   }
 
   device_async_resource_ref upstream_;
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
 };
 
 static_assert(gpumem::detail::async_resource_with<prefetch_resource_adaptor<device_memory_resource>,

@@ -13,7 +13,7 @@ namespace gpumem::mr {
 class sam_headroom_memory_resource final : public device_memory_resource {
  public:
   explicit sam_headroom_memory_resource(std::size_t headroom,
-                                        detail::runtime& rt = detail::cuda_runtime());
+                                        gpumem::runtime& rt = gpumem::cuda_device());
 
   [[nodiscard]] std::size_t get_headroom() const noexcept { return headroom_; }
 

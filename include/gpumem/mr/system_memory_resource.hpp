@@ -4,16 +4,16 @@
 // Two system_memory_resources are equal.
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 
 namespace gpumem::mr {
 
 class system_memory_resource final : public device_memory_resource {
  public:
-  explicit system_memory_resource(detail::runtime& rt = detail::cuda_runtime());
+  explicit system_memory_resource(gpumem::runtime& rt = gpumem::cuda_device());
 
-  [[nodiscard]] detail::runtime& get_runtime() const noexcept { return *runtime_; }
+  [[nodiscard]] gpumem::runtime& get_runtime() const noexcept { return *runtime_; }
 
   friend void get_property(system_memory_resource const&, cuda::mr::host_accessible) noexcept {}
 
@@ -22,11 +22,11 @@ class system_memory_resource final : public device_memory_resource {
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;
   [[nodiscard]] bool do_is_equal(device_memory_resource const& other) const noexcept override;
 
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
 };
 
 /// True when `device` can access system-allocated (pageable) memory.
-[[nodiscard]] bool is_system_memory_supported(detail::runtime& rt, int device);
+[[nodiscard]] bool is_system_memory_supported(gpumem::runtime& rt, int device);
 
 static_assert(gpumem::detail::async_resource_with<
               system_memory_resource, cuda::mr::device_accessible, cuda::mr::host_accessible>);

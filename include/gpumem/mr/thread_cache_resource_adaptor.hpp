@@ -32,15 +32,13 @@
 #include <gpumem/detail/thread_cache/cache_core.hpp>
 #include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/mr/thread_cache_options.hpp>
 
 #include <memory>
 #include <type_traits>
 #include <vector>
 
 namespace gpumem::mr {
-
-using thread_cache_options = detail::thread_cache::options;
-using thread_cache_stats   = detail::thread_cache::stats;
 
 /// `options` completed with what a cache learns from the resource below it, where the caller
 /// left them unset: that resource's pool size, when it has one (the caches are capped at

@@ -64,8 +64,8 @@ class thrust_allocator : public thrust::device_malloc_allocator<T> {
                    detail::format("thrust_allocator: cannot allocate ", num, " objects of ",
                                   sizeof(T), " bytes: size overflows"));
     detail::scoped_current_device const on_device{device_.value()};
-    return thrust::device_pointer_cast(
-        static_cast<T*>(gpumem::detail::async_allocate(mr_, num * sizeof(T), CUDA_ALLOCATION_ALIGNMENT, stream_)));
+    return thrust::device_pointer_cast(static_cast<T*>(
+        gpumem::detail::async_allocate(mr_, num * sizeof(T), CUDA_ALLOCATION_ALIGNMENT, stream_)));
   }
 
   /// Frees storage from allocate(num), with device() current during the call.
@@ -76,8 +76,8 @@ class thrust_allocator : public thrust::device_malloc_allocator<T> {
       on_device.emplace(device_.value());
     } catch (...) {  // NOLINT(bugprone-empty-catch): free anyway; the resource reports misuse
     }
-    gpumem::detail::async_deallocate(mr_, thrust::raw_pointer_cast(ptr), num * sizeof(T), CUDA_ALLOCATION_ALIGNMENT,
-                         stream_);
+    gpumem::detail::async_deallocate(mr_, thrust::raw_pointer_cast(ptr), num * sizeof(T),
+                                     CUDA_ALLOCATION_ALIGNMENT, stream_);
   }
 
   [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return mr_; }

@@ -1,4 +1,4 @@
-// gpumem/mr/thrust_allocator_adaptor.hpp — the seed's header name for thrust_allocator.
+// gpumem/mr/thrust_allocator_adaptor.hpp — RMM's header name for thrust_allocator.
 #pragma once
 
 #include <gpumem/mr/thrust_allocator.hpp>

@@ -7,7 +7,7 @@
 // matching unmap event.
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -42,7 +42,7 @@ enum class vmm_mapping_cause {
 struct vmm_mapping_event {
   void* ptr{};
   std::size_t bytes{};
-  std::vector<detail::vmm_handle> handles;  ///< in address order
+  std::vector<gpumem::vmm_handle> handles;  ///< in address order
   vmm_mapping_cause cause{};
   bool mapped{};  ///< true: [ptr, ptr + bytes) was just mapped; false: it is being unmapped
 };

@@ -60,6 +60,7 @@
 #include <gpumem/detail/vmm_single_handles.hpp>
 #include <gpumem/mr/vmm_mapping_event.hpp>
 #include <gpumem/mr/vmm_pause.hpp>
+#include <gpumem/mr/vmm_pool_options.hpp>
 #include <gpumem/pool/vmm_ipc.hpp>
 
 #include <atomic>
@@ -68,26 +69,6 @@
 #include <thread>
 
 namespace gpumem::mr {
-
-struct vmm_pool_options {
-  std::size_t reserve_bytes{};      ///< address space reserved; 0: twice the device's memory
-  std::size_t granularity_bytes{};  ///< granule size; 0: the device's recommended granularity
-  unsigned growth_percent{};        ///< new physical memory beyond a need, in % of what is mapped
-  /// The same, for a growth while the one stream using the pool still has work running: no free
-  /// memory can move then, so each such growth is new memory and costs its driver calls in full.
-  unsigned busy_growth_percent{12};
-  std::size_t handle_bytes{std::size_t{16} << 20};  ///< largest physical handle; 0: one per growth
-  std::size_t release_threshold_bytes{SIZE_MAX};    ///< free memory kept mapped at a growth
-  int device{-1};                                   ///< -1: the current device
-  /// Other devices given read-write access to all of the pool's memory (peer access: their
-  /// kernels and copies may use it). Each must have peer capability with the pool's device.
-  std::vector<int> peer_devices{};
-  /// Gives every other device with peer capability access (adds to peer_devices).
-  bool all_peers{false};
-  /// Keeps the pinned host memory of pause(offload) after resume() for the next offload (pinning
-  /// host memory costs about as much time as the copy); false: freed by resume().
-  bool keep_offload_staging{false};
-};
 
 /// What the pool holds, for reports (a consistent snapshot).
 struct vmm_pool_stats {
@@ -126,7 +107,7 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
 
   /// Reserves the address range; maps nothing yet.
   explicit vmm_pool_memory_resource(vmm_pool_options const& options = {},
-                                    detail::runtime& runtime        = detail::cuda_runtime());
+                                    gpumem::runtime& runtime        = gpumem::cuda_device());
   ~vmm_pool_memory_resource() override;
 
   [[nodiscard]] vmm_pool_options const& options() const noexcept { return options_; }
@@ -188,8 +169,8 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
     return can_align_up(bytes, allocation_alignment) &&
            align_up(bytes, allocation_alignment) == block;
   }
-  detail::free_block grow_in_place(detail::coalescing_free_list& idle, std::size_t size,
-                                   bool may_move);
+  [[gnu::cold, gnu::noinline]] detail::free_block grow_in_place(detail::coalescing_free_list& idle,
+                                                                std::size_t size, bool may_move);
   [[nodiscard]] std::size_t backed_bytes() const noexcept { return backing_.mapped_bytes(); }
   void check_backing(std::vector<detail::free_block> const& blocks) const;
 

@@ -23,7 +23,7 @@
 // as long as the resource.
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/vmm_pause.hpp>
@@ -44,7 +44,7 @@ class vmm_region_resource final : public device_memory_resource, public trimmabl
 
   /// Every region's pool gets `options` (reserve_bytes: address space per region).
   explicit vmm_region_resource(vmm_pool_options const& options = {},
-                               detail::runtime& runtime        = detail::cuda_runtime());
+                               gpumem::runtime& runtime        = gpumem::cuda_device());
   ~vmm_region_resource() override;
   vmm_region_resource(vmm_region_resource const&)            = delete;
   vmm_region_resource& operator=(vmm_region_resource const&) = delete;
@@ -91,7 +91,7 @@ class vmm_region_resource final : public device_memory_resource, public trimmabl
   [[nodiscard]] vmm_pool_memory_resource* owner_of(void const* ptr) const noexcept;
 
   vmm_pool_options options_;
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
   mutable std::shared_mutex mutex_;  // guards regions_ and by_base_
   std::map<std::string, entry, std::less<>> regions_;
   struct range {

@@ -13,10 +13,10 @@ namespace gpumem {
 
 /// The default pool of `device` (cuda_error if pools are unsupported).
 [[nodiscard]] memory_pool_ref default_pool(cuda_device_id device,
-                                           detail::runtime& rt = detail::cuda_runtime());
+                                           gpumem::runtime& rt = gpumem::cuda_device());
 /// The current pool of `device`.
 [[nodiscard]] memory_pool_ref current_pool(cuda_device_id device,
-                                           detail::runtime& rt = detail::cuda_runtime());
+                                           gpumem::runtime& rt = gpumem::cuda_device());
 /// Makes `pool` the current pool of `device`. logic_error if the pool's memory is on another
 /// device (CUDA requires a pool of that device).
 void set_current_pool(cuda_device_id device, memory_pool_ref pool);

@@ -48,7 +48,7 @@ class imported_allocation;
 /// Throws logic_error when `ptr` is not memory of a stream-ordered pool, cuda_error (saying why)
 /// when CUDA refuses it, e.g. because its pool is not IPC-capable or not shared yet.
 [[nodiscard]] pointer_export_data export_pointer(void const* ptr,
-                                                 detail::runtime& rt = detail::cuda_runtime());
+                                                 gpumem::runtime& rt = gpumem::cuda_device());
 
 /// A pool imported from another process. Owning, move-only; importing the same pool again in one
 /// process gives the same CUDA handle, destroyed with the last imported_memory_pool holding it.
@@ -64,7 +64,7 @@ class imported_memory_pool {
   /// visible here, e.g. under CUDA_VISIBLE_DEVICES), location() is empty: the home is unknown and
   /// set_access leaves the decision to CUDA (no peer-capability check of ours).
   explicit imported_memory_pool(shareable_pool_handle const& handle,
-                                detail::runtime& rt = detail::cuda_runtime());
+                                gpumem::runtime& rt = gpumem::cuda_device());
   /// Imports `handle` of a pool whose memory lives at `home`, a location in *this* process's
   /// numbering. The exporter's memory_pool::location() is in the exporter's numbering, which is
   /// the same only when both processes see the same devices (same CUDA_VISIBLE_DEVICES); prefer
@@ -72,7 +72,7 @@ class imported_memory_pool {
   /// logic_error, after releasing the import, when `home` is a device that does not exist here or
   /// is not where CUDA says the pool's memory is.
   imported_memory_pool(shareable_pool_handle const& handle, pool_location home,
-                       detail::runtime& rt = detail::cuda_runtime());
+                       gpumem::runtime& rt = gpumem::cuda_device());
   imported_memory_pool(imported_memory_pool&& other) noexcept;
   imported_memory_pool& operator=(imported_memory_pool&& other) noexcept;
   imported_memory_pool(imported_memory_pool const&)            = delete;
@@ -116,7 +116,7 @@ class imported_memory_pool {
   void destroy() noexcept;
   cudaMemPool_t pool_{};
   std::optional<pool_location> home_;
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
 };
 
 /// An allocation mapped from another process. Owning, move-only; freed first (before the
@@ -138,13 +138,13 @@ class imported_allocation {
 
  private:
   friend class imported_memory_pool;
-  imported_allocation(void* ptr, std::size_t bytes, detail::runtime& rt) noexcept
+  imported_allocation(void* ptr, std::size_t bytes, gpumem::runtime& rt) noexcept
       : ptr_{ptr}, bytes_{bytes}, runtime_{&rt}
   {
   }
   void* ptr_{};
   std::size_t bytes_{};
-  detail::runtime* runtime_;
+  gpumem::runtime* runtime_;
 };
 
 /// An allocation from an IPC-capable memory_pool, meant to be imported elsewhere. Owning,

@@ -24,9 +24,9 @@ class memory_pool : public memory_pool_ref {
  public:
   /// Creates a pool; see the file comment for what is checked and thrown.
   /// `rt`: the runtime that makes the pool (the host stand-in models pools for tests).
-  explicit memory_pool(pool_properties const& props, detail::runtime& rt = detail::cuda_runtime());
+  explicit memory_pool(pool_properties const& props, gpumem::runtime& rt = gpumem::cuda_device());
   [[nodiscard]] static memory_pool create(pool_properties const& props,
-                                          detail::runtime& rt = detail::cuda_runtime())
+                                          gpumem::runtime& rt = gpumem::cuda_device())
   {
     return memory_pool{props, rt};
   }

@@ -24,12 +24,12 @@ class memory_pool_ref {
   /// set_access), a pool of runtime `rt` (the host stand-in in tests). Throws logic_error on a
   /// null handle.
   memory_pool_ref(cudaMemPool_t pool, pool_location location,
-                  detail::runtime& rt = detail::cuda_runtime());
+                  gpumem::runtime& rt = gpumem::cuda_device());
 
   [[nodiscard]] cudaMemPool_t handle() const noexcept { return pool_; }
   [[nodiscard]] pool_location location() const noexcept { return location_; }
   /// The runtime the pool belongs to.
-  [[nodiscard]] detail::runtime& runtime() const noexcept { return *runtime_; }
+  [[nodiscard]] gpumem::runtime& runtime() const noexcept { return *runtime_; }
 
   /// The value of attribute `A` (pool_attr::*).
   template <pool_attribute A>
@@ -105,7 +105,7 @@ class memory_pool_ref {
 
  protected:
   memory_pool_ref() noexcept = default;  // the empty (moved-from) state of memory_pool
-  void reset_to(cudaMemPool_t pool, pool_location location, detail::runtime& rt) noexcept
+  void reset_to(cudaMemPool_t pool, pool_location location, gpumem::runtime& rt) noexcept
   {
     pool_     = pool;
     location_ = location;
@@ -115,7 +115,7 @@ class memory_pool_ref {
  private:
   cudaMemPool_t pool_{};
   pool_location location_{};
-  detail::runtime* runtime_{&detail::cuda_runtime()};
+  gpumem::runtime* runtime_{&gpumem::cuda_device()};
 };
 
 }  // namespace gpumem

@@ -6,7 +6,7 @@
 // (cudaFreeAsync, cudaFree) is undefined behaviour in CUDA: query live memory.
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -27,6 +27,6 @@ struct pointer_info {
 /// is). Host memory CUDA does not know
 /// gives type unregistered. Throws cuda_error when the driver refuses the query.
 [[nodiscard]] pointer_info query_pointer(void const* ptr,
-                                         detail::runtime& rt = detail::cuda_runtime());
+                                         gpumem::runtime& rt = gpumem::cuda_device());
 
 }  // namespace gpumem

@@ -7,7 +7,7 @@
 #pragma once
 
 #include <gpumem/cuda_device_id.hpp>
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/pool/pool_location.hpp>
 
 #include <cuda_runtime_api.h>

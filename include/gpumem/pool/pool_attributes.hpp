@@ -8,7 +8,7 @@
 //   otherwise   read-only: set<A> / reset_high_water<A> do not compile.
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 
 #include <cuda_runtime_api.h>
 

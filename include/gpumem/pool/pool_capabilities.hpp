@@ -2,7 +2,7 @@
 // diagnosis of "why can't this pool be created here".
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 
 #include <gpumem/cuda_device_id.hpp>
 #include <gpumem/pool/allocation_handle_type.hpp>
@@ -35,7 +35,7 @@ struct pool_capabilities {
 /// Queries CUDA (driver version checked before each attribute, since older drivers lack some).
 /// Never throws for a missing GPU: device_unusable_reason says why.
 [[nodiscard]] pool_capabilities query_pool_capabilities(
-    cuda_device_id device, detail::runtime& rt = detail::cuda_runtime());
+    cuda_device_id device, gpumem::runtime& rt = gpumem::cuda_device());
 
 /// Why fabric handles cannot work on this machine (no IMEX channel device), or empty.
 [[nodiscard]] std::string why_fabric_unavailable();

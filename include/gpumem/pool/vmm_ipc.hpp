@@ -14,7 +14,7 @@
 // should be done with the memory before the exporter reuses what it wrote.
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/pool/owned_fd.hpp>
 
 #include <cstddef>
@@ -38,7 +38,7 @@ class imported_vmm_memory {
   /// `bytes` is 0 or not a multiple of the device's granularity, cuda_error when the driver
   /// refuses the descriptor or the mapping; nothing is left behind.
   imported_vmm_memory(int fd, std::size_t bytes, int device = -1,
-                      detail::runtime& runtime = detail::cuda_runtime());
+                      gpumem::runtime& runtime = gpumem::cuda_device());
   imported_vmm_memory(imported_vmm_memory&& other) noexcept;
   imported_vmm_memory& operator=(imported_vmm_memory&& other) noexcept;
   imported_vmm_memory(imported_vmm_memory const&)            = delete;
@@ -52,10 +52,10 @@ class imported_vmm_memory {
  private:
   void reset() noexcept;
 
-  detail::runtime* runtime_{};
+  gpumem::runtime* runtime_{};
   void* ptr_{};
   std::size_t bytes_{};
-  detail::vmm_handle handle_{};
+  gpumem::vmm_handle handle_{};
   int device_{};
 };
 

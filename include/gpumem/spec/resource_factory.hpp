@@ -1,7 +1,7 @@
 // gpumem/spec/resource_factory.hpp — THE factory table: every resource the tool, the benchmarks and
 // the Python package can build from a spec (resource_spec.hpp), listed once.
 //
-// build() turns a spec into a resource_stack over a given runtime: a simulated host_runtime
+// build() turns a spec into a resource_stack over a given runtime: a simulated_device
 // (`--simulate`) or the CUDA runtime. Entries marked needs_gpu (the CUDA peers, CUDA memory pools)
 // cannot run over the host stand-in; build() says so.
 // Errors: spec_error for unknown names (lists the valid ones), unknown parameters (lists the
@@ -9,7 +9,7 @@
 // passes through.
 #pragma once
 
-#include <gpumem/detail/runtime.hpp>
+#include <gpumem/runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/spec/resource_spec.hpp>
 
@@ -36,14 +36,14 @@ enum class resource_kind {
 
 struct param_info {
   std::string_view key;
-  std::string_view default_value;
+  std::string default_value;  ///< as a value of the parameter reads it ("none", "16MiB", "12")
   std::string_view help;
 };
 
 /// What a maker may need besides its parameters and upstream.
 struct build_context {
-  detail::runtime* runtime{};
-  bool simulated{};  ///< runtime is the host stand-in
+  gpumem::runtime* runtime{};
+  bool simulated{};  ///< runtime is a simulated_device
 };
 
 class layer_args;
@@ -126,7 +126,7 @@ class resource_stack {
   void trim();
 
  private:
-  friend resource_stack build(resource_spec const&, detail::runtime&, bool);
+  friend resource_stack build(resource_spec const&, gpumem::runtime&, bool);
   void clear() noexcept;  ///< destroys the layers from the top down
   std::vector<std::unique_ptr<mr::device_memory_resource>> layers_;  ///< [0] = bottom
   std::string spec_;
@@ -139,8 +139,8 @@ class resource_stack {
 /// A table of names, kinds, parameters and defaults for --help / --list-resources.
 [[nodiscard]] std::string describe_factory();
 
-/// Builds `spec` over `rt` (`simulated`: rt is a host_runtime without real memory).
-[[nodiscard]] resource_stack build(resource_spec const& spec, detail::runtime& rt, bool simulated);
-[[nodiscard]] resource_stack build(std::string_view spec, detail::runtime& rt, bool simulated);
+/// Builds `spec` over `rt` (`simulated`: rt is a simulated_device without real memory).
+[[nodiscard]] resource_stack build(resource_spec const& spec, gpumem::runtime& rt, bool simulated);
+[[nodiscard]] resource_stack build(std::string_view spec, gpumem::runtime& rt, bool simulated);
 
 }  // namespace gpumem::spec

@@ -38,7 +38,7 @@ class chunk_observer {
 
 class metered_runtime final : public detail::forwarding_runtime {
  public:
-  explicit metered_runtime(detail::runtime& inner) : forwarding_runtime{inner} {}
+  explicit metered_runtime(gpumem::runtime& inner) : forwarding_runtime{inner} {}
 
   /// Lock-free: the replay hot loop reads it after every event.
   [[nodiscard]] std::size_t held_bytes() const noexcept
@@ -58,12 +58,12 @@ class metered_runtime final : public detail::forwarding_runtime {
   void observe(chunk_observer* observer);
 
   // The calls that take or give back memory are counted; every other call is passed on.
-  [[nodiscard]] void* allocate(detail::memory_kind kind, std::size_t bytes) override;
-  void free(detail::memory_kind kind, void* ptr) noexcept override;
-  [[nodiscard]] detail::vmm_handle vmm_create(std::size_t bytes, int device,
+  [[nodiscard]] void* allocate(gpumem::memory_kind kind, std::size_t bytes) override;
+  void free(gpumem::memory_kind kind, void* ptr) noexcept override;
+  [[nodiscard]] gpumem::vmm_handle vmm_create(std::size_t bytes, int device,
                                               bool shareable) override;
-  void vmm_release(detail::vmm_handle handle) noexcept override;
-  void vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle) override;
+  void vmm_release(gpumem::vmm_handle handle) noexcept override;
+  void vmm_map(void* ptr, std::size_t bytes, gpumem::vmm_handle handle) override;
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;
 
  private:
@@ -77,7 +77,7 @@ class metered_runtime final : public detail::forwarding_runtime {
       false};  ///< vmm_map was called  ///< written under mutex_, read without it
   std::size_t peak_{};
   chunk_observer* observer_{};
-  std::map<detail::vmm_handle, std::size_t> handles_;  // live physical handles -> bytes
+  std::map<gpumem::vmm_handle, std::size_t> handles_;  // live physical handles -> bytes
 };
 
 }  // namespace gpumem::trace

@@ -163,7 +163,7 @@ class private_pool {
   static constexpr std::size_t alignment         = 512;
   static constexpr std::size_t chunk_granularity = std::size_t{2} << 20;
 
-  explicit private_pool(gpumem::detail::runtime& rt) : rt_{rt} {}
+  explicit private_pool(gpumem::runtime& rt) : rt_{rt} {}
   ~private_pool()
   {
     for (auto const& c : chunks_) { rt_.free(gpumem::memory_kind::device, c.first); }
@@ -254,7 +254,7 @@ class private_pool {
     }
   }
 
-  gpumem::detail::runtime& rt_;
+  gpumem::runtime& rt_;
   std::vector<std::pair<void*, std::size_t>> chunks_;
   std::map<std::uintptr_t, block> blocks_;  // every block of every chunk, by address
   std::map<cudaStream_t, std::multimap<std::size_t, std::uintptr_t>> free_;  // by stream, size
@@ -373,7 +373,7 @@ auto& slots = *new std::array<device_slot, max_devices>;
 std::mutex config_mutex;  // guards the defaults below
 std::string default_spec;
 bool every_device{};  // the default spec serves every device
-gpumem::detail::runtime* config_runtime{};
+gpumem::runtime* config_runtime{};
 bool config_simulated{};
 
 thread_local std::string last_error;
@@ -448,7 +448,7 @@ u64 held_bytes(device_slot& s)
 device_memory_resource* build(device_slot& s, int device)
 {
   std::string spec;
-  gpumem::detail::runtime* rt{};
+  gpumem::runtime* rt{};
   bool simulated{};
   {
     std::lock_guard lock{config_mutex};
@@ -457,7 +457,7 @@ device_memory_resource* build(device_slot& s, int device)
     simulated = config_simulated;
   }
   if (spec.empty()) { return nullptr; }
-  auto& inner        = rt != nullptr ? *rt : gpumem::detail::cuda_runtime();
+  auto& inner        = rt != nullptr ? *rt : gpumem::cuda_device();
   int const previous = inner.current_device();
   if (previous != device) { inner.set_device(device); }
   try {
@@ -796,7 +796,7 @@ GPUMEM_TORCH_EXPORT void gpumem_torch_begin_allocate_to_pool(int device, pool_id
 {
   auto* s = slot_of(device);
   if (s == nullptr) { return; }
-  gpumem::detail::runtime* base{};
+  gpumem::runtime* base{};
   {
     std::lock_guard lock{config_mutex};
     base = config_runtime;
@@ -811,7 +811,7 @@ GPUMEM_TORCH_EXPORT void gpumem_torch_begin_allocate_to_pool(int device, pool_id
     auto fresh   = std::make_unique<graph_pool>();
     fresh->id    = id;
     fresh->meter = std::make_unique<gpumem::trace::metered_runtime>(
-        base != nullptr ? *base : gpumem::detail::cuda_runtime());
+        base != nullptr ? *base : gpumem::cuda_device());
     fresh->memory = std::make_unique<private_pool>(*fresh->meter);
     pool          = fresh.get();
     s->graph_pools.push_back(std::move(fresh));
@@ -929,7 +929,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_configure(int device, char const* spec, voi
     return -3;
   }
   std::lock_guard lock{config_mutex};
-  config_runtime   = static_cast<gpumem::detail::runtime*>(runtime);
+  config_runtime   = static_cast<gpumem::runtime*>(runtime);
   config_simulated = simulated != 0;
   if (device == -1) {
     default_spec = text;

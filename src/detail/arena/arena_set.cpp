@@ -116,9 +116,12 @@ void* arena_set::allocate_in(arena& a, std::size_t bytes)
 
 void* arena_set::allocate(std::size_t bytes, cuda_stream_view stream)
 {
-  arena& a = arena_for(stream);
+  [[maybe_unused]] auto const gate = gate_.enter();
+  arena& a                         = arena_for(stream);
   if (void* p = allocate_in(a, bytes)) { return p; }
-  return allocate_slow(bytes, stream, a);
+  void* p = allocate_slow(bytes, stream, a);
+  check_after_slow_path("the arena's allocate_slow", [this] { check_invariants(); });
+  return p;
 }
 
 void* arena_set::allocate_slow(std::size_t bytes, cuda_stream_view stream, arena& a)
@@ -131,6 +134,7 @@ void* arena_set::allocate_slow(std::size_t bytes, cuda_stream_view stream, arena
 
 void arena_set::deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept
 {
+  [[maybe_unused]] auto const gate = gate_.enter();
   try {
     arena& a          = arena_for(stream);
     auto const status = bytes > superblock_bytes ? global_.deallocate_large(ptr, bytes, a.party())
@@ -138,6 +142,7 @@ void arena_set::deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream
     if (status == free_status::freed) { return; }
     if (status != free_status::not_found) { return report_bad_free(status, ptr, bytes, stream); }
     deallocate_slow(ptr, bytes, stream, a);
+    check_after_slow_path("the arena's deallocate_slow", [this] { check_invariants(); });
   } catch (std::exception const& e) {
     std::cerr << "gpumem::arena_memory_resource: deallocate(" << ptr << ", " << bytes
               << " B) failed: " << e.what() << '\n';

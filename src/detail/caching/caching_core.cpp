@@ -128,7 +128,7 @@ void* caching_core::allocate_from_source(int device, std::size_t bytes, cudaStre
   try {
     return source_->allocate(device, bytes, stream);
   } catch (out_of_memory const&) {
-    release_cached(device);  // as the seed: free this device's cache and try once more
+    release_cached(device);  // as CUB's allocator: free this device's cache and try once more
     return source_->allocate(device, bytes, stream);
   }
 }

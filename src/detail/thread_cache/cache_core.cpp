@@ -313,15 +313,18 @@ void cache_core::report_bad(void const* p, std::size_t bytes, std::string const&
 
 void cache_core::trim()
 {
+  [[maybe_unused]] auto const gate = gate_.enter();
   if (auto* c = hot_caches.exiting ? nullptr : find_local(id_)) {
     service(*c);
     flush(*c, false);
   }
   request_flushes(find_local(id_), false);
+  check_after_slow_path("the thread cache's trim", [this] { check_invariants(); });
 }
 
 void cache_core::retire(local_cache* c) noexcept
 {
+  [[maybe_unused]] auto const gate = gate_.enter();
   std::lock_guard lock{mutex_};
   auto it = std::find_if(caches_.begin(), caches_.end(), [c](auto& p) { return p.get() == c; });
   if (it == caches_.end()) { return; }  // shut down already

@@ -60,7 +60,7 @@ class arena {
  private:
   using superblock_map = std::map<std::uintptr_t, superblock>;
   superblock_map::iterator find(std::uintptr_t addr);
-  void* grow_and_allocate(std::size_t bytes);
+  [[gnu::cold, gnu::noinline]] void* grow_and_allocate(std::size_t bytes);
   void release(superblock_map::iterator it, bool event_on_stream);
 
   mutable std::mutex mutex_;

@@ -15,6 +15,7 @@
 #include <gpumem/cuda_stream_view.hpp>
 #include <gpumem/detail/arena/arena.hpp>
 #include <gpumem/detail/arena/global_arena.hpp>
+#include <gpumem/detail/invariant_checks.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/resource_ref.hpp>
 
@@ -61,8 +62,10 @@ class arena_set {
  private:
   arena& find_or_create(cuda_stream_view stream);
   void* allocate_in(arena& a, std::size_t bytes);
-  void* allocate_slow(std::size_t bytes, cuda_stream_view stream, arena& a);
-  void deallocate_slow(void* ptr, std::size_t bytes, cuda_stream_view stream, arena& a);
+  [[gnu::cold, gnu::noinline]] void* allocate_slow(std::size_t bytes, cuda_stream_view stream,
+                                                   arena& a);
+  [[gnu::cold, gnu::noinline]] void deallocate_slow(void* ptr, std::size_t bytes,
+                                                    cuda_stream_view stream, arena& a);
   void report_bad_free(free_status status, void* ptr, std::size_t bytes,
                        cuda_stream_view stream) noexcept;
   void write_dump_file(std::size_t bytes, cuda_stream_view stream) const;
@@ -77,6 +80,9 @@ class arena_set {
   global_arena global_;
   bool dump_log_on_failure_;
   mutable std::mutex registry_mutex_;
+  // The invariant-check build's gate (allocate and deallocate; detail/invariant_checks.hpp); an
+  // empty member otherwise.
+  [[no_unique_address]] call_gate gate_;
   // Keyed by a per-thread serial number that is never reused (thread ids are): a new thread
   // never inherits the arena of an exited one, whose per-thread stream may still be busy.
   std::map<std::pair<std::uint64_t, bool>, std::unique_ptr<arena>> thread_arenas_;

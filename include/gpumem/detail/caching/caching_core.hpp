@@ -14,7 +14,7 @@
 //  * per-thread default stream: two uses of cudaStreamPerThread are "the same stream" only on the
 //    same host thread.
 // Thread safety: all members; one mutex per device (not global). Runtime calls (event record /
-// query, device switch) happen under that device's mutex, as in the seed.
+// query, device switch) happen under that device's mutex, as in CUB's allocator.
 // Invariants per device (check_invariants()):
 //   totals.free == sum of cached block sizes;  totals.live == sum of live block sizes
 //   every cached block has a bin in [min_bin, last_bin], bin_bytes(bin) bytes and a ready event

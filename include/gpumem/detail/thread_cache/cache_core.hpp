@@ -17,6 +17,7 @@
 #include <gpumem/cuda_stream_view.hpp>
 #include <gpumem/detail/address_map.hpp>
 #include <gpumem/detail/spin_mutex.hpp>
+#include <gpumem/detail/invariant_checks.hpp>
 #include <gpumem/detail/thread_cache/cache_options.hpp>
 #include <gpumem/detail/thread_cache/local_cache.hpp>
 #include <gpumem/resource_ref.hpp>
@@ -63,16 +64,20 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
 
   void* allocate(std::size_t bytes, cudaStream_t stream)
   {
+    [[maybe_unused]] auto const gate = gate_.enter();
     if (bytes > max_cached_bytes_) { return allocate_large(bytes, stream); }
     if (auto* c = find_local(id_)) {
       if (char* p = c->try_allocate(units_of(bytes), stream)) { return p; }
     }
-    return allocate_slow(bytes, stream);
+    void* p = allocate_slow(bytes, stream);
+    check_after_slow_path("the thread cache's allocate_slow", [this] { check_invariants(); });
+    return p;
   }
 
   void deallocate(void* ptr, std::size_t bytes, cudaStream_t stream) noexcept
   {
-    auto* p = static_cast<char*>(ptr);
+    [[maybe_unused]] auto const gate = gate_.enter();
+    auto* p                          = static_cast<char*>(ptr);
     if (bytes > max_cached_bytes_) {
       deallocate_large(p, bytes, stream);
       return;
@@ -81,6 +86,7 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
       return;
     }
     deallocate_slow(p, bytes, stream);
+    check_after_slow_path("the thread cache's deallocate_slow", [this] { check_invariants(); });
   }
 
   /// Returns every cache's blocks upstream: the caller's now, other threads' at their next call.
@@ -131,10 +137,11 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   /// Whether the upstream is a lean pool (its growth hook says so).
   [[nodiscard]] bool lean_upstream() const noexcept;
   /// The upstream's growth hook: flushes the calling thread's cache (see options).
-  static bool flush_before_growth(void* self) noexcept;
+  [[gnu::cold, gnu::noinline]] static bool flush_before_growth(void* self) noexcept;
   void* allocate_large(std::size_t bytes, cudaStream_t stream);
-  void* allocate_slow(std::size_t bytes, cudaStream_t stream);
-  void deallocate_slow(char* p, std::size_t bytes, cudaStream_t stream) noexcept;
+  [[gnu::cold, gnu::noinline]] void* allocate_slow(std::size_t bytes, cudaStream_t stream);
+  [[gnu::cold, gnu::noinline]] void deallocate_slow(char* p, std::size_t bytes,
+                                                    cudaStream_t stream) noexcept;
   void deallocate_large(char* p, std::size_t bytes, cudaStream_t stream) noexcept;
   local_cache* attach();
   void* take_upstream(local_cache* c, std::size_t bytes, cudaStream_t stream);
@@ -149,8 +156,8 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   bool acquire_credit(local_cache& c, std::size_t bytes) noexcept;
   void return_credit(local_cache& c) noexcept;
   void release(local_cache& c, char* p, cudaStream_t stream) noexcept;
-  void flush_slot(local_cache& c, unsigned slot, bool half) noexcept;
-  void flush(local_cache& c, bool half) noexcept;
+  [[gnu::cold, gnu::noinline]] void flush_slot(local_cache& c, unsigned slot, bool half) noexcept;
+  [[gnu::cold, gnu::noinline]] void flush(local_cache& c, bool half) noexcept;
   void remove_cached(local_cache& c, char* p) noexcept;
   bool request_flushes(local_cache const* except, bool wait);
   void orphan_live_blocks(local_cache& c) noexcept;
@@ -169,7 +176,10 @@ class cache_core : public std::enable_shared_from_this<cache_core> {
   unsigned const classes_;
   std::uint64_t const id_;
 
-  mutable std::mutex mutex_;                          // guards caches_, alive_, retired_
+  mutable std::mutex mutex_;  // guards caches_, alive_, retired_
+  // The invariant-check build's gate (allocate, deallocate, trim and a thread's exit;
+  // detail/invariant_checks.hpp); an empty member otherwise.
+  [[no_unique_address]] call_gate gate_;
   std::vector<std::unique_ptr<local_cache>> caches_;  // one per thread that allocated
   std::atomic<bool> alive_{true};
   thread_stats retired_;  // the counters of caches that are gone

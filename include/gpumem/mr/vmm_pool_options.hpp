@@ -1,0 +1,33 @@
+// gpumem/mr/vmm_pool_options.hpp — the configuration of vmm_pool_memory_resource: every option
+// and its default, written once. The pool hands this struct whole to the code that uses it (its
+// address-space backing reads the growth and mapping fields, the pool the rest); the spec table and
+// the Python bindings read their defaults from `vmm_pool_options{}`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace gpumem::mr {
+
+struct vmm_pool_options {
+  std::size_t reserve_bytes{};      ///< address space reserved; 0: twice the device's memory
+  std::size_t granularity_bytes{};  ///< granule size; 0: the device's recommended granularity
+  unsigned growth_percent{};        ///< new physical memory beyond a need, in % of what is mapped
+  /// The same, for a growth while the one stream using the pool still has work running: no free
+  /// memory can move then, so each such growth is new memory and costs its driver calls in full.
+  unsigned busy_growth_percent{12};
+  std::size_t handle_bytes{std::size_t{16} << 20};  ///< largest physical handle; 0: one per growth
+  std::size_t release_threshold_bytes{SIZE_MAX};    ///< free memory kept mapped at a growth
+  int device{-1};                                   ///< -1: the current device
+  /// Other devices given read-write access to all of the pool's memory (peer access: their
+  /// kernels and copies may use it). Each must have peer capability with the pool's device.
+  std::vector<int> peer_devices{};
+  /// Gives every other device with peer capability access (adds to peer_devices).
+  bool all_peers{false};
+  /// Keeps the pinned host memory of pause(offload) after resume() for the next offload (pinning
+  /// host memory costs about as much time as the copy); false: freed by resume().
+  bool keep_offload_staging{false};
+};
+
+}  // namespace gpumem::mr
