@@ -47,7 +47,9 @@ print(saver.state("weights"), saver.state("kv"), res.state("default"))
 saver.pause()  # again: nothing changes
 with saver.region("kv"):
     assert not lib.gpumem_torch_try_malloc(MiB, 0, None)
-    print("paused:", gt._last_error())
+    error = gt._last_error()  # (with PyTorch's c10, a backtrace follows on more lines)
+    print("paused:", "the pool is paused (discarded)" in error and "call resume() first" in error,
+          error.startswith("gpumem: vmm_pool_memory_resource: cannot allocate 1.00 MiB"))
 q = malloc(MiB)  # outside the tags: works while they sleep
 free(kv, 8 * MiB)  # freeing while paused works
 saver.resume()
@@ -63,8 +65,7 @@ print("allocated", gt.memory_allocated())
 """, fake_torch).splitlines()
     assert out[0] == "['default', 'saver:kv', 'saver:weights'] ['kv', 'weights']"
     assert out[1] == "paused_offloaded paused_discarded active"
-    assert out[2].startswith("paused: gpumem: vmm_pool_memory_resource: cannot allocate 1.00 MiB")
-    assert "the pool is paused (discarded)" in out[2] and "call resume() first" in out[2]
+    assert out[2] == "paused: True True"
     assert out[3] == "active active"
     assert out[4] == "True True"  # the backed-up tag has its bytes; the untagged one was untouched
     assert out[5] == "allocated 0"

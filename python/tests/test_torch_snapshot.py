@@ -239,7 +239,10 @@ def test_pytorchs_own_memory_viz_reads_the_snapshot(device, tmp_path):
     assert "Active Memory Timeline" in html and "snapshot.pickle" in html
     assert "Allocator State History" in viz.segment_plot(data)
     assert "total_allocated: 1.0MiB" in viz.segsum(data)
-    assert "raise OutOfMemoryError()" in viz.trace(data)
-    lines = viz.memory(data, format_flamegraph=lambda text: text).splitlines()
-    assert len(lines) == 1 and lines[0].endswith(f" {1 << 20}") and "layer" not in lines[0]
-    free(held, 1 << 20)
+    try:
+        # PyTorch 2.11 writes "raise OutOfMemoryError # 1.0TiB requested, ...", older ones "()"
+        assert "raise OutOfMemoryError" in viz.trace(data)
+        lines = viz.memory(data, format_flamegraph=lambda text: text).splitlines()
+        assert len(lines) == 1 and lines[0].endswith(f" {1 << 20}") and "layer" not in lines[0]
+    finally:
+        free(held, 1 << 20)  # a failed check leaves the device releasable
