@@ -192,7 +192,8 @@ newest_cccl_include() {
 if cccl_include=$(newest_cccl_include 2>"$logs/cccl-newest.pip.log"); then
   echo "   CCCL $(sed -nE 's/^#define CCCL_VERSION ([0-9]+).*/\1/p' \
     "$cccl_include/cuda/std/__cccl/version.h") from $cccl_include" >&2
-  cfg="$san -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DGPUMEM_CCCL_INCLUDE_DIR=$cccl_include"
+  # -O1 for speed, -g kept: the stack tests read file and line from the debug information.
+  cfg="$san -DCMAKE_CXX_FLAGS=-g -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DGPUMEM_CCCL_INCLUDE_DIR=$cccl_include"
   stage cccl-newest "$root/build-cccl-newest" -L cpu
 else
   echo "== cccl-newest: could not install nvidia-cuda-cccl from PyPI" >&2

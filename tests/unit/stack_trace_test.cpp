@@ -52,11 +52,22 @@ TEST(run_program, AProgramThatFailsOrIsMissingGivesNothing)
   EXPECT_EQ(run_program({"true"}), std::string{});
 }
 
-// This binary is built with debug information (-g, as every test build is): its frame is named
-// with this file and the line of the capture.
+// Whether this test build has debug information (tests/CMakeLists.txt says; every build of
+// scripts/test.sh has it).
+#ifndef GPUMEM_TESTS_DEBUG_INFO
+#define GPUMEM_TESTS_DEBUG_INFO 1
+#endif
+#define GPUMEM_SKIP_WITHOUT_LINES()                                                            \
+  if (!addr2line_installed()) { GTEST_SKIP() << "addr2line (binutils) is not installed"; }     \
+  if (GPUMEM_TESTS_DEBUG_INFO == 0) {                                                          \
+    GTEST_SKIP() << "this test build has no debug information (-g): no file and line to read"; \
+  }
+
+// In a build with debug information (-g), this binary's frame is named with this file and the
+// line of the capture.
 TEST(stack_trace, AFrameOfThisBinaryShowsItsFileAndLine)
 {
-  if (!addr2line_installed()) { GTEST_SKIP() << "addr2line (binutils) is not installed"; }
+  GPUMEM_SKIP_WITHOUT_LINES();
   auto const t = captured_here();
   ASSERT_FALSE(t.symbols().empty());
   auto const expected = "stack_trace_test.cpp:" + std::to_string(capture_line) + ")";
@@ -79,7 +90,7 @@ TEST(stack_trace, AFrameOfThisBinaryShowsItsFileAndLine)
 // frame's function after the one it was inlined into; its file and line are the inlined code's.)
 TEST(stack_trace, AnInlinedFunctionIsAFrameOfItsOwn)
 {
-  if (!addr2line_installed()) { GTEST_SKIP() << "addr2line (binutils) is not installed"; }
+  GPUMEM_SKIP_WITHOUT_LINES();
   auto const symbols       = inlined_caller().symbols();
   unsigned const call_line = __LINE__ - 1;
   ASSERT_GT(symbols.size(), 2U);
