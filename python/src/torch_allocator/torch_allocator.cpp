@@ -318,7 +318,8 @@ class package_resource final : public device_memory_resource {
   void* do_allocate(std::size_t bytes, gpumem::cuda_stream_view stream) override
   {
     int kind = 0;
-    std::array<char, 2048> message{};
+    // Written by the package only when the allocation fails: not cleared on every allocation.
+    std::array<char, 2048> message;  // NOLINT(cppcoreguidelines-pro-type-member-init)
     void* p = allocate_(object_, bytes, stream.value(), &kind, message.data(), message.size());
     if (kind != 0) { rethrow_package_error(kind, message.data()); }
     return p;
