@@ -74,9 +74,14 @@ def main() -> None:
     ap.add_argument("--cases", default="1,8,32", help="GiB per case, from 1, 8, 32")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--peer", default="torch_memory_saver", choices=["torch_memory_saver", "gpumem"])
+    ap.add_argument("--handle-mib", type=int, default=0,
+                    help="gpumem: largest physical handle in MiB (0: the pool's default)")
     args = ap.parse_args()
     if args.peer == "gpumem":
-        from gpumem.torch import torch_memory_saver as saver
+        import gpumem.torch
+        options = {"handle_bytes": args.handle_mib << 20} if args.handle_mib else {}
+        gpumem.torch.use_regions(**options)  # before CUDA starts: PyTorch allocates from it
+        saver = gpumem.torch.torch_memory_saver
     else:
         from torch_memory_saver import torch_memory_saver as saver
         saver.hook_mode = "torch"
