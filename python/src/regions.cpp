@@ -64,7 +64,7 @@ for the next offload: pinning costs as much time as the copy).
   auto const defaults = R::default_options();
   c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> handle,
                     std::optional<int> device, py::handle runtime, bool keep_staging) {
-          auto o = R::default_options();
+          auto o                 = R::default_options();
           o.reserve_bytes        = reserve.value_or(0);
           o.handle_bytes         = handle.value_or(o.handle_bytes);
           o.device               = device.value_or(-1);

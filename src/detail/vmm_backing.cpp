@@ -209,7 +209,7 @@ void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
   }
 }
 
-void vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool may_move)
+free_block vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool may_move)
 {
   GPUMEM_EXPECTS(!paused_, logic_error,
                  format("vmm_pool_memory_resource: cannot grow by ", bytes_str(n),
@@ -223,7 +223,15 @@ void vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool may_mov
   } catch (out_of_memory const& e) {
     GPUMEM_FAIL(out_of_memory, format(e.what(), "; ", describe()));
   }
+  auto const lo = idle.ending_at(t.at).size;  // the free neighbours the mapping joins: no donor
+  auto const hi = idle.starting_at(t.at + t.bytes).size;  // is taken from them (idle_handles)
   execute(idle, t, pieces);
+  return {t.at - lo, lo + t.bytes + hi, idle_chunk_};
+}
+
+char* vmm_backing::place(free_block const& block, std::size_t n) const noexcept
+{
+  return unmapped_.contains(block.end()) ? block.ptr : block.end() - n;
 }
 
 void vmm_backing::take_out(coalescing_free_list& idle, std::vector<piece> const& pieces)

@@ -80,7 +80,13 @@ class vmm_backing {
   /// See the top of this file. Throws out_of_memory (nothing changed, or handles released on the
   /// way out of a failed driver call) when the device or the range cannot provide n bytes.
   /// may_move false: new handles only (no free memory is unmapped: the device may still use it).
-  void extend(coalescing_free_list& idle, std::size_t n, bool may_move = true);
+  /// Returns the free block of idle that holds the new mapping (joined with its free neighbours).
+  free_block extend(coalescing_free_list& idle, std::size_t n, bool may_move = true);
+  /// Where in `block` (a block extend() returned) a request of n bytes goes: at its low end when
+  /// unmapped address space follows it, so that the rest joins the next growth there; else at its
+  /// high end (the free list's own placement). A growth per request of a slightly odd size then
+  /// wastes less than one granule in all, not one per request.
+  [[nodiscard]] char* place(free_block const& block, std::size_t n) const noexcept;
   /// See the top of this file; returns the bytes released.
   std::size_t release_idle(coalescing_free_list& idle, std::size_t keep_mapped_bytes) noexcept;
   void check(std::vector<free_block> const& blocks) const;

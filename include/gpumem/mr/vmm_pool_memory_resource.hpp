@@ -38,12 +38,14 @@
 // device — discarding its contents, or offloading them to pinned host memory — and keeps every
 // address: live allocations stay live (their pointers dangle until resume()), free memory stays
 // free, and resume() maps the same layout at the same addresses (copying offloaded contents back).
-// While paused, allocations throw paused_error; deallocations work (bookkeeping only); trim_to and
-// growth touch nothing. pause() first synchronizes the device: every stream that may use the
-// pool's memory (not only those that allocated) must be done with it. Single-handle allocations
-// are not paused. Allocations and frees may run on other threads meanwhile (the bookkeeping stays
-// consistent), but an allocation that races with pause() may return a block whose memory is being
-// given back, like one made just before it: stop allocating before pausing.
+// Free whole handles are trimmed first (given back for good, as trim_to(0)): a pause after a
+// model's weights were replaced strands nothing, and resume() maps only handles that hold
+// allocations. While paused, allocations throw paused_error; deallocations work (bookkeeping only);
+// trim_to and growth touch nothing. pause() first synchronizes the device: every stream that may
+// use the pool's memory (not only those that allocated) must be done with it. Single-handle
+// allocations are not paused. Allocations and frees may run on other threads meanwhile (the
+// bookkeeping stays consistent), but an allocation that races with pause() may return a block whose
+// memory is being given back, like one made just before it: stop allocating before pausing.
 //
 // Map and unmap listeners (add_map_listener, add_unmap_listener; gpumem/mr/vmm_mapping_event.hpp)
 // hear of every physical mapping made (growth, resume: after) and removed (pause: before; moves
@@ -140,7 +142,8 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
 
   // -- pause and resume (gpumem/mr/vmm_pause.hpp, docs/sleep.md) --------------------------------
   /// Gives every physical handle back, keeping every address reserved and every block's
-  /// bookkeeping. Synchronizes the device first (the memory may be used by any stream). offload:
+  /// bookkeeping; free handles are trimmed first, and resume() maps only the others again.
+  /// Synchronizes the device first (the memory may be used by any stream). offload:
   /// the contents are copied to pinned host memory first (on the calling thread's default stream)
   /// and restored by resume(); discard: they are lost. Returns false (and does nothing) when
   /// already paused. Throws out_of_memory when no host memory can be pinned for an offload, and
@@ -171,6 +174,8 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   }
   [[gnu::cold, gnu::noinline]] detail::free_block grow_in_place(detail::coalescing_free_list& idle,
                                                                 std::size_t size, bool may_move);
+  detail::free_block take_grown(detail::coalescing_free_list& idle, detail::free_block const& grown,
+                                std::size_t size);
   [[nodiscard]] std::size_t backed_bytes() const noexcept { return backing_.mapped_bytes(); }
   void check_backing(std::vector<detail::free_block> const& blocks) const;
 
