@@ -187,5 +187,12 @@ if run 0 bench --smoke --simulate -r pool -w pair -w threads && has "pair:" out.
   ok "bench text tables"
 else fail "bench text (rc=$rc)"; fi
 
+if run 0 replay "$tests/golden.csv" -r vmm_pool -r pool --simulate --driver-calls --repeat 1 --no-progress &&
+   has "CUDA calls, cold: " out.txt && grep -qE 'CUDA calls, cold: .*create [1-9][0-9]* \(' out.txt &&
+   run 0 replay "$tests/golden.csv" -r vmm_pool --simulate --driver-calls --repeat 1 --json &&
+   python3 -c 'import json; d=json.load(open("out.txt")); c=d["traces"][0]["results"][0]["driver_calls"]; assert c["create"]["calls"] > 0 and c["map"]["calls"] > 0 and "seconds" in c["set_access"], c'; then
+  ok "--driver-calls: the cold replay's CUDA calls in the table and the JSON"
+else fail "--driver-calls (rc=$rc)"; fi
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
