@@ -70,6 +70,7 @@ EXTENSION = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -89,7 +90,7 @@ std::vector<double> pass(std::vector<int64_t> const& kind, std::vector<int64_t> 
   for (size_t i = 0; i < kind.size(); ++i) {
     auto s = reinterpret_cast<cudaStream_t>(stream_handles[static_cast<size_t>(stream[i])]);
     if (kind[i] != 0) {
-      live[slot[i]] = alloc::raw_alloc_with_stream(static_cast<size_t>(size[i]), s);
+      live[static_cast<size_t>(slot[i])] = alloc::raw_alloc_with_stream(static_cast<size_t>(size[i]), s);
       if (measure) {
         auto const m0 = std::chrono::steady_clock::now();
         size_t free_bytes = 0, total = 0;
@@ -98,8 +99,8 @@ std::vector<double> pass(std::vector<int64_t> const& kind, std::vector<int64_t> 
         measuring += std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
       }
     } else {
-      alloc::raw_delete(live[slot[i]]);
-      live[slot[i]] = nullptr;
+      alloc::raw_delete(live[static_cast<size_t>(slot[i])]);
+      live[static_cast<size_t>(slot[i])] = nullptr;
     }
   }
   double const seconds =
