@@ -49,6 +49,7 @@ detail::free_block vmm_pool_memory_resource::grow_in_place(detail::coalescing_fr
     grown = backing_.extend(idle, size);
   } catch (out_of_memory const&) {  // give back every free granule, then try once more
     backing_.release_idle(idle, 0);
+    backing_.release_spares();
     singles_.release_passed(false);
     try {
       grown = backing_.extend(idle, size);
@@ -114,8 +115,16 @@ void* vmm_pool_memory_resource::allocate_single_handle(std::size_t bytes, cuda_s
     return singles_.allocate(bytes);
   } catch (out_of_memory const&) {  // the pool's free memory may be what is missing
     trim_to(0);                     // (also releases the single handles freed meanwhile)
+    release_spares();
     return singles_.allocate(bytes);
   }
+}
+
+std::size_t vmm_pool_memory_resource::release_spares() noexcept
+{
+  std::size_t released{};
+  under_grow_lock([&] { released = backing_.release_spares(); });
+  return released;
 }
 
 vmm_export vmm_pool_memory_resource::export_single_handle(void const* ptr) const
@@ -295,6 +304,9 @@ vmm_pool_stats vmm_pool_memory_resource::stats() const
     s.paused_bytes   = backing_.mapped_bytes() - backing_.physical_bytes();
     s.reserved_bytes = backing_.range().size;
     s.handles        = backing_.handle_count();
+    s.spare_bytes    = backing_.spare_bytes();
+    s.spare_handles  = backing_.spare_count();
+    s.held_bytes     = s.mapped_bytes + s.spare_bytes;
     s.staging_bytes  = backing_.staging_bytes();
     s.state          = state_.load();
   });
