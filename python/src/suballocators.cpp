@@ -103,14 +103,19 @@ stream's work still runs (no free memory can move then); above ``release_thresho
 free granules go back to the device at each growth. ``trim_to(n)`` releases free granules until
 at most n bytes are mapped. ``peer_devices`` (device numbers) or ``all_peers=True`` give other
 devices with peer capability read-write access to all of the pool's memory, so that their kernels
-and copies can use it. Takes memory from the runtime directly (no upstream).
+and copies can use it. ``shareable_handles=True`` makes the physical memory exportable as POSIX file
+descriptors and ``gpu_direct_rdma=True`` marks it GPUDirect RDMA capable where the device supports
+it: both are what NCCL's buffer registration asks for. Takes memory from the runtime directly (no
+upstream).
 )doc");
   c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
                     unsigned growth, std::optional<std::size_t> threshold,
                     std::optional<int> device, py::handle runtime, std::vector<int> peers,
-                    bool all_peers, unsigned busy, bool keep_staging) {
+                    bool all_peers, unsigned busy, bool keep_staging, bool shareable, bool rdma) {
           mr::vmm_pool_options o;
           o.keep_offload_staging    = keep_staging;
+          o.shareable_handles       = shareable;
+          o.gpu_direct_rdma         = rdma;
           o.peer_devices            = std::move(peers);
           o.all_peers               = all_peers;
           o.reserve_bytes           = reserve.value_or(0);
@@ -128,7 +133,9 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
         py::arg("runtime") = py::none(), py::arg("peer_devices") = defaults.peer_devices,
         py::arg("all_peers")            = defaults.all_peers,
         py::arg("busy_growth_percent")  = defaults.busy_growth_percent,
-        py::arg("keep_offload_staging") = defaults.keep_offload_staging, py::keep_alive<1, 7>())
+        py::arg("keep_offload_staging") = defaults.keep_offload_staging,
+        py::arg("shareable_handles")    = defaults.shareable_handles,
+        py::arg("gpu_direct_rdma")      = defaults.gpu_direct_rdma, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
           "stats",

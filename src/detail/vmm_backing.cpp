@@ -60,6 +60,8 @@ vmm_backing::vmm_backing(runtime& rt, mr::vmm_pool_options const& options)
 {
   peers_        = validated_peers(rt, device_, options.peer_devices, options.all_peers);
   handle_bytes_ = options.handle_bytes;
+  properties_   = {options.shareable_handles,
+                   options.gpu_direct_rdma && rt.vmm_gpu_direct_rdma_supported(device_)};
   auto const device_granularity = granularity_;
   if (options.granularity_bytes != 0) {
     GPUMEM_EXPECTS(is_aligned(options.granularity_bytes, device_granularity), logic_error,
@@ -199,7 +201,7 @@ void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
   try {
     while (bytes > 0) {
       auto const n = std::min(bytes, handle_bytes_);
-      out.push_back({runtime_->vmm_create(n, device_, false), n, nullptr});
+      out.push_back({runtime_->vmm_create(n, device_, properties_), n, nullptr});
       bytes -= n;
     }
   } catch (...) {

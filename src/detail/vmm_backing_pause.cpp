@@ -202,7 +202,7 @@ std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
   auto it = first;
   for (; it != mapped_.end() && !it->second.present && it->first == start + bytes; ++it) {
     auto& m           = it->second;
-    auto const handle = runtime_->vmm_create(m.bytes, device_, false);
+    auto const handle = runtime_->vmm_create(m.bytes, device_, properties_);
     try {
       runtime_->vmm_map(it->first, m.bytes, handle);
     } catch (...) {

@@ -11,7 +11,8 @@ vmm_pool_memory_resource::vmm_pool_memory_resource(vmm_pool_options const& optio
     : base{runtime, detail::coalescing_free_list{}},
       options_{options},
       backing_{runtime, options},
-      singles_{runtime, backing_.device(), backing_.peers(), backing_.granularity()},
+      singles_{runtime, backing_.device(), backing_.peers(), backing_.granularity(),
+               backing_.handle_properties()},
       threshold_{options.release_threshold_bytes}
 {
   register_range(backing_.range());
