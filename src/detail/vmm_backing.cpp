@@ -268,7 +268,7 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
   }
   for (auto const& p : pieces) {
     if (p.from != nullptr) {
-      note(vmm_mapping_cause::growth, false, p.from, p.bytes, {p.handle});
+      note(vmm_mapping_cause::growth, false, p.from, p.bytes, {p.handle}, {p.bytes});
       unmap_donor(p);
     }
   }
@@ -286,20 +286,26 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
   idle.insert({t.at, t.bytes, idle_chunk_});
   if (recording_) {
     std::vector<vmm_handle> handles;
+    std::vector<std::size_t> sizes;
     try {
-      for (auto const& p : pieces) { handles.push_back(p.handle); }
-    } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted, the event has none
+      for (auto const& p : pieces) {
+        handles.push_back(p.handle);
+        sizes.push_back(p.bytes);
+      }
+    } catch (...) {  // host memory exhausted, the event has none
+      handles.clear();
+      sizes.clear();
     }
-    note(vmm_mapping_cause::growth, true, t.at, t.bytes, std::move(handles));
+    note(vmm_mapping_cause::growth, true, t.at, t.bytes, std::move(handles), std::move(sizes));
   }
 }
 
 void vmm_backing::note(vmm_mapping_cause cause, bool mapped, char* at, std::size_t bytes,
-                       std::vector<vmm_handle> handles) noexcept
+                       std::vector<vmm_handle> handles, std::vector<std::size_t> sizes) noexcept
 {
   if (!recording_) { return; }
   try {
-    events_.push_back({at, bytes, std::move(handles), cause, mapped});
+    events_.push_back({at, bytes, std::move(handles), cause, mapped, std::move(sizes)});
   } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted: the event is lost
   }
 }
@@ -379,7 +385,7 @@ std::size_t vmm_backing::release_idle(coalescing_free_list& idle,
     }
     take_out(idle, gone);
     for (auto const& g : gone) {
-      note(vmm_mapping_cause::trim, false, g.from, g.bytes, {g.handle});
+      note(vmm_mapping_cause::trim, false, g.from, g.bytes, {g.handle}, {g.bytes});
       unmap_range(g.from, g.bytes);
     }
     return released;

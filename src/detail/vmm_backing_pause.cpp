@@ -13,9 +13,12 @@ std::vector<vmm_backing::run> vmm_backing::present_runs() const
   std::vector<run> runs;
   for (auto const& [at, m] : mapped_) {
     if (!m.present) { continue; }
-    if (runs.empty() || runs.back().at + runs.back().bytes != at) { runs.push_back({at, 0, {}}); }
+    if (runs.empty() || runs.back().at + runs.back().bytes != at) {
+      runs.push_back({at, 0, {}, {}});
+    }
     runs.back().bytes += m.bytes;
     runs.back().handles.push_back(m.handle);
+    runs.back().sizes.push_back(m.bytes);
   }
   return runs;
 }
@@ -185,9 +188,12 @@ std::vector<vmm_backing::run> vmm_backing::runs_of(std::vector<char*> const& add
   std::vector<run> runs;
   for (char* at : addresses) {
     auto const& m = mapped_.at(at);
-    if (runs.empty() || runs.back().at + runs.back().bytes != at) { runs.push_back({at, 0, {}}); }
+    if (runs.empty() || runs.back().at + runs.back().bytes != at) {
+      runs.push_back({at, 0, {}, {}});
+    }
     runs.back().bytes += m.bytes;
     runs.back().handles.push_back(m.handle);
+    runs.back().sizes.push_back(m.bytes);
   }
   return runs;
 }

@@ -167,13 +167,22 @@ std::vector<vmm_mapping_event> events_of(std::vector<detail::vmm_backing::run> r
 {
   std::vector<vmm_mapping_event> events;
   try {
-    for (auto& r : runs) { events.push_back({r.at, r.bytes, std::move(r.handles), cause, mapped}); }
+    for (auto& r : runs) {
+      events.push_back({r.at, r.bytes, std::move(r.handles), cause, mapped, std::move(r.sizes)});
+    }
   } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted: fewer events
   }
   return events;
 }
 
 }  // namespace
+
+std::vector<vmm_mapping_event> vmm_pool_memory_resource::mapped_runs()
+{
+  std::vector<detail::vmm_backing::run> runs;
+  under_grow_lock([&] { runs = backing_.present_runs(); });
+  return events_of(std::move(runs), vmm_mapping_cause::growth, true);
+}
 
 vmm_pool_memory_resource::transition vmm_pool_memory_resource::enter_transition(char const* call)
 {

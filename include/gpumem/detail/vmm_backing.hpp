@@ -95,6 +95,7 @@ class vmm_backing {
     char* at{};
     std::size_t bytes{};
     std::vector<vmm_handle> handles;
+    std::vector<std::size_t> sizes;  // each handle's bytes
   };
   /// Whether a pause gave the memory back (until a resume succeeds).
   [[nodiscard]] bool paused() const noexcept { return paused_; }
@@ -175,7 +176,7 @@ class vmm_backing {
   void unmap_again(std::vector<char*> const& done) noexcept;
   [[nodiscard]] std::vector<run> runs_of(std::vector<char*> const& addresses) const;
   void note(vmm_mapping_cause cause, bool mapped, char* at, std::size_t bytes,
-            std::vector<vmm_handle> handles) noexcept;
+            std::vector<vmm_handle> handles, std::vector<std::size_t> sizes) noexcept;
 
   runtime* runtime_;
   int device_;
