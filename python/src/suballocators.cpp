@@ -138,6 +138,17 @@ upstream).
         py::arg("gpu_direct_rdma")      = defaults.gpu_direct_rdma, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
+          "mapped_runs",
+          [](R& r) {
+            std::vector<std::pair<std::uintptr_t, std::size_t>> out;
+            {
+              py::gil_scoped_release nogil;
+              for (auto const& e : r.mapped_runs()) { out.emplace_back(to_int(e.ptr), e.bytes); }
+            }
+            return out;
+          },
+          "The runs of physical memory mapped now, as (address, bytes) in address order.")
+      .def(
           "stats",
           [](R const& r) {
             auto const s = r.stats();
