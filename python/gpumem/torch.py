@@ -551,7 +551,10 @@ def mem_pool(spec: str | None = None, *, runtime=None):
     Inside the pool PyTorch places the tensors and asks gpumem only for segments, on any device
     (each device gets its own stack); ``torch.cuda.memory_stats``, ``memory_snapshot`` and
     ``pool.snapshot()`` report them as for PyTorch's own pools. Several pools may live at once
-    (up to ``gpumem_torch_pool_slots()``, 16). ``runtime``: a ``gpumem.HostRuntime`` (tests).
+    (up to ``gpumem_torch_pool_slots()``, 16). For memory registered with NCCL
+    (``nccl_registration``, or ``register_mem_pool``) make the handles as NCCL asks:
+    ``mem_pool("vmm_pool:peers=all,shareable=1,rdma=1")``. ``runtime``: a ``gpumem.HostRuntime``
+    (tests).
     Needs a PyTorch whose ``torch.cuda.MemPool`` takes an allocator (2.5 and later). Raises
     AllocatorConfigError for a bad spec, RuntimeError when every slot is taken."""
     import torch

@@ -15,7 +15,8 @@ from torch_gpu_support import HERE, NEEDS_TORCH, NEEDS_TWO_GPUS, NO_MULTICAST, t
 pytestmark = [NEEDS_TWO_GPUS, NEEDS_TORCH]
 
 
-@pytest.mark.parametrize("spec", ["vmm_pool", "vmm_pool:handle=none", "pool"])
+@pytest.mark.parametrize("spec", ["vmm_pool", "vmm_pool:handle=none", "vmm_pool:shareable=1,rdma=1",
+                                  "pool"])
 def test_a_registered_gpumem_pool_all_reduces_right(spec, tmp_path):
     env = dict(os.environ, **NO_MULTICAST, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="REG")
     cmd = [sys.executable, *torchrun_args("torch_nccl_register.py", "--spec", spec, "--mib", "64",
