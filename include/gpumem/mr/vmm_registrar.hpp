@@ -26,7 +26,10 @@
 // pool's mapped memory (mapped_runs()).
 // Thread safety: one mutex; the callables run under it, one at a time, on the thread that mapped
 // or unmapped, and must not allocate from or free to the pool. Destroy (or close()) the
-// registrar before the pool.
+// registrar before the pool. The registrations follow the events in the order they arrive: when
+// two threads change the pool at once (a growth on one, a trim on another), the pool may deliver
+// their events in another order than it made the changes, and a registration can then be
+// missing until the next change of that memory.
 #pragma once
 
 #include <gpumem/mr/vmm_mapping_event.hpp>
