@@ -28,8 +28,8 @@
 // or unmapped, and must not allocate from or free to the pool. Destroy (or close()) the
 // registrar before the pool. The registrations follow the events in the order they arrive: when
 // two threads change the pool at once (a growth on one, a trim on another), the pool may deliver
-// their events in another order than it made the changes, and a registration can then be
-// missing until the next change of that memory.
+// their events in another order than it made the changes; a registration can then be missing,
+// or left on memory given back, until the next change at that address.
 #pragma once
 
 #include <gpumem/mr/vmm_mapping_event.hpp>
