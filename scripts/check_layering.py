@@ -30,7 +30,7 @@ TIERS = [
         "detail/caching/bin_layout.hpp", "detail/caching/block_source.hpp",
         "detail/thread_cache/size_classes.hpp", "detail/thread_cache/local_cache.hpp",
         "trace/trace_event.hpp", "trace/trace_reader.hpp", "trace/trace_writer.hpp",
-        "trace/compact_trace.hpp", "trace/pointer_map.hpp",
+        "trace/compact_trace.hpp", "trace/pointer_map.hpp", "trace/driver_calls.hpp",
         "pool/allocation_handle_type.hpp", "pool/owned_fd.hpp", "pool/pool_location.hpp",
         "pool/pool_properties.hpp", "pool/shareable_pool_handle.hpp", "pool/fd_passing.hpp",
         "pool/ipc_event.hpp",
