@@ -39,7 +39,7 @@ struct range {
 void create_release(benchmark::State& state)
 {
   auto const bytes = static_cast<std::size_t>(state.range(0)) * MiB;
-  for (auto _ : state) { rt().vmm_release(rt().vmm_create(bytes, 0, false)); }
+  for (auto _ : state) { rt().vmm_release(rt().vmm_create(bytes, 0, {})); }
   state.SetLabel(rt().name());
 }
 
@@ -47,7 +47,7 @@ void map_access_unmap(benchmark::State& state)
 {
   auto const bytes = static_cast<std::size_t>(state.range(0)) * MiB;
   range r{bytes};
-  auto const h = rt().vmm_create(bytes, 0, false);
+  auto const h = rt().vmm_create(bytes, 0, {});
   for (auto _ : state) {
     rt().vmm_map(r.base, bytes, h);
     rt().vmm_set_access(r.base, bytes, 0);
@@ -61,7 +61,7 @@ void map_unmap(benchmark::State& state)
 {
   auto const bytes = static_cast<std::size_t>(state.range(0)) * MiB;
   range r{bytes};
-  auto const h = rt().vmm_create(bytes, 0, false);
+  auto const h = rt().vmm_create(bytes, 0, {});
   for (auto _ : state) {
     rt().vmm_map(r.base, bytes, h);
     rt().vmm_unmap(r.base, bytes);
@@ -78,7 +78,7 @@ void map_many_one_access(benchmark::State& state)
   constexpr std::size_t each = 16 * MiB;
   range r{count * each};
   std::vector<gpumem::vmm_handle> hs;
-  for (std::size_t i = 0; i < count; ++i) { hs.push_back(rt().vmm_create(each, 0, false)); }
+  for (std::size_t i = 0; i < count; ++i) { hs.push_back(rt().vmm_create(each, 0, {})); }
   for (auto _ : state) {
     for (std::size_t i = 0; i < count; ++i) {
       rt().vmm_map(static_cast<char*>(r.base) + i * each, each, hs[i]);
@@ -101,7 +101,7 @@ void one_step(benchmark::State& state, bool fresh)
   constexpr std::size_t each = 16 * MiB;
   constexpr std::size_t n    = 64;  // addresses cycled through
   range r{n * each};
-  auto const h = rt().vmm_create(each, 0, false);
+  auto const h = rt().vmm_create(each, 0, {});
   std::size_t i{};
   for (auto _ : state) {
     auto* at   = static_cast<char*>(r.base) + (fresh ? (i++ % n) * each : 0);

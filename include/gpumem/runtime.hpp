@@ -45,6 +45,26 @@ struct mem_location {
 /// A physical allocation of the virtual-memory API (CUmemGenericAllocationHandle).
 using vmm_handle = unsigned long long;
 
+/// How a physical allocation is made, beyond its size and device (CUmemAllocationProp's fields).
+struct vmm_handle_properties {
+  /// Exportable as a POSIX file descriptor (requestedHandleTypes =
+  /// CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): needed to send it to another process, and by
+  /// NCCL's user-buffer registration.
+  bool shareable{};
+  /// GPUDirect RDMA capable (allocFlags.gpuDirectRDMACapable): network adapters may read and
+  /// write it directly. Only where vmm_gpu_direct_rdma_supported(device).
+  bool gpu_direct_rdma{};
+  friend bool operator==(vmm_handle_properties const&, vmm_handle_properties const&) = default;
+};
+
+/// The physical allocation mapped at an address, as the driver describes it.
+struct vmm_allocation_info {
+  void* base{};         ///< where its mapping starts
+  std::size_t bytes{};  ///< its size (the mapping's length)
+  int device{};         ///< the device it lives on
+  vmm_handle_properties properties;
+};
+
 class runtime {
  public:
   runtime()                          = default;
@@ -104,9 +124,18 @@ class runtime {
   [[nodiscard]] virtual void* vmm_reserve(std::size_t bytes, std::size_t alignment) = 0;
   /// Gives a whole reservation back (every mapping in it must be gone).
   virtual void vmm_unreserve(void* base, std::size_t bytes) noexcept = 0;
-  /// `bytes` (a multiple of the granularity) of physical memory on `device`; out_of_memory when
-  /// the device has too little. `shareable`: exportable as a POSIX file descriptor.
-  [[nodiscard]] virtual vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) = 0;
+  /// `bytes` (a multiple of the granularity) of physical memory on `device`, made with
+  /// `properties`; out_of_memory when the device has too little.
+  [[nodiscard]] virtual vmm_handle vmm_create(std::size_t bytes, int device,
+                                              vmm_handle_properties properties) = 0;
+  /// Whether `device` can make GPUDirect RDMA capable physical allocations
+  /// (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED). Not pure: default false.
+  [[nodiscard]] virtual bool vmm_gpu_direct_rdma_supported(int device);
+  /// The physical allocation mapped at `ptr` (any address inside its mapping): its mapping's start
+  /// and length, device and properties (cuMemRetainAllocationHandle,
+  /// cuMemGetAllocationPropertiesFromHandle, cuMemGetAddressRange). Throws cuda_error when nothing
+  /// is mapped there. Not pure: default throws cuda_error (cudaErrorNotSupported).
+  [[nodiscard]] virtual vmm_allocation_info vmm_allocation_at(void const* ptr);
   /// Frees the physical memory once no mapping uses it.
   virtual void vmm_release(vmm_handle handle) noexcept = 0;
   /// Maps all of `handle` (`bytes` long) at `ptr`, inside a reservation and over no other

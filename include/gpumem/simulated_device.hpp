@@ -59,7 +59,10 @@ struct simulated_device_options {
   int device_count{1};
   std::size_t vmm_granularity_bytes{std::size_t{2} << 20};  ///< the virtual-memory granularity
   bool vmm_supported{true};  ///< false: the device reports no virtual memory management
-  bool peer_access{true};    ///< every pair of distinct devices has peer capability
+  /// The devices can make GPUDirect RDMA capable physical allocations
+  /// (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED); false: asking for one fails.
+  bool vmm_gpu_direct_rdma{true};
+  bool peer_access{true};  ///< every pair of distinct devices has peer capability
 };
 
 /// Counts of runtime calls, for tests that assert which paths reach the runtime.
@@ -186,7 +189,12 @@ class simulated_device final : public runtime {
   [[nodiscard]] std::size_t vmm_granularity(int device) override;
   [[nodiscard]] void* vmm_reserve(std::size_t bytes, std::size_t alignment) override;
   void vmm_unreserve(void* base, std::size_t bytes) noexcept override;
-  [[nodiscard]] vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) override;
+  /// Records the properties each handle was made with (vmm_allocation_at tells them); cuda_error
+  /// (invalid value) for gpu_direct_rdma where the options say the device cannot.
+  [[nodiscard]] vmm_handle vmm_create(std::size_t bytes, int device,
+                                      vmm_handle_properties properties) override;
+  [[nodiscard]] bool vmm_gpu_direct_rdma_supported(int device) override;
+  [[nodiscard]] vmm_allocation_info vmm_allocation_at(void const* ptr) override;
   void vmm_release(vmm_handle handle) noexcept override;
   void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) override;
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;

@@ -101,6 +101,8 @@ def _library() -> ctypes.CDLL:
     lib.gpumem_torch_pool_stats.restype = ctypes.c_int
     lib.gpumem_torch_pool_last_error.restype = ctypes.c_char_p
     lib.gpumem_torch_pool_slots.restype = ctypes.c_int
+    lib.gpumem_torch_pool_trim.argtypes = [ctypes.c_int]
+    lib.gpumem_torch_pool_trim.restype = ctypes.c_int
     lib.gpumem_torch_set_resource.argtypes = [ctypes.c_int, ctypes.c_void_p]
     lib.gpumem_torch_set_resource.restype = ctypes.c_int
     lib.gpumem_torch_set_resource2.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
@@ -365,6 +367,7 @@ def use(spec=None, devices=None, *, device: int | None = None, runtime=None,
     _installed.update(config)
     if patch_torch:
         _patch_torch(torch)
+    _guard_sharing()
     return resource if resource is not None else dict(config)
 
 
@@ -548,7 +551,10 @@ def mem_pool(spec: str | None = None, *, runtime=None):
     Inside the pool PyTorch places the tensors and asks gpumem only for segments, on any device
     (each device gets its own stack); ``torch.cuda.memory_stats``, ``memory_snapshot`` and
     ``pool.snapshot()`` report them as for PyTorch's own pools. Several pools may live at once
-    (up to ``gpumem_torch_pool_slots()``, 16). ``runtime``: a ``gpumem.HostRuntime`` (tests).
+    (up to ``gpumem_torch_pool_slots()``, 16). For memory registered with NCCL
+    (``nccl_registration``, or ``register_mem_pool``) make the handles as NCCL asks:
+    ``mem_pool("vmm_pool:peers=all,shareable=1,rdma=1")``. ``runtime``: a ``gpumem.HostRuntime``
+    (tests).
     Needs a PyTorch whose ``torch.cuda.MemPool`` takes an allocator (2.5 and later). Raises
     AllocatorConfigError for a bad spec, RuntimeError when every slot is taken."""
     import torch
@@ -580,10 +586,13 @@ def mem_pool(spec: str | None = None, *, runtime=None):
     weakref.finalize(pool, _closing.add, slot)
     _pool_of[id(pool)] = slot
     weakref.finalize(pool, _pool_of.pop, id(pool), None)
+    _live_pools[slot] = weakref.ref(pool)
+    _guard_sharing()
     return pool
 
 
 _pool_of: dict = {}  # id(MemPool) -> slot, while the MemPool lives
+_live_pools: dict = {}  # slot -> weakref to its MemPool (torch.multiprocessing's checks)
 
 
 def _close_finished() -> None:
@@ -608,12 +617,74 @@ def mem_pool_stats(pool) -> dict:
     return dict(zip(keys, out))
 
 
+def mem_pool_trim(pool) -> None:
+    """Gives the free memory of ``pool`` (a ``mem_pool()``) back to the devices: what PyTorch gave
+    back to it (``torch.cuda.empty_cache()`` returns a pool's unused segments), not what PyTorch
+    still holds."""
+    slot = _pool_of.get(id(pool))
+    if slot is None:
+        raise ValueError("not a pool made by gpumem.torch.mem_pool() (or it is gone)")
+    _library().gpumem_torch_pool_trim(slot)
+
+
 def mem_pool_spec(pool) -> str:
     """The spec the segments of ``pool`` (a ``mem_pool()``) come from."""
     slot = _pool_of.get(id(pool))
     if slot is None:
         raise ValueError("not a pool made by gpumem.torch.mem_pool() (or it is gone)")
     return _open_slots[slot]
+
+
+# -- NCCL buffer registration that follows the memory (python/gpumem/_torch_nccl.py) -----------
+
+def nccl_registration(process_group, pool, *, unit: str | None = None, device: int | None = None):
+    """Registers with NCCL (``ncclCommRegister``) every byte ``pool`` has mapped, and keeps it so
+    while the pool grows, moves free memory, trims, pauses and resumes: new memory is registered
+    after it is mapped, memory given back is deregistered (before a pause unmaps it). ``pool`` is a
+    ``mem_pool()`` (its stack on ``device``, default the current device; the spec must take memory
+    from a ``vmm_pool``) or a ``gpumem.VmmPoolMemoryResource``. ``process_group``: an NCCL process
+    group of ``torch.distributed`` (None: the default group), whose communicator registers.
+
+    ``unit``: ``"handle"`` registers each physical handle on its own (NCCL before 2.29.2 registers
+    only single-handle buffers), ``"run"`` each run of handles mapped together (NCCL 2.29.2 and
+    later); None picks it from the NCCL version. For NCCL, make the pool's memory shareable and
+    RDMA capable: ``mem_pool("vmm_pool:peers=all,shareable=1,rdma=1")``.
+
+    Returns a registration (``close()``, or use it as a context manager; ``failures`` and
+    ``last_failure`` report NCCL calls that failed, which never raise through the pool). Close it
+    before destroying the process group. Use it instead of ``register_mem_pool``, not beside it::
+
+        pool = gpumem.torch.mem_pool("vmm_pool:shareable=1,rdma=1")
+        with torch.cuda.use_mem_pool(pool):
+            grads = torch.empty(n, device="cuda")
+        with gpumem.torch.nccl_registration(None, pool):
+            dist.all_reduce(grads)       # on registered memory
+    """
+    from . import _torch_nccl
+
+    comm = _torch_nccl.communicator(process_group)
+    return _torch_nccl.registration(pool, comm, _torch_nccl.nccl_library(), unit, device,
+                                    lambda p: _pool_of.get(id(p)))
+
+
+# -- torch.multiprocessing (python/gpumem/_torch_sharing.py) --------------------------------------
+
+from ._torch_sharing import SharingError  # noqa: E402
+
+
+def _guard_sharing() -> None:
+    """Puts gpumem's checks in front of torch.multiprocessing's CUDA tensor pickling: a tensor of
+    gpumem memory sent away, or one received under use(), raises SharingError saying what to do."""
+    from . import _torch_sharing
+
+    def pools():
+        return [(ref(), _open_slots.get(slot, "")) for slot, ref in list(_live_pools.items())
+                if ref() is not None]
+
+    try:
+        _torch_sharing.guard(lambda: bool(_installed), pools)
+    except ImportError:  # a PyTorch without torch.multiprocessing: nothing to guard
+        pass
 
 
 torch_memory_saver = TorchMemorySaver()

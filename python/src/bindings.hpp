@@ -67,6 +67,7 @@ void bind_adaptors(py::module_& m);
 void bind_pools(py::module_& m);
 void bind_spec(py::module_& m);
 void bind_regions(py::module_& m);
+void bind_registrar(py::module_& m);
 
 /// A pause state as Python spells it ("active", "paused_discarded", "paused_offloaded").
 inline char const* pause_state_name(pause_state s) noexcept

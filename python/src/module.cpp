@@ -16,6 +16,7 @@ PYBIND11_MODULE(_gpumem, m)
   bind_registry(m);
   bind_suballocators(m);
   bind_regions(m);
+  bind_registrar(m);
   bind_adaptors(m);
   bind_pools(m);
   bind_spec(m);

@@ -129,7 +129,22 @@ runtime (``cuda_runtime()``) and ``HostRuntime``, a host stand-in for tests with
       .def(
           "stream_synchronize",
           [](gpumem::runtime& rt, py::handle s) { rt.stream_synchronize(to_stream(s).value()); },
-          py::arg("stream"));
+          py::arg("stream"))
+      .def(
+          "vmm_allocation_at",
+          [](gpumem::runtime& rt, std::uintptr_t ptr) {
+            auto const info = rt.vmm_allocation_at(to_ptr(ptr));
+            py::dict d;
+            d["base"]            = to_int(info.base);
+            d["bytes"]           = info.bytes;
+            d["device"]          = info.device;
+            d["shareable"]       = info.properties.shareable;
+            d["gpu_direct_rdma"] = info.properties.gpu_direct_rdma;
+            return d;
+          },
+          py::arg("ptr"),
+          "The physical allocation mapped at `ptr` (virtual-memory pools): {'base', 'bytes', "
+          "'device', 'shareable', 'gpu_direct_rdma'}, as the driver reports it.");
   m.def("cuda_runtime", &detail::cuda_runtime, py::return_value_policy::reference,
         "The process-wide CUDA runtime (the default runtime of every leaf resource).");
   bind_host_runtime(m);

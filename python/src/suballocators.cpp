@@ -105,35 +105,54 @@ at most n bytes are mapped; up to ``spare_bytes`` of their physical handles are 
 mapped again by the next growth instead of new ones (``release_spares()`` gives them back; 0: none
 are kept). ``peer_devices`` (device numbers) or ``all_peers=True`` give other
 devices with peer capability read-write access to all of the pool's memory, so that their kernels
-and copies can use it. Takes memory from the runtime directly (no upstream).
+and copies can use it. ``shareable_handles=True`` makes the physical memory exportable as POSIX file
+descriptors and ``gpu_direct_rdma=True`` marks it GPUDirect RDMA capable where the device supports
+it: both are what NCCL's buffer registration asks for. Takes memory from the runtime directly (no
+upstream).
 )doc");
-  c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
-                    unsigned growth, std::optional<std::size_t> threshold,
-                    std::optional<int> device, py::handle runtime, std::vector<int> peers,
-                    bool all_peers, unsigned busy, bool keep_staging, std::size_t spares) {
-          mr::vmm_pool_options o;
-          o.spare_bytes             = spares;
-          o.keep_offload_staging    = keep_staging;
-          o.peer_devices            = std::move(peers);
-          o.all_peers               = all_peers;
-          o.reserve_bytes           = reserve.value_or(0);
-          o.granularity_bytes       = granularity.value_or(0);
-          o.growth_percent          = growth;
-          o.busy_growth_percent     = busy;
-          o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
-          o.device                  = device.value_or(-1);
-          return std::make_shared<R>(o, to_runtime(runtime));
-        }),
-        py::kw_only(), py::arg("reserve_bytes") = py::none(),
-        py::arg("granularity_bytes")       = py::none(),
-        py::arg("growth_percent")          = defaults.growth_percent,
-        py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
-        py::arg("runtime") = py::none(), py::arg("peer_devices") = defaults.peer_devices,
-        py::arg("all_peers")            = defaults.all_peers,
-        py::arg("busy_growth_percent")  = defaults.busy_growth_percent,
-        py::arg("keep_offload_staging") = defaults.keep_offload_staging,
-        py::arg("spare_bytes")          = defaults.spare_bytes, py::keep_alive<1, 7>())
+  c.def(
+       py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
+                   unsigned growth, std::optional<std::size_t> threshold, std::optional<int> device,
+                   py::handle runtime, std::vector<int> peers, bool all_peers, unsigned busy,
+                   bool keep_staging, std::size_t spares, bool shareable, bool rdma) {
+         mr::vmm_pool_options o;
+         o.spare_bytes             = spares;
+         o.keep_offload_staging    = keep_staging;
+         o.shareable_handles       = shareable;
+         o.gpu_direct_rdma         = rdma;
+         o.peer_devices            = std::move(peers);
+         o.all_peers               = all_peers;
+         o.reserve_bytes           = reserve.value_or(0);
+         o.granularity_bytes       = granularity.value_or(0);
+         o.growth_percent          = growth;
+         o.busy_growth_percent     = busy;
+         o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
+         o.device                  = device.value_or(-1);
+         return std::make_shared<R>(o, to_runtime(runtime));
+       }),
+       py::kw_only(), py::arg("reserve_bytes") = py::none(),
+       py::arg("granularity_bytes")       = py::none(),
+       py::arg("growth_percent")          = defaults.growth_percent,
+       py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
+       py::arg("runtime") = py::none(), py::arg("peer_devices") = defaults.peer_devices,
+       py::arg("all_peers")            = defaults.all_peers,
+       py::arg("busy_growth_percent")  = defaults.busy_growth_percent,
+       py::arg("keep_offload_staging") = defaults.keep_offload_staging,
+       py::arg("spare_bytes")          = defaults.spare_bytes,
+       py::arg("shareable_handles")    = defaults.shareable_handles,
+       py::arg("gpu_direct_rdma")      = defaults.gpu_direct_rdma, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
+      .def(
+          "mapped_runs",
+          [](R& r) {
+            std::vector<std::pair<std::uintptr_t, std::size_t>> out;
+            {
+              py::gil_scoped_release nogil;
+              for (auto const& e : r.mapped_runs()) { out.emplace_back(to_int(e.ptr), e.bytes); }
+            }
+            return out;
+          },
+          "The runs of physical memory mapped now, as (address, bytes) in address order.")
       .def(
           "stats",
           [](R const& r) {

@@ -158,9 +158,18 @@ class cuda_runtime_impl final : public runtime {
   {
     cuda_vmm::unreserve(base, bytes);
   }
-  [[nodiscard]] vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) override
+  [[nodiscard]] vmm_handle vmm_create(std::size_t bytes, int device,
+                                      vmm_handle_properties properties) override
   {
-    return cuda_vmm::create(bytes, device, shareable);
+    return cuda_vmm::create(bytes, device, properties);
+  }
+  [[nodiscard]] bool vmm_gpu_direct_rdma_supported(int device) override
+  {
+    return cuda_vmm::gpu_direct_rdma_supported(device);
+  }
+  [[nodiscard]] vmm_allocation_info vmm_allocation_at(void const* ptr) override
+  {
+    return cuda_vmm::allocation_at(ptr);
   }
   void vmm_release(vmm_handle handle) noexcept override { cuda_vmm::release(handle); }
   void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) override
@@ -311,6 +320,18 @@ char const* to_string(memory_kind kind) noexcept
 bool runtime::vmm_unmap_run(void*, std::size_t) noexcept
 {
   return false;
+}
+
+bool runtime::vmm_gpu_direct_rdma_supported(int)
+{
+  return false;
+}
+
+vmm_allocation_info runtime::vmm_allocation_at(void const* ptr)
+{
+  throw cuda_error{
+      cudaErrorNotSupported,
+      detail::format("the ", name(), " runtime cannot describe the physical allocation at ", ptr)};
 }
 
 void runtime::memcpy_async(void*, void const*, std::size_t bytes, cudaStream_t)

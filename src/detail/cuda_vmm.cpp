@@ -37,6 +37,9 @@ struct driver_api {
   CUresult (*device_get)(CUdevice*, int){};
   CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice){};
   CUresult (*ctx_get_current)(CUcontext*){};
+  CUresult (*retain_handle)(CUmemGenericAllocationHandle*, void*){};
+  CUresult (*properties_of)(CUmemAllocationProp*, CUmemGenericAllocationHandle){};
+  CUresult (*address_range)(CUdeviceptr*, std::size_t*, CUdeviceptr){};
 };
 
 template <class Fn>
@@ -63,6 +66,9 @@ driver_api const& api()
     load(a.device_get, "cuDeviceGet");
     load(a.device_attribute, "cuDeviceGetAttribute");
     load(a.ctx_get_current, "cuCtxGetCurrent");
+    load(a.retain_handle, "cuMemRetainAllocationHandle");
+    load(a.properties_of, "cuMemGetAllocationPropertiesFromHandle");
+    load(a.address_range, "cuMemGetAddressRange");
     return a;
   }();
   return instance;
@@ -90,14 +96,15 @@ void report(CUresult status, char const* call) noexcept
   std::fprintf(stderr, "gpumem: virtual memory: %s failed: %s\n", call, describe(status).c_str());
 }
 
-CUmemAllocationProp device_prop(int device, bool shareable)
+CUmemAllocationProp device_prop(int device, vmm_handle_properties properties)
 {
   CUmemAllocationProp prop{};
   prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id   = device;
   prop.requestedHandleTypes =
-      shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+      properties.shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  prop.allocFlags.gpuDirectRDMACapable = properties.gpu_direct_rdma ? 1 : 0;
   return prop;
 }
 
@@ -138,7 +145,7 @@ std::size_t granularity(int device)
                             " does not support virtual memory management "
                             "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)")};
   }
-  auto const prop = device_prop(device, false);
+  auto const prop = device_prop(device, {});
   std::size_t bytes{};
   check(api().get_granularity(&bytes, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
         "cuMemGetAllocationGranularity", format("device ", device));
@@ -158,14 +165,49 @@ void unreserve(void* base, std::size_t bytes) noexcept
   report(api().address_free(dptr(base), bytes), "cuMemAddressFree");
 }
 
-vmm_handle create(std::size_t bytes, int device, bool shareable)
+vmm_handle create(std::size_t bytes, int device, vmm_handle_properties properties)
 {
   ensure_context();
-  auto const prop = device_prop(device, shareable);
+  auto const prop = device_prop(device, properties);
   CUmemGenericAllocationHandle handle{};
   check(api().create(&handle, bytes, &prop, 0), "cuMemCreate",
         format(bytes_str(bytes), " on device ", device));
   return handle;
+}
+
+bool gpu_direct_rdma_supported(int device)
+{
+  CUdevice dev{};
+  check(api().device_get(&dev, device), "cuDeviceGet", format("device ", device));
+  int supported{};
+  check(api().device_attribute(&supported,
+                               CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev),
+        "cuDeviceGetAttribute", format("device ", device));
+  return supported != 0;
+}
+
+vmm_allocation_info allocation_at(void const* ptr)
+{
+  ensure_context();
+  CUmemGenericAllocationHandle handle{};
+  check(api().retain_handle(&handle, const_cast<void*>(ptr)), "cuMemRetainAllocationHandle",
+        format("the address ", ptr));
+  CUmemAllocationProp prop{};
+  CUdeviceptr base{};
+  std::size_t bytes{};
+  auto const got_props = api().properties_of(&prop, handle);
+  auto const got_range = api().address_range(&base, &bytes, dptr(const_cast<void*>(ptr)));
+  report(api().release(handle), "cuMemRelease");  // the reference retained above
+  check(got_props, "cuMemGetAllocationPropertiesFromHandle", format("the address ", ptr));
+  check(got_range, "cuMemGetAddressRange", format("the address ", ptr));
+  vmm_allocation_info info;
+  info.base   = reinterpret_cast<void*>(base);
+  info.bytes  = bytes;
+  info.device = prop.location.id;
+  info.properties.shareable =
+      (prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+  info.properties.gpu_direct_rdma = prop.allocFlags.gpuDirectRDMACapable != 0;
+  return info;
 }
 
 void release(vmm_handle handle) noexcept

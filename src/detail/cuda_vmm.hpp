@@ -12,7 +12,12 @@ namespace gpumem::detail::cuda_vmm {
 [[nodiscard]] std::size_t granularity(int device);
 [[nodiscard]] void* reserve(std::size_t bytes, std::size_t alignment);
 void unreserve(void* base, std::size_t bytes) noexcept;
-[[nodiscard]] vmm_handle create(std::size_t bytes, int device, bool shareable);
+[[nodiscard]] vmm_handle create(std::size_t bytes, int device, vmm_handle_properties properties);
+/// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED of `device`.
+[[nodiscard]] bool gpu_direct_rdma_supported(int device);
+/// cuMemRetainAllocationHandle + cuMemGetAllocationPropertiesFromHandle + cuMemGetAddressRange
+/// (the retained handle released again).
+[[nodiscard]] vmm_allocation_info allocation_at(void const* ptr);
 void release(vmm_handle handle) noexcept;
 void map(void* ptr, std::size_t bytes, vmm_handle handle);
 void unmap(void* ptr, std::size_t bytes) noexcept;

@@ -700,19 +700,38 @@ void simulated_device::vmm_unreserve(void* base, std::size_t bytes) noexcept
   state_->vmm.unreserve(base, bytes);
 }
 
-vmm_handle simulated_device::vmm_create(std::size_t bytes, int device, bool shareable)
+vmm_handle simulated_device::vmm_create(std::size_t bytes, int device,
+                                        vmm_handle_properties properties)
 {
   std::lock_guard lock{state_->mutex};
   auto& st = *state_;
   ++st.calls.vmm_create;
   expect_valid(device >= 0 && device < st.options.device_count, format("invalid device ", device));
+  expect_valid(!properties.gpu_direct_rdma || st.options.vmm_gpu_direct_rdma,
+               format("device ", device,
+                      " cannot make GPUDirect RDMA capable physical allocations "
+                      "(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED is 0)"));
   st.charge(bytes, "physical memory");
   try {
-    return st.vmm.create(bytes, shareable);
+    return st.vmm.create(bytes, device, properties);
   } catch (...) {
     st.used -= bytes;
     throw;
   }
+}
+
+bool simulated_device::vmm_gpu_direct_rdma_supported(int device)
+{
+  std::lock_guard lock{state_->mutex};
+  expect_valid(device >= 0 && device < state_->options.device_count,
+               format("invalid device ", device));
+  return state_->options.vmm_gpu_direct_rdma;
+}
+
+vmm_allocation_info simulated_device::vmm_allocation_at(void const* ptr)
+{
+  std::lock_guard lock{state_->mutex};
+  return state_->vmm.allocation_at(ptr);
 }
 
 void simulated_device::vmm_release(vmm_handle handle) noexcept

@@ -7,6 +7,7 @@
 
 #include <sys/mman.h>
 
+#include <iterator>
 #include <utility>
 
 namespace gpumem::detail {
@@ -97,14 +98,14 @@ void host_vmm_model::unreserve(void* base, std::size_t bytes) noexcept
   }
 }
 
-vmm_handle host_vmm_model::create(std::size_t bytes, bool shareable)
+vmm_handle host_vmm_model::create(std::size_t bytes, int device, vmm_handle_properties properties)
 {
   if (bytes == 0 || !is_aligned(bytes, granularity_)) {
     invalid(format("cannot create a physical allocation of ", bytes,
                    " bytes: not a non-zero multiple of the granularity (", granularity_, ")"));
   }
   auto const handle = next_handle_++;
-  handles_.emplace(handle, handle_rec{bytes, shareable, false, 0, handle});
+  handles_.emplace(handle, handle_rec{bytes, device, properties, false, 0, handle});
   memory_refs_.emplace(handle, 1);
   physical_ += bytes;
   return handle;
@@ -113,11 +114,12 @@ vmm_handle host_vmm_model::create(std::size_t bytes, bool shareable)
 vmm_handle host_vmm_model::import(vmm_handle of)
 {
   auto const it = handles_.find(of);
-  if (it == handles_.end() || !it->second.shareable) {
+  if (it == handles_.end() || !it->second.properties.shareable) {
     invalid(format("cannot import handle ", of, ": unknown, or not created shareable"));
   }
   auto const handle = next_handle_++;
-  handles_.emplace(handle, handle_rec{it->second.bytes, true, false, 0, it->second.memory});
+  handles_.emplace(handle, handle_rec{it->second.bytes, it->second.device, it->second.properties,
+                                      false, 0, it->second.memory});
   ++memory_refs_.at(it->second.memory);
   return handle;
 }
@@ -277,7 +279,19 @@ bool host_vmm_model::shareable(vmm_handle handle) const
 {
   auto const it = handles_.find(handle);
   if (it == handles_.end()) { invalid(format("unknown handle ", handle)); }
-  return it->second.shareable;
+  return it->second.properties.shareable;
+}
+
+vmm_allocation_info host_vmm_model::allocation_at(void const* ptr) const
+{
+  auto const at = as_addr(ptr);
+  auto it       = mappings_.upper_bound(at);
+  if (it == mappings_.begin() || at >= std::prev(it)->first + std::prev(it)->second.bytes) {
+    invalid(format("nothing is mapped at ", ptr));
+  }
+  --it;
+  auto const& h = handles_.at(it->second.handle);
+  return {as_ptr(it->first), it->second.bytes, h.device, h.properties};
 }
 
 std::size_t host_vmm_model::mapped_bytes() const noexcept

@@ -40,8 +40,9 @@ class host_vmm_model {
   [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
   [[nodiscard]] void* reserve(std::size_t bytes, std::size_t alignment);
   void unreserve(void* base, std::size_t bytes) noexcept;
-  /// Validates and records a handle; the caller has charged the capacity.
-  [[nodiscard]] vmm_handle create(std::size_t bytes, bool shareable);
+  /// Validates and records a handle and what it was made with; the caller has charged the
+  /// capacity and checked the device.
+  [[nodiscard]] vmm_handle create(std::size_t bytes, int device, vmm_handle_properties properties);
   /// A second handle to the physical memory of shareable handle `of` (an import of its export):
   /// the memory is freed when every handle to it is released and unmapped.
   [[nodiscard]] vmm_handle import(vmm_handle of);
@@ -62,6 +63,8 @@ class host_vmm_model {
   /// reservation or is wholly mapped and accessible (CUDA's error for a copy of unmapped memory).
   void check_copy(void const* ptr, std::size_t bytes, char const* role) const;
   [[nodiscard]] bool shareable(vmm_handle handle) const;
+  /// The mapping holding `ptr` and what its handle was made with; throws unless mapped.
+  [[nodiscard]] vmm_allocation_info allocation_at(void const* ptr) const;
   /// The mappings (address, bytes) that tile [ptr, ptr + bytes) exactly; empty when they do not
   /// (a gap, or a mapping crossing either end).
   [[nodiscard]] std::vector<std::pair<void*, std::size_t>> whole_mappings(
@@ -79,7 +82,8 @@ class host_vmm_model {
  private:
   struct handle_rec {
     std::size_t bytes{};
-    bool shareable{};
+    int device{};
+    vmm_handle_properties properties;
     bool released{};
     std::size_t mappings{};
     vmm_handle memory{};  // the physical memory: the handle that created it

@@ -61,6 +61,8 @@ vmm_backing::vmm_backing(runtime& rt, mr::vmm_pool_options const& options)
 {
   peers_        = validated_peers(rt, device_, options.peer_devices, options.all_peers);
   handle_bytes_ = options.handle_bytes;
+  properties_   = {options.shareable_handles,
+                   options.gpu_direct_rdma && rt.vmm_gpu_direct_rdma_supported(device_)};
   auto const device_granularity = granularity_;
   if (options.granularity_bytes != 0) {
     GPUMEM_EXPECTS(is_aligned(options.granularity_bytes, device_granularity), logic_error,
@@ -236,7 +238,7 @@ void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
   try {
     while (bytes > 0) {
       auto const n = std::min(bytes, handle_bytes_);
-      out.push_back({runtime_->vmm_create(n, device_, false), n, nullptr});
+      out.push_back({runtime_->vmm_create(n, device_, properties_), n, nullptr});
       bytes -= n;
     }
   } catch (...) {
@@ -311,7 +313,7 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
   }
   for (auto const& p : pieces) {
     if (p.from != nullptr) {
-      note(vmm_mapping_cause::growth, false, p.from, p.bytes, {p.handle});
+      note(vmm_mapping_cause::growth, false, p.from, p.bytes, {p.handle}, {p.bytes});
       unmap_donor(p);
     }
   }
@@ -329,20 +331,26 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
   idle.insert({t.at, t.bytes, idle_chunk_});
   if (recording_) {
     std::vector<vmm_handle> handles;
+    std::vector<std::size_t> sizes;
     try {
-      for (auto const& p : pieces) { handles.push_back(p.handle); }
-    } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted, the event has none
+      for (auto const& p : pieces) {
+        handles.push_back(p.handle);
+        sizes.push_back(p.bytes);
+      }
+    } catch (...) {  // host memory exhausted, the event has none
+      handles.clear();
+      sizes.clear();
     }
-    note(vmm_mapping_cause::growth, true, t.at, t.bytes, std::move(handles));
+    note(vmm_mapping_cause::growth, true, t.at, t.bytes, std::move(handles), std::move(sizes));
   }
 }
 
 void vmm_backing::note(vmm_mapping_cause cause, bool mapped, char* at, std::size_t bytes,
-                       std::vector<vmm_handle> handles) noexcept
+                       std::vector<vmm_handle> handles, std::vector<std::size_t> sizes) noexcept
 {
   if (!recording_) { return; }
   try {
-    events_.push_back({at, bytes, std::move(handles), cause, mapped});
+    events_.push_back({at, bytes, std::move(handles), cause, mapped, std::move(sizes)});
   } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted: the event is lost
   }
 }
@@ -429,7 +437,7 @@ std::size_t vmm_backing::release_idle(coalescing_free_list& idle,
     }
     take_out(idle, gone);
     for (auto const& g : gone) {
-      note(vmm_mapping_cause::trim, false, g.from, g.bytes, {g.handle});
+      note(vmm_mapping_cause::trim, false, g.from, g.bytes, {g.handle}, {g.bytes});
       retire(g);
     }
     return released;

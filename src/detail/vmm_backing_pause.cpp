@@ -13,9 +13,12 @@ std::vector<vmm_backing::run> vmm_backing::present_runs() const
   std::vector<run> runs;
   for (auto const& [at, m] : mapped_) {
     if (!m.present) { continue; }
-    if (runs.empty() || runs.back().at + runs.back().bytes != at) { runs.push_back({at, 0, {}}); }
+    if (runs.empty() || runs.back().at + runs.back().bytes != at) {
+      runs.push_back({at, 0, {}, {}});
+    }
     runs.back().bytes += m.bytes;
     runs.back().handles.push_back(m.handle);
+    runs.back().sizes.push_back(m.bytes);
   }
   return runs;
 }
@@ -187,9 +190,12 @@ std::vector<vmm_backing::run> vmm_backing::runs_of(std::vector<char*> const& add
   std::vector<run> runs;
   for (char* at : addresses) {
     auto const& m = mapped_.at(at);
-    if (runs.empty() || runs.back().at + runs.back().bytes != at) { runs.push_back({at, 0, {}}); }
+    if (runs.empty() || runs.back().at + runs.back().bytes != at) {
+      runs.push_back({at, 0, {}, {}});
+    }
     runs.back().bytes += m.bytes;
     runs.back().handles.push_back(m.handle);
+    runs.back().sizes.push_back(m.bytes);
   }
   return runs;
 }
@@ -204,7 +210,7 @@ std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
   auto it = first;
   for (; it != mapped_.end() && !it->second.present && it->first == start + bytes; ++it) {
     auto& m           = it->second;
-    auto const handle = runtime_->vmm_create(m.bytes, device_, false);
+    auto const handle = runtime_->vmm_create(m.bytes, device_, properties_);
     try {
       runtime_->vmm_map(it->first, m.bytes, handle);
     } catch (...) {

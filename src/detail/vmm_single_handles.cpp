@@ -10,9 +10,10 @@
 namespace gpumem::detail {
 
 vmm_single_handles::vmm_single_handles(runtime& rt, int device, std::vector<int> peers,
-                                       std::size_t granularity)
-    : runtime_{&rt}, devices_{std::move(peers)}, granularity_{granularity}
+                                       std::size_t granularity, vmm_handle_properties properties)
+    : runtime_{&rt}, devices_{std::move(peers)}, granularity_{granularity}, properties_{properties}
 {
+  properties_.shareable = true;
   devices_.insert(devices_.begin(), device);
 }
 
@@ -35,7 +36,7 @@ void* vmm_single_handles::allocate(std::size_t bytes)
   GPUMEM_EXPECTS(can_align_up(bytes, granularity_), out_of_memory,
                  format("cannot allocate ", bytes_str(bytes), " as a single handle: too large"));
   auto const size   = align_up(bytes, granularity_);
-  auto const handle = runtime_->vmm_create(size, devices_.front(), true);
+  auto const handle = runtime_->vmm_create(size, devices_.front(), properties_);
   char* at{};
   try {
     at = static_cast<char*>(map_whole(*runtime_, handle, size, granularity_, devices_));

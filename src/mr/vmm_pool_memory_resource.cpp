@@ -11,7 +11,8 @@ vmm_pool_memory_resource::vmm_pool_memory_resource(vmm_pool_options const& optio
     : base{runtime, detail::coalescing_free_list{}},
       options_{options},
       backing_{runtime, options},
-      singles_{runtime, backing_.device(), backing_.peers(), backing_.granularity()},
+      singles_{runtime, backing_.device(), backing_.peers(), backing_.granularity(),
+               backing_.handle_properties()},
       threshold_{options.release_threshold_bytes}
 {
   register_range(backing_.range());
@@ -185,13 +186,22 @@ std::vector<vmm_mapping_event> events_of(std::vector<detail::vmm_backing::run> r
 {
   std::vector<vmm_mapping_event> events;
   try {
-    for (auto& r : runs) { events.push_back({r.at, r.bytes, std::move(r.handles), cause, mapped}); }
+    for (auto& r : runs) {
+      events.push_back({r.at, r.bytes, std::move(r.handles), cause, mapped, std::move(r.sizes)});
+    }
   } catch (...) {  // NOLINT(bugprone-empty-catch): host memory exhausted: fewer events
   }
   return events;
 }
 
 }  // namespace
+
+std::vector<vmm_mapping_event> vmm_pool_memory_resource::mapped_runs()
+{
+  std::vector<detail::vmm_backing::run> runs;
+  under_grow_lock([&] { runs = backing_.present_runs(); });
+  return events_of(std::move(runs), vmm_mapping_cause::growth, true);
+}
 
 vmm_pool_memory_resource::transition vmm_pool_memory_resource::enter_transition(char const* call)
 {

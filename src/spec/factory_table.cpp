@@ -60,7 +60,11 @@ std::vector<factory_entry> leaves()
         {"spares", size_to_string(vmm.spare_bytes),
          "physical handles kept, unmapped, after a trim for the next growth (0: none)"},
         {"peers", vmm.all_peers ? "all" : "none",
-         "other devices given access: all (every peer-capable one) or none"}},
+         "other devices given access: all (every peer-capable one) or none"},
+        {"shareable", flag_text(vmm.shareable_handles),
+         "memory exportable as POSIX file descriptors (NCCL buffer registration needs it)"},
+        {"rdma", flag_text(vmm.gpu_direct_rdma),
+         "memory GPUDirect RDMA capable where the device supports it (NCCL over the network)"}},
        false,
        [](layer_args const& a, dmr*, build_context const& c) -> dmr_ptr {
          mr::vmm_pool_options o;
@@ -68,8 +72,10 @@ std::vector<factory_entry> leaves()
          if (peers != "all" && peers != "none") {
            throw spec_error{"vmm_pool: peers must be all or none, got " + peers};
          }
-         o.all_peers   = peers == "all";
-         auto bytes_or = [&](char const* key, std::size_t none, std::size_t least = 1) {
+         o.all_peers         = peers == "all";
+         o.shareable_handles = a.flag("shareable");
+         o.gpu_direct_rdma   = a.flag("rdma");
+         auto bytes_or       = [&](char const* key, std::size_t none, std::size_t least = 1) {
            return a.text(key) == "none" ? none : a.bytes(key, least, most_device_bytes);
          };
          o.reserve_bytes     = bytes_or("reserve", 0);

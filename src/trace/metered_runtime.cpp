@@ -99,12 +99,13 @@ void metered_runtime::remove_chunk(std::uintptr_t address) noexcept
   chunks_.erase(it);
 }
 
-gpumem::vmm_handle metered_runtime::vmm_create(std::size_t bytes, int device, bool shareable)
+gpumem::vmm_handle metered_runtime::vmm_create(std::size_t bytes, int device,
+                                               gpumem::vmm_handle_properties properties)
 {
   gpumem::vmm_handle handle{};
   {
     call_scope const call{*this, driver_call::create};
-    handle = inner().vmm_create(bytes, device, shareable);
+    handle = inner().vmm_create(bytes, device, properties);
   }
   std::lock_guard lock{mutex_};
   handles_.emplace(handle, bytes);

@@ -41,7 +41,7 @@ TEST(gpu_vmm_context, TheFirstVirtualMemoryCallOnAThreadMakesAContextCurrent)
   CUcontext after{};
   std::thread{[&] {
     (void)get(&before);
-    auto const h = rt.vmm_create(granularity, 0, false);  // the driver alone: no runtime call
+    auto const h = rt.vmm_create(granularity, 0, {});  // the driver alone: no runtime call
     (void)get(&after);
     rt.vmm_release(h);
   }}.join();

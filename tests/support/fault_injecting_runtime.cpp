@@ -389,10 +389,10 @@ void fault_injecting_runtime::vmm_unreserve(void* base, std::size_t bytes) noexc
 }
 
 detail::vmm_handle fault_injecting_runtime::vmm_create(std::size_t bytes, int device,
-                                                       bool shareable)
+                                                       vmm_handle_properties properties)
 {
   maybe_fail(fault_kind::vmm_create);
-  return inner().vmm_create(bytes, device, shareable);
+  return inner().vmm_create(bytes, device, properties);
 }
 
 void fault_injecting_runtime::vmm_release(detail::vmm_handle handle) noexcept

@@ -115,7 +115,8 @@ class fault_injecting_runtime final : public detail::forwarding_runtime {
   std::size_t vmm_granularity(int device) override;
   void* vmm_reserve(std::size_t bytes, std::size_t alignment) override;
   void vmm_unreserve(void* base, std::size_t bytes) noexcept override;
-  detail::vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) override;
+  detail::vmm_handle vmm_create(std::size_t bytes, int device,
+                                vmm_handle_properties properties) override;
   void vmm_release(detail::vmm_handle handle) noexcept override;
   void vmm_map(void* ptr, std::size_t bytes, detail::vmm_handle handle) override;
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;

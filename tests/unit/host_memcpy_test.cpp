@@ -24,7 +24,7 @@ struct host_memcpy : ::testing::Test {
 
 TEST_F(host_memcpy, CopiesRealBytesBetweenHostAndMappedMemory)
 {
-  auto const h = rt.vmm_create(g, 0, false);
+  auto const h = rt.vmm_create(g, 0, {});
   rt.vmm_map(at(1), g, h);
   rt.vmm_set_access(at(1), g, 0);
   std::vector<char> src(g, 'x');
@@ -43,7 +43,7 @@ TEST_F(host_memcpy, RefusesUnmappedOrInaccessibleReservedMemory)
 {
   std::vector<char> buf(g);
   EXPECT_THROW(rt.memcpy_async(buf.data(), at(0), g, nullptr), cuda_error);  // nothing mapped
-  auto const h = rt.vmm_create(g, 0, false);
+  auto const h = rt.vmm_create(g, 0, {});
   rt.vmm_map(at(0), g, h);
   EXPECT_THROW(rt.memcpy_async(buf.data(), at(0), g, nullptr), cuda_error);  // no access yet
   rt.vmm_set_access(at(0), g, 0);
@@ -60,13 +60,13 @@ TEST_F(host_memcpy, RefusesUnmappedOrInaccessibleReservedMemory)
 
 TEST_F(host_memcpy, UnmappedContentsAreLostANewHandleReadsFreshMemory)
 {
-  auto h = rt.vmm_create(g, 0, false);
+  auto h = rt.vmm_create(g, 0, {});
   rt.vmm_map(at(2), g, h);
   rt.vmm_set_access(at(2), g, 0);
   std::memset(at(2), 0x6b, g);
   rt.vmm_unmap(at(2), g);
   rt.vmm_release(h);
-  h = rt.vmm_create(g, 0, false);
+  h = rt.vmm_create(g, 0, {});
   rt.vmm_map(at(2), g, h);
   rt.vmm_set_access(at(2), g, 0);
   std::vector<char> got(g, 1);

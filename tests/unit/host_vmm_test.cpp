@@ -27,7 +27,7 @@ struct host_vmm : ::testing::TestWithParam<bool> {  // param: backed
 TEST_P(host_vmm, MapsGrantsAccessAndGivesMemoryBack)
 {
   EXPECT_EQ(rt.vmm_granularity(0), 2 * MiB);
-  auto h = rt.vmm_create(4 * MiB, 0, false);
+  auto h = rt.vmm_create(4 * MiB, 0, {});
   EXPECT_EQ(rt.used_bytes(), 4 * MiB);  // physical memory counts against the device
   rt.vmm_map(base + 2 * MiB, 4 * MiB, h);
   EXPECT_THROW(rt.vmm_check_mapped(base + 2 * MiB, MiB), cuda_error) << "no access granted yet";
@@ -46,17 +46,17 @@ TEST_P(host_vmm, MisuseGetsCudasErrors)
   // A runtime of its own: it sees misuse on purpose, which its invariants then report.
   host_runtime bad{host_runtime_options{.capacity_bytes = 16 * MiB, .backed = GetParam()}};
   char* base = static_cast<char*>(bad.vmm_reserve(64 * MiB, 0));
-  EXPECT_THROW((void)bad.vmm_reserve(3 * MiB + 1, 0), cuda_error);        // not granular
-  EXPECT_THROW((void)bad.vmm_create(MiB, 0, false), cuda_error);          // not granular
-  EXPECT_THROW((void)bad.vmm_create(2 * MiB, 5, false), cuda_error);      // no such device
-  EXPECT_THROW((void)bad.vmm_create(18 * MiB, 0, false), out_of_memory);  // beyond the device
-  auto h = bad.vmm_create(2 * MiB, 0, false);
+  EXPECT_THROW((void)bad.vmm_reserve(3 * MiB + 1, 0), cuda_error);     // not granular
+  EXPECT_THROW((void)bad.vmm_create(MiB, 0, {}), cuda_error);          // not granular
+  EXPECT_THROW((void)bad.vmm_create(2 * MiB, 5, {}), cuda_error);      // no such device
+  EXPECT_THROW((void)bad.vmm_create(18 * MiB, 0, {}), out_of_memory);  // beyond the device
+  auto h = bad.vmm_create(2 * MiB, 0, {});
   EXPECT_THROW(bad.vmm_map(base + MiB, 2 * MiB, h), cuda_error);       // unaligned
   EXPECT_THROW(bad.vmm_map(base, 4 * MiB, h), cuda_error);             // not the handle's size
   EXPECT_THROW(bad.vmm_map(base + 63 * MiB, 2 * MiB, h), cuda_error);  // past the reservation
   EXPECT_THROW(bad.vmm_map(reinterpret_cast<char*>(4096), 2 * MiB, h), cuda_error);
   bad.vmm_map(base, 2 * MiB, h);
-  auto g = bad.vmm_create(2 * MiB, 0, false);
+  auto g = bad.vmm_create(2 * MiB, 0, {});
   EXPECT_THROW(bad.vmm_map(base, 2 * MiB, g), cuda_error);         // over a mapping
   EXPECT_THROW(bad.vmm_set_access(base, 4 * MiB, 0), cuda_error);  // partly unmapped
   EXPECT_THROW((void)bad.vmm_export_fd(h), cuda_error);            // not shareable
@@ -69,9 +69,9 @@ TEST_P(host_vmm, MisuseGetsCudasErrors)
   bad.vmm_release(g);
   EXPECT_EQ(bad.vmm_state().misuse_count, 2U);
   bad.fail_next_allocations(1);
-  EXPECT_THROW((void)bad.vmm_create(2 * MiB, 0, false), out_of_memory);
+  EXPECT_THROW((void)bad.vmm_create(2 * MiB, 0, {}), out_of_memory);
   bad.fail_next_maps(1);
-  auto k = bad.vmm_create(2 * MiB, 0, false);
+  auto k = bad.vmm_create(2 * MiB, 0, {});
   EXPECT_THROW(bad.vmm_map(base, 2 * MiB, k), cuda_error);
   bad.vmm_release(k);
   EXPECT_EQ(bad.used_bytes(), 0U);
@@ -80,7 +80,7 @@ TEST_P(host_vmm, MisuseGetsCudasErrors)
 
 TEST_P(host_vmm, UnreservingAMappedRangeIsMisuseAndShareableHandlesExport)
 {
-  auto h = rt.vmm_create(2 * MiB, 0, true);
+  auto h = rt.vmm_create(2 * MiB, 0, {.shareable = true});
   rt.vmm_map(base, 2 * MiB, h);
   int const fd = rt.vmm_export_fd(h);
   EXPECT_GE(fd, 0);
@@ -92,7 +92,7 @@ TEST_P(host_vmm, UnreservingAMappedRangeIsMisuseAndShareableHandlesExport)
   rt.vmm_release(h);
   host_runtime other{host_runtime_options{.backed = GetParam()}};
   auto* b2 = static_cast<char*>(other.vmm_reserve(4 * MiB, 0));
-  auto g   = other.vmm_create(2 * MiB, 0, false);
+  auto g   = other.vmm_create(2 * MiB, 0, {});
   other.vmm_map(b2, 2 * MiB, g);
   other.vmm_unreserve(b2, 4 * MiB);  // still mapped: refused
   EXPECT_EQ(other.vmm_state().misuse_count, 1U);

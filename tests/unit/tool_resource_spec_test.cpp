@@ -204,6 +204,8 @@ TEST(ResourceFactory, TableDefaultsAreTheOptionsDefaults)
     EXPECT_EQ(o.release_threshold_bytes, d.release_threshold_bytes);
     EXPECT_EQ(o.all_peers, d.all_peers);
     EXPECT_EQ(o.peer_devices, d.peer_devices);
+    EXPECT_EQ(o.shareable_handles, d.shareable_handles);
+    EXPECT_EQ(o.gpu_direct_rdma, d.gpu_direct_rdma);
   }
   {
     auto stack = build("thread_cache>pool", rt, true);  // over a lean pool the floor caps a thread

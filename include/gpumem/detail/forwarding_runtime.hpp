@@ -67,9 +67,17 @@ class forwarding_runtime : public runtime {
   {
     inner_->vmm_unreserve(base, bytes);
   }
-  vmm_handle vmm_create(std::size_t bytes, int device, bool shareable) override
+  vmm_handle vmm_create(std::size_t bytes, int device, vmm_handle_properties properties) override
   {
-    return inner_->vmm_create(bytes, device, shareable);
+    return inner_->vmm_create(bytes, device, properties);
+  }
+  bool vmm_gpu_direct_rdma_supported(int device) override
+  {
+    return inner_->vmm_gpu_direct_rdma_supported(device);
+  }
+  vmm_allocation_info vmm_allocation_at(void const* ptr) override
+  {
+    return inner_->vmm_allocation_at(ptr);
   }
   void vmm_release(vmm_handle handle) noexcept override { inner_->vmm_release(handle); }
   void vmm_map(void* ptr, std::size_t bytes, vmm_handle handle) override

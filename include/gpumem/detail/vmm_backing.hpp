@@ -58,9 +58,10 @@ class vmm_backing {
  public:
   /// Queries the granularity (cuda_error when the device has no virtual memory management) and
   /// reserves the range. Reads the pool's options whole: reserve_bytes, granularity_bytes,
-  /// growth_percent, busy_growth_percent, handle_bytes, spare_bytes, device, peer_devices and
-  /// all_peers (the others are the pool's). Throws logic_error for a granularity that is not a
-  /// multiple of the device's, out_of_memory when the address space cannot be reserved.
+  /// growth_percent, busy_growth_percent, handle_bytes, spare_bytes, device, peer_devices,
+  /// all_peers, shareable_handles and gpu_direct_rdma (the others are the pool's). Throws
+  /// logic_error for a granularity that is not a multiple of the device's, out_of_memory when the
+  /// address space cannot be reserved.
   vmm_backing(runtime& rt, mr::vmm_pool_options const& options);
   vmm_backing(vmm_backing const&)            = delete;
   vmm_backing& operator=(vmm_backing const&) = delete;
@@ -70,6 +71,9 @@ class vmm_backing {
   [[nodiscard]] free_block range() const noexcept { return {base_, reserved_, 0}; }
   [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
   [[nodiscard]] int device() const noexcept { return device_; }
+  /// What every handle is made with: the options' shareable_handles, and gpu_direct_rdma where
+  /// the device supports it.
+  [[nodiscard]] vmm_handle_properties handle_properties() const noexcept { return properties_; }
   /// The other devices that get access to every mapping (validated at construction).
   [[nodiscard]] std::vector<int> const& peers() const noexcept { return peers_; }
   /// The layout's bytes (what the pool's blocks cover), paused or not.
@@ -108,6 +112,7 @@ class vmm_backing {
     char* at{};
     std::size_t bytes{};
     std::vector<vmm_handle> handles;
+    std::vector<std::size_t> sizes;  // each handle's bytes
   };
   /// Whether a pause gave the memory back (until a resume succeeds).
   [[nodiscard]] bool paused() const noexcept { return paused_; }
@@ -191,7 +196,7 @@ class vmm_backing {
   void unmap_again(std::vector<char*> const& done) noexcept;
   [[nodiscard]] std::vector<run> runs_of(std::vector<char*> const& addresses) const;
   void note(vmm_mapping_cause cause, bool mapped, char* at, std::size_t bytes,
-            std::vector<vmm_handle> handles) noexcept;
+            std::vector<vmm_handle> handles, std::vector<std::size_t> sizes) noexcept;
 
   runtime* runtime_;
   int device_;
@@ -200,7 +205,8 @@ class vmm_backing {
   std::size_t reserved_;
   unsigned growth_percent_;
   unsigned busy_growth_percent_;
-  std::size_t handle_bytes_{};  // largest new handle, a multiple of the granularity
+  std::size_t handle_bytes_{};        // largest new handle, a multiple of the granularity
+  vmm_handle_properties properties_;  // every handle's
   char* base_{};
   std::uint32_t idle_chunk_{};             // the chunk number the pool's blocks carry
   std::map<char*, mapping> mapped_;        // address -> mapping

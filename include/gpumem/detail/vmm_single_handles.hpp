@@ -33,8 +33,10 @@ namespace gpumem::detail {
 
 class vmm_single_handles {
  public:
-  /// `device` owns the memory; `peers` get read-write access too.
-  vmm_single_handles(runtime& rt, int device, std::vector<int> peers, std::size_t granularity);
+  /// `device` owns the memory; `peers` get read-write access too. Handles are made with
+  /// `properties`, always shareable.
+  vmm_single_handles(runtime& rt, int device, std::vector<int> peers, std::size_t granularity,
+                     vmm_handle_properties properties = {});
   vmm_single_handles(vmm_single_handles const&)            = delete;
   vmm_single_handles& operator=(vmm_single_handles const&) = delete;
   /// Synchronizes the device and releases everything, live allocations included.
@@ -79,6 +81,7 @@ class vmm_single_handles {
   runtime* runtime_;
   std::vector<int> devices_;  // given access; the first owns the memory
   std::size_t granularity_;
+  vmm_handle_properties properties_;  // every handle's (shareable)
   mutable std::mutex mutex_;
   std::map<char*, allocation> live_;  // guarded by mutex_
   std::vector<waiting> waiting_;      // guarded by mutex_

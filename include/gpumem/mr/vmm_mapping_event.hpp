@@ -3,8 +3,8 @@
 //
 // One event is one run of adjacent physical handles: [ptr, ptr + bytes) is mapped (or is about to
 // be unmapped) and `handles` are the CUmemGenericAllocationHandle values of its handles, in address
-// order. A handle is only valid while mapped: a listener that keeps one must not use it after the
-// matching unmap event.
+// order, with their sizes in `handle_bytes`. A handle is only valid while mapped: a listener that
+// keeps one must not use it after the matching unmap event.
 #pragma once
 
 #include <gpumem/runtime.hpp>
@@ -45,6 +45,9 @@ struct vmm_mapping_event {
   std::vector<gpumem::vmm_handle> handles;  ///< in address order
   vmm_mapping_cause cause{};
   bool mapped{};  ///< true: [ptr, ptr + bytes) was just mapped; false: it is being unmapped
+  /// Each handle's size, in the order of `handles` (they tile [ptr, ptr + bytes) when complete;
+  /// both are empty when host memory ran out while the event was recorded).
+  std::vector<std::size_t> handle_bytes;
 };
 
 /// A listener; called outside the pool's locks (it may allocate from and free to the pool).

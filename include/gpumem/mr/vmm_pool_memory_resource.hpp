@@ -182,6 +182,9 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   vmm_listener_id add_unmap_listener(vmm_mapping_listener fn) { return listeners_.add(false, fn); }
   /// False when no listener has this id.
   bool remove_listener(vmm_listener_id id) noexcept { return listeners_.remove(id); }
+  /// The runs of adjacent handles mapped now, in address order, as map events (cause growth):
+  /// what a listener added before this call will not hear of. Empty while paused.
+  [[nodiscard]] std::vector<vmm_mapping_event> mapped_runs();
 
  private:
   // -- hooks of the stream-ordered core (1-3, then in_place_growth's) ---------------------------

@@ -34,6 +34,14 @@ struct vmm_pool_options {
   /// Keeps the pinned host memory of pause(offload) after resume() for the next offload (pinning
   /// host memory costs about as much time as the copy); false: freed by resume().
   bool keep_offload_staging{false};
+  /// Physical memory exportable as POSIX file descriptors
+  /// (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), as NCCL's user-buffer registration
+  /// (ncclCommRegister) and other processes need.
+  bool shareable_handles{false};
+  /// Physical memory marked GPUDirect RDMA capable where the device supports it
+  /// (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED), as NCCL asks for memory that
+  /// network adapters reach; ignored on a device that does not support it.
+  bool gpu_direct_rdma{false};
 };
 
 }  // namespace gpumem::mr

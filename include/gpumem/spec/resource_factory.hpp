@@ -102,6 +102,8 @@ class resource_stack {
   ~resource_stack();
 
   [[nodiscard]] mr::device_memory_resource& top() const { return *layers_.back(); }
+  /// The bottom layer: the leaf that takes memory from the runtime.
+  [[nodiscard]] mr::device_memory_resource& leaf() const { return *layers_.front(); }
   /// Canonical spec text of what was built (defaults filled in for the leaf).
   [[nodiscard]] std::string const& spec() const noexcept { return spec_; }
   /// The layer implementing footprint_source, if any (nullptr: count runtime allocations).

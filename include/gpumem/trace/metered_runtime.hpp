@@ -75,7 +75,7 @@ class metered_runtime final : public detail::forwarding_runtime {
   [[nodiscard]] void* allocate(gpumem::memory_kind kind, std::size_t bytes) override;
   void free(gpumem::memory_kind kind, void* ptr) noexcept override;
   [[nodiscard]] gpumem::vmm_handle vmm_create(std::size_t bytes, int device,
-                                              bool shareable) override;
+                                              gpumem::vmm_handle_properties properties) override;
   void vmm_release(gpumem::vmm_handle handle) noexcept override;
   void vmm_map(void* ptr, std::size_t bytes, gpumem::vmm_handle handle) override;
   void vmm_unmap(void* ptr, std::size_t bytes) noexcept override;

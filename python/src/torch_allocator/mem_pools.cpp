@@ -17,6 +17,18 @@
 //   int   gpumem_torch_pool_close(int slot);        // -2 while a segment is out
 //   int   gpumem_torch_pool_stats(int slot, unsigned long long* out, int n);
 //   char const* gpumem_torch_pool_last_error(void);
+//   int   gpumem_torch_pool_trim(int slot);          // free memory back to the devices
+//
+// and, for gpumem.torch.nccl_registration, registrations with NCCL that follow the memory of a
+// slot's vmm_pool on one device (gpumem::mr::vmm_registrar over NCCL's C functions):
+//
+//   int gpumem_torch_pool_register(int slot, int device, void* comm, void* register_fn,
+//                                  void* deregister_fn, char const* unit);  // id or -1
+//   int gpumem_torch_pool_deregister(int slot, int id);                      // 0, or -1 unknown
+//   int gpumem_torch_pool_registration_stats(int slot, int id, unsigned long long* out, int n);
+//   char const* gpumem_torch_pool_registration_failure(int slot, int id);
+//
+// A slot's registrations are closed (everything deregistered) before its stacks go.
 //
 // A slot holds its spec and, per device, a stack built from it on the first segment asked for on
 // that device, over a metered runtime (what the stack holds from the device). The functions never
@@ -26,6 +38,8 @@
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
+#include <gpumem/mr/vmm_registrar.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 #include <gpumem/spec/resource_spec.hpp>
 #include <gpumem/trace/metered_runtime.hpp>
@@ -40,6 +54,9 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "../nccl_registrar.hpp"
 
 #define GPUMEM_TORCH_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -56,9 +73,17 @@ struct pool_device {
   std::unique_ptr<gpumem::spec::resource_stack> stack;
 };
 
+/// A registration that follows one device's stack of a slot.
+struct pool_registration {
+  int id{};
+  std::unique_ptr<gpumem::mr::vmm_registrar> registrar;
+};
+
 struct pool_slot {
   std::mutex mutex;  // guards everything but the counters
   bool open{};
+  std::vector<pool_registration> registrations;  // closed before the stacks go
+  int next_registration{};
   std::string spec;
   gpumem::detail::runtime* runtime{};  // a test's host stand-in; nullptr: CUDA
   bool simulated{};
@@ -217,6 +242,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_close(int k)
   auto& slot = pool_table[static_cast<std::size_t>(k)];
   std::lock_guard lock{slot.mutex};
   if (slot.segments.load() != 0) { return -2; }
+  slot.registrations.clear();  // each deregisters everything, before its pool goes
   for (auto& d : slot.devices) {
     d.stack.reset();
     d.meter.reset();
@@ -246,7 +272,117 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_stats(int k, u64* out, int n)
   return count;
 }
 
+/// Gives the free memory of slot k's stacks back to their devices (resource_stack::trim: what
+/// PyTorch gave back with empty_cache, and no more). 0, or -1 for a slot out of range.
+GPUMEM_TORCH_EXPORT int gpumem_torch_pool_trim(int k)
+{
+  if (k < 0 || k >= pool_slots) { return -1; }
+  auto& slot = pool_table[static_cast<std::size_t>(k)];
+  std::lock_guard lock{slot.mutex};
+  for (auto& d : slot.devices) {
+    if (d.stack) { d.stack->trim(); }
+  }
+  return 0;
+}
+
 GPUMEM_TORCH_EXPORT char const* gpumem_torch_pool_last_error(void)
 {
   return pool_error.c_str();
+}
+
+namespace {
+
+/// Slot k's registration `id`, or nullptr; the caller holds the slot's mutex.
+gpumem::mr::vmm_registrar* find_registration(pool_slot& slot, int id)
+{
+  for (auto& r : slot.registrations) {
+    if (r.id == id) { return r.registrar.get(); }
+  }
+  return nullptr;
+}
+
+thread_local std::string registration_failure;
+
+}  // namespace
+
+/// Registers with NCCL what slot k's stack on `device` maps (built now if it is not yet; its leaf
+/// must be a vmm_pool) and follows it. Returns an id, or -1 with the reason in
+/// gpumem_torch_pool_last_error.
+GPUMEM_TORCH_EXPORT int gpumem_torch_pool_register(int k, int device, void* comm, void* register_fn,
+                                                   void* deregister_fn, char const* unit)
+{
+  try {
+    if (k < 0 || k >= pool_slots) { throw gpumem::logic_error{"no such memory pool slot"}; }
+    if (device < 0 || device >= pool_max_devices) {
+      throw gpumem::logic_error{"CUDA device " + std::to_string(device) + " is out of range"};
+    }
+    auto& slot = pool_table[static_cast<std::size_t>(k)];
+    std::lock_guard lock{slot.mutex};
+    if (!slot.open) { throw gpumem::logic_error{"the memory pool was closed"}; }
+    (void)stack_on(slot, device);
+    auto* pool = dynamic_cast<gpumem::mr::vmm_pool_memory_resource*>(
+        &slot.devices[static_cast<std::size_t>(device)].stack->leaf());
+    if (pool == nullptr) {
+      throw gpumem::logic_error{"its spec '" + slot.spec +
+                                "' does not take memory from a vmm_pool; registrations can "
+                                "follow only a vmm_pool's memory (e.g. 'vmm_pool:shareable=1')"};
+    }
+    auto registrar = gpumem::python::make_nccl_registrar(
+        *pool, comm, reinterpret_cast<gpumem::python::nccl_register_fn>(register_fn),
+        reinterpret_cast<gpumem::python::nccl_deregister_fn>(deregister_fn),
+        gpumem::python::registration_unit(unit != nullptr ? unit : ""));
+    int const id = slot.next_registration++;
+    slot.registrations.push_back({id, std::move(registrar)});
+    return id;
+  } catch (std::exception const& e) {
+    pool_error = "gpumem memory pool " + std::to_string(k) + ": cannot register device " +
+                 std::to_string(device) + "'s memory: " + e.what();
+  }
+  return -1;
+}
+
+/// Closes registration `id` of slot k (everything deregistered). 0, or -1 when unknown.
+GPUMEM_TORCH_EXPORT int gpumem_torch_pool_deregister(int k, int id)
+{
+  if (k < 0 || k >= pool_slots) { return -1; }
+  auto& slot = pool_table[static_cast<std::size_t>(k)];
+  std::lock_guard lock{slot.mutex};
+  for (auto it = slot.registrations.begin(); it != slot.registrations.end(); ++it) {
+    if (it->id == id) {
+      slot.registrations.erase(it);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/// Up to n of: registrations now, their bytes, register calls, deregister calls, failures.
+/// Returns how many were written; -1 for an unknown registration.
+GPUMEM_TORCH_EXPORT int gpumem_torch_pool_registration_stats(int k, int id, u64* out, int n)
+{
+  if (k < 0 || k >= pool_slots) { return -1; }
+  auto& slot = pool_table[static_cast<std::size_t>(k)];
+  std::lock_guard lock{slot.mutex};
+  auto const* r = find_registration(slot, id);
+  if (r == nullptr) { return -1; }
+  u64 count{}, bytes{};
+  for (auto const& x : r->registrations()) {
+    ++count;
+    bytes += x.bytes;
+  }
+  std::array<u64, 5> const v{count, bytes, r->registered(), r->deregistered(), r->failures()};
+  int const m = n < static_cast<int>(v.size()) ? n : static_cast<int>(v.size());
+  for (int i = 0; i < m && out != nullptr; ++i) { out[i] = v[static_cast<std::size_t>(i)]; }
+  return m;
+}
+
+/// What the last failing NCCL call of registration `id` reported ("" when none failed).
+GPUMEM_TORCH_EXPORT char const* gpumem_torch_pool_registration_failure(int k, int id)
+{
+  registration_failure.clear();
+  if (k < 0 || k >= pool_slots) { return registration_failure.c_str(); }
+  auto& slot = pool_table[static_cast<std::size_t>(k)];
+  std::lock_guard lock{slot.mutex};
+  if (auto const* r = find_registration(slot, id)) { registration_failure = r->last_failure(); }
+  return registration_failure.c_str();
 }
