@@ -104,7 +104,8 @@ def communicator(process_group) -> int:
 
 class MemPoolRegistration:
     """A registration that follows the memory of one device of a ``gpumem.torch.mem_pool()``
-    (made by ``nccl_registration``); the same members as ``gpumem.VmmRegistrar``."""
+    (made by ``nccl_registration``); the same members as ``gpumem.VmmRegistrar``, except that
+    ``registrations()`` gives how many there are (the ranges stay inside the allocator)."""
 
     def __init__(self, lib, slot: int, device: int, comm: int, register_fn: int,
                  deregister_fn: int, unit: str):

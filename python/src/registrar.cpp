@@ -55,6 +55,15 @@ everything; use gpumem.torch.nccl_registration to build one for a process group.
             return out;
           },
           "The registered ranges now, as (address, bytes) in address order.")
+      .def_property_readonly(
+          "registered_bytes",
+          [](R const& r) {
+            py::gil_scoped_release nogil;
+            std::size_t bytes = 0;
+            for (auto const& x : r.registrations()) { bytes += x.bytes; }
+            return bytes;
+          },
+          "The bytes registered now (the sum over registrations()).")
       .def_property_readonly("registered", &R::registered, "Successful register calls so far.")
       .def_property_readonly("deregistered", &R::deregistered,
                              "Successful deregister calls so far.")

@@ -76,6 +76,7 @@ def follow(pool, nccl, unit=None):
 def expect_followed(pool, nccl, reg):
     assert coalesced(nccl.ranges()) == coalesced(pool.mapped_runs())
     assert sorted(reg.registrations()) == nccl.ranges()
+    assert reg.registered_bytes == sum(n for _, n in nccl.ranges())
     assert reg.failures == 0, reg.last_failure
 
 
