@@ -1,6 +1,6 @@
 // The replayer: golden numbers on hand-made traces (computed by hand below), anomalies counted
 // not fatal, out-of-memory at the event with the stack's state, --threads keeping the order.
-#include "../../src/trace/memory_layout.hpp"
+#include "../../src/replay/memory_layout.hpp"
 
 #include <gpumem/align.hpp>
 #include <gpumem/detail/host_runtime.hpp>
