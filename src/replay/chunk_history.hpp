@@ -11,8 +11,8 @@
 
 #include "memory_layout.hpp"
 
-#include <gpumem/trace/metered_runtime.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <cstdint>
 #include <unordered_map>

@@ -2,7 +2,7 @@
 // chunks give the slack, the free bytes and the largest free range that replay.hpp defines.
 #pragma once
 
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <cstddef>
 #include <cstdint>

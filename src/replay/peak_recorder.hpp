@@ -17,7 +17,7 @@
 
 #include "memory_layout.hpp"
 
-#include <gpumem/trace/metered_runtime.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -10,7 +10,7 @@
 
 #include <gpumem/trace/compact_trace.hpp>
 #include <gpumem/trace/pointer_map.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 #include <gpumem/trace/trace_event.hpp>
 
 #include "timeline_sampler.hpp"

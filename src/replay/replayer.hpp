@@ -20,7 +20,7 @@
 #include "timeline_sampler.hpp"
 
 #include <gpumem/trace/pointer_map.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <cstdint>
 #include <span>

@@ -12,7 +12,7 @@
 #pragma once
 
 #include <gpumem/trace/compact_trace.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <condition_variable>
 #include <cstddef>

@@ -5,7 +5,7 @@
 #include <gpumem/align.hpp>
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/spec/resource_factory.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 #include <support/memory_state_checks.hpp>
 
 #include <gtest/gtest.h>

@@ -24,7 +24,7 @@
 // the upstream throws.
 #pragma once
 
-#include <gpumem/detail/allocation_logger.hpp>
+#include <gpumem/detail/diagnostics/allocation_logger.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
