@@ -1,4 +1,5 @@
-// The CSV writer of logging_resource_adaptor (see detail/allocation_logger.hpp for the format).
+// The CSV writer of logging_resource_adaptor (see detail/diagnostics/allocation_logger.hpp for the
+// format).
 #include <gpumem/detail/diagnostics/allocation_logger.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/diagnostics/stack_trace.hpp>

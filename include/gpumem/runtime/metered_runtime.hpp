@@ -2,7 +2,7 @@
 // taken through it: bytes held now and at peak, and the address ranges held (the "chunks"), so that
 // the replayer can measure a stack's footprint and lay out its free space without knowing the
 // resources. Every other call forwards unchanged. An observer may be told of every chunk taken or
-// given back (the replayer records the layout at the peak from these, see src/trace).
+// given back (the replayer records the layout at the peak from these, see src/replay).
 //
 // Virtual memory: physical handles count as held from creation to release; their mappings are
 // chunks (the address ranges that are backed).
