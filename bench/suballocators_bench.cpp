@@ -5,11 +5,10 @@
 // absolute times are not GPU times. Workloads (docs/benchmarks.md): pair (256 B .. 256 MiB),
 // random_small (200k ops, 256 B .. 4 MiB log-uniform, <= 1000 live) and threads (T threads, own
 // stream each, 256 B .. 64 KiB, <= 64 live each; aggregate items/s).
-#include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
-#include <gpumem/spec/resource_factory.hpp>
 
 #include <benchmark/benchmark.h>
+#include "support/simulated_stacks.hpp"
 #include "support/workloads.hpp"
 
 #include <algorithm>
@@ -25,21 +24,6 @@ namespace {
 
 constexpr std::size_t KiB = std::size_t{1} << 10;
 constexpr std::size_t MiB = std::size_t{1} << 20;
-
-/// One simulated 80 GiB device for the whole run; never destroyed.
-struct sim_device {
-  detail::host_runtime rt{detail::host_runtime_options{.backed = false, .auto_complete = true}};
-  std::vector<cudaStream_t> streams;  // stream i serves benchmark thread i (reused across runs)
-  sim_device()
-  {
-    for (int i = 0; i < 16; ++i) { streams.push_back(rt.create_stream()); }
-  }
-};
-sim_device& dev()
-{
-  static auto* d = new sim_device{};
-  return *d;
-}
 
 /// What is measured: a name, the spec of its stack, and the largest block it serves.
 struct subject {
@@ -57,19 +41,15 @@ constexpr std::array<subject, 4> subjects{{
 enum class workload { pair, random_small, threads };
 constexpr std::size_t workload_count = 3;
 
-/// The stack of `subject` for workload `w`, built once and kept for the run (never destroyed);
-/// each workload has its own, so one workload's leftover free lists do not shape the next one's.
+/// The stack of `subject` for workload `w`, built once and kept for the run (never destroyed).
 mr::device_memory_resource& resource(std::size_t subject, workload w)
 {
-  using stacks_t = std::array<std::array<spec::resource_stack, workload_count>, subjects.size()>;
-  static auto* stacks = [] {  // thread-safe static init
-    auto* s = new stacks_t{};
-    for (std::size_t i = 0; i < subjects.size(); ++i) {
-      for (auto& stack : (*s)[i]) { stack = spec::build(subjects[i].spec, dev().rt, true); }
-    }
-    return s;
+  static auto* table = [] {  // thread-safe static init
+    std::vector<std::string> specs;
+    for (auto const& s : subjects) { specs.emplace_back(s.spec); }
+    return new stack_table{specs, workload_count};
   }();
-  return (*stacks)[subject][static_cast<std::size_t>(w)].top();
+  return table->get(subject, static_cast<std::size_t>(w));
 }
 
 // -- pair: allocate + free one size in a loop on one stream -----------------------------------

@@ -6,11 +6,10 @@
 // sizes the cache serves by default) and threads (T threads, own stream each, 256 B .. 64 KiB,
 // <= 64 live each; aggregate items/s). Frees by another thread are not timed here; the stress
 // test exercises them.
-#include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
-#include <gpumem/spec/resource_factory.hpp>
 
 #include <benchmark/benchmark.h>
+#include "support/simulated_stacks.hpp"
 #include "support/workloads.hpp"
 
 #include <array>
@@ -26,21 +25,6 @@ namespace {
 constexpr std::size_t KiB = std::size_t{1} << 10;
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
-/// One simulated 80 GiB device for the whole run; never destroyed.
-struct sim_device {
-  detail::host_runtime rt{detail::host_runtime_options{.backed = false, .auto_complete = true}};
-  std::vector<cudaStream_t> streams;  // stream i serves benchmark thread i
-  sim_device()
-  {
-    for (int i = 0; i < 16; ++i) { streams.push_back(rt.create_stream()); }
-  }
-};
-sim_device& dev()
-{
-  static auto* d = new sim_device{};
-  return *d;
-}
-
 /// The stacks measured, by spec (the pool's default: 256 MiB taken at construction).
 constexpr std::array<char const*, 3> subjects{"pool", "thread_cache>pool", "binning>pool"};
 
@@ -50,15 +34,8 @@ constexpr std::size_t workload_count = 2;
 /// The stack of `subject` for workload `w`, built once and kept for the run (never destroyed).
 mr::device_memory_resource& resource(std::size_t subject, workload w)
 {
-  using stacks_t = std::array<std::array<spec::resource_stack, workload_count>, subjects.size()>;
-  static auto* stacks = [] {  // thread-safe static init
-    auto* s = new stacks_t{};
-    for (std::size_t i = 0; i < subjects.size(); ++i) {
-      for (auto& stack : (*s)[i]) { stack = spec::build(subjects[i], dev().rt, true); }
-    }
-    return s;
-  }();
-  return (*stacks)[subject][static_cast<std::size_t>(w)].top();
+  static auto* table = new stack_table{{subjects.begin(), subjects.end()}, workload_count};
+  return table->get(subject, static_cast<std::size_t>(w));
 }
 
 void pair(benchmark::State& state, std::size_t k)
