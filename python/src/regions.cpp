@@ -56,11 +56,15 @@ same addresses on its own. ``with resource.region("kv_cache"):`` routes this thr
 outside any region they go to region "default". Frees find their region by address.
 
 Every region's pool gets ``reserve_bytes`` (None: twice the device memory) of address space,
-``handle_bytes`` physical handles (None: 16 MiB) and ``keep_offload_staging``.
+physical handles of up to ``handle_bytes`` (None: 256 MiB; pause and resume cost the driver's calls
+once per handle, so larger handles sleep and wake faster, smaller ones give memory back in finer
+steps) and ``keep_offload_staging`` (keep the pinned host copy of an offloaded region after resume
+for the next offload: pinning costs as much time as the copy).
 )doc");
+  auto const defaults = R::default_options();
   c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> handle,
                     std::optional<int> device, py::handle runtime, bool keep_staging) {
-          mr::vmm_pool_options o;
+          auto o                 = R::default_options();
           o.reserve_bytes        = reserve.value_or(0);
           o.handle_bytes         = handle.value_or(o.handle_bytes);
           o.device               = device.value_or(-1);
@@ -69,7 +73,7 @@ Every region's pool gets ``reserve_bytes`` (None: twice the device memory) of ad
         }),
         py::kw_only(), py::arg("reserve_bytes") = py::none(), py::arg("handle_bytes") = py::none(),
         py::arg("device") = py::none(), py::arg("runtime") = py::none(),
-        py::arg("keep_offload_staging") = false, py::keep_alive<1, 5>())
+        py::arg("keep_offload_staging") = defaults.keep_offload_staging, py::keep_alive<1, 5>())
       .def(
           "region",
           [](R& r, std::string tag) {

@@ -100,16 +100,19 @@ moved out of free holes to wherever a request needs contiguous memory.
 ``granularity_bytes`` (None: the device's) is the granule; ``growth_percent`` maps that share of
 what is mapped ahead of a need, and ``busy_growth_percent`` when the pool grows while its one
 stream's work still runs (no free memory can move then); above ``release_threshold_bytes`` (None: no limit) of free memory,
-free granules go back to the device at each growth. ``trim_to(n)`` releases free granules until
-at most n bytes are mapped. ``peer_devices`` (device numbers) or ``all_peers=True`` give other
+free granules go back to the device at each growth. ``trim_to(n)`` unmaps free granules until
+at most n bytes are mapped; up to ``spare_bytes`` of their physical handles are kept unmapped and
+mapped again by the next growth instead of new ones (``release_spares()`` gives them back; 0: none
+are kept). ``peer_devices`` (device numbers) or ``all_peers=True`` give other
 devices with peer capability read-write access to all of the pool's memory, so that their kernels
 and copies can use it. Takes memory from the runtime directly (no upstream).
 )doc");
   c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
                     unsigned growth, std::optional<std::size_t> threshold,
                     std::optional<int> device, py::handle runtime, std::vector<int> peers,
-                    bool all_peers, unsigned busy, bool keep_staging) {
+                    bool all_peers, unsigned busy, bool keep_staging, std::size_t spares) {
           mr::vmm_pool_options o;
+          o.spare_bytes             = spares;
           o.keep_offload_staging    = keep_staging;
           o.peer_devices            = std::move(peers);
           o.all_peers               = all_peers;
@@ -128,7 +131,8 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
         py::arg("runtime") = py::none(), py::arg("peer_devices") = defaults.peer_devices,
         py::arg("all_peers")            = defaults.all_peers,
         py::arg("busy_growth_percent")  = defaults.busy_growth_percent,
-        py::arg("keep_offload_staging") = defaults.keep_offload_staging, py::keep_alive<1, 7>())
+        py::arg("keep_offload_staging") = defaults.keep_offload_staging,
+        py::arg("spare_bytes")          = defaults.spare_bytes, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
           "stats",
@@ -140,6 +144,9 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
             d["free_bytes"]                = s.free_bytes;
             d["largest_free_bytes"]        = s.largest_free_bytes;
             d["handles"]                   = s.handles;
+            d["spare_bytes"]               = s.spare_bytes;
+            d["spare_handles"]             = s.spare_handles;
+            d["held_bytes"]                = s.held_bytes;
             d["single_handle_allocations"] = s.single_handle_allocations;
             d["single_handle_bytes"]       = s.single_handle_bytes;
             d["state"]                     = pause_state_name(s.state);
@@ -152,7 +159,8 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
             return d;
           },
           "{'mapped_bytes', 'reserved_bytes', 'free_bytes', 'largest_free_bytes', 'handles', "
-          "'single_handle_allocations', 'single_handle_bytes', 'state', 'paused_bytes', "
+          "'spare_bytes', 'spare_handles', 'held_bytes', 'single_handle_allocations', "
+          "'single_handle_bytes', 'state', 'paused_bytes', "
           "'staging_bytes', 'pauses', 'resumes', 'pause_seconds', 'resume_seconds'}.")
       .def(
           "pause",
@@ -199,7 +207,10 @@ and copies can use it. Takes memory from the runtime directly (no upstream).
           "descriptor (yours to close) that ImportedVmmMemory(fd, nbytes) maps in another "
           "process.")
       .def("trim_to", &R::trim_to, py::arg("bytes"),
-           "Releases free granules until at most `bytes` are mapped; returns the bytes released.")
+           "Unmaps free granules until at most `bytes` are mapped, keeping up to spare_bytes of "
+           "them as spare handles for the next growth; returns the bytes unmapped.")
+      .def("release_spares", &R::release_spares,
+           "Releases the spare handles a trim kept; returns the bytes released.")
       .def_property("release_threshold", &R::release_threshold, &R::set_release_threshold,
                     "Free bytes kept mapped at a growth.");
   def_stream_ordered(c);

@@ -206,6 +206,26 @@ def test_vmm_pool_maps_on_demand_and_trims(host):
     assert "reserved address space" in str(e.value)
 
 
+def test_vmm_pool_keeps_spare_handles_for_the_next_growth(host):
+    pool = gpumem.VmmPoolMemoryResource(reserve_bytes=64 << 20, runtime=host,
+                                        spare_bytes=8 << 20)
+    pool.deallocate(pool.allocate(12 << 20), 12 << 20)
+    assert pool.trim_to(0) == 12 << 20
+    s = pool.stats()
+    assert s["mapped_bytes"] == 0 and s["spare_bytes"] == 0 and s["held_bytes"] == 0  # 12 > 8
+    pool.deallocate(pool.allocate(6 << 20), 6 << 20)
+    pool.trim_to(0)
+    s = pool.stats()
+    assert s["spare_bytes"] == 6 << 20 and s["spare_handles"] == 1 and s["held_bytes"] == 6 << 20
+    p = pool.allocate(6 << 20)  # maps the spare again
+    assert pool.stats()["spare_bytes"] == 0 and pool.stats()["mapped_bytes"] == 6 << 20
+    pool.deallocate(p, 6 << 20)
+    pool.trim_to(0)
+    assert pool.release_spares() == 6 << 20
+    assert pool.stats()["held_bytes"] == 0
+    pool.check_invariants()
+
+
 def test_vmm_pool_single_handle_allocations_export_and_import(host):
     pool = gpumem.VmmPoolMemoryResource(reserve_bytes=64 << 20, runtime=host)
     p = pool.allocate_single_handle(3 << 20)

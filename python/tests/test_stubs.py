@@ -126,3 +126,9 @@ def test_the_vmm_pool_defaults_come_from_the_options():
     assert sig["busy_growth_percent"] == 12
     assert sig["growth_percent"] == 0
     assert sig["keep_offload_staging"] is False
+
+
+def test_the_region_defaults_come_from_the_region_options():
+    # Regions keep their offload staging (C++ vmm_region_resource::default_options), unlike pools.
+    sig = bound_signatures(gpumem.VmmRegionMemoryResource.__init__, "__init__")[0]
+    assert sig["keep_offload_staging"] is True

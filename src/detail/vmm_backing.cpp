@@ -56,7 +56,8 @@ vmm_backing::vmm_backing(runtime& rt, mr::vmm_pool_options const& options)
       granularity_{rt.vmm_granularity(device_)},
       reserved_{},
       growth_percent_{options.growth_percent},
-      busy_growth_percent_{options.busy_growth_percent}
+      busy_growth_percent_{options.busy_growth_percent},
+      spares_{rt, options.spare_bytes}
 {
   peers_        = validated_peers(rt, device_, options.peer_devices, options.all_peers);
   handle_bytes_ = options.handle_bytes;
@@ -91,6 +92,7 @@ vmm_backing::~vmm_backing()
     runtime_->vmm_unmap(at, m.bytes);
     runtime_->vmm_release(m.handle);
   }
+  spares_.release_all();
   runtime_->vmm_unreserve(base_, reserved_);
   staged_ = false;
   release_staging();
@@ -183,12 +185,47 @@ std::vector<vmm_backing::piece> vmm_backing::fill(target& t, std::vector<piece> 
       remaining = 0;
     }
   }
+  if (remaining > 0) { take_spares(t, remaining, chosen); }
   if (remaining > 0) {
+    spares_.release_all();  // none left can serve this growth: they make way for new memory
     auto const extra = std::min(t.room, growth);
     grow(extra);
-    create_pieces(remaining + extra, chosen);
+    try {
+      create_pieces(remaining + extra, chosen);
+    } catch (...) {  // the spares taken stay spares
+      std::vector<vmm_spares::spare> taken;
+      for (auto const& p : chosen) {
+        if (p.spare) { taken.push_back({p.handle, p.bytes}); }
+      }
+      spares_.put_back(taken);
+      throw;
+    }
   }
   return chosen;
+}
+
+// Spares before new handles: mapping one costs no cuMemCreate. The last one may be larger than
+// what is left, where the range has room for it (the target grows).
+void vmm_backing::take_spares(target& t, std::size_t& remaining, std::vector<piece>& out)
+{
+  auto const taken = spares_.take(remaining, t.room);
+  try {
+    out.reserve(out.size() + taken.size());
+  } catch (...) {
+    spares_.put_back(taken);
+    throw;
+  }
+  for (auto const& s : taken) {
+    if (s.bytes > remaining) {
+      auto const extra = s.bytes - remaining;
+      t.bytes += extra;
+      t.room -= extra;
+      if (t.downward) { t.at -= extra; }
+      remaining = s.bytes;
+    }
+    remaining -= s.bytes;
+    out.push_back({s.handle, s.bytes, nullptr, {}, true});
+  }
 }
 
 // New memory as handles of at most handle_bytes_: a freed range can later be moved handle by
@@ -209,7 +246,7 @@ void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
   }
 }
 
-void vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool may_move)
+free_block vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool may_move)
 {
   GPUMEM_EXPECTS(!paused_, logic_error,
                  format("vmm_pool_memory_resource: cannot grow by ", bytes_str(n),
@@ -223,7 +260,15 @@ void vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool may_mov
   } catch (out_of_memory const& e) {
     GPUMEM_FAIL(out_of_memory, format(e.what(), "; ", describe()));
   }
+  auto const lo = idle.ending_at(t.at).size;  // the free neighbours the mapping joins: no donor
+  auto const hi = idle.starting_at(t.at + t.bytes).size;  // is taken from them (idle_handles)
   execute(idle, t, pieces);
+  return {t.at - lo, lo + t.bytes + hi, idle_chunk_};
+}
+
+char* vmm_backing::place(free_block const& block, std::size_t n) const noexcept
+{
+  return unmapped_.contains(block.end()) ? block.ptr : block.end() - n;
 }
 
 void vmm_backing::take_out(coalescing_free_list& idle, std::vector<piece> const& pieces)
@@ -310,6 +355,13 @@ void vmm_backing::unmap_donor(piece const& p) noexcept
   add_unmapped(p.from, p.bytes);
 }
 
+// Unmaps a free handle and keeps it as a spare, or releases it when the spares are full.
+void vmm_backing::retire(piece const& p) noexcept
+{
+  unmap_donor(p);
+  spares_.offer(p.handle, p.bytes);
+}
+
 void vmm_backing::map_at(char* at, piece const& p)
 {
   runtime_->vmm_map(at, p.bytes, p.handle);
@@ -378,7 +430,7 @@ std::size_t vmm_backing::release_idle(coalescing_free_list& idle,
     take_out(idle, gone);
     for (auto const& g : gone) {
       note(vmm_mapping_cause::trim, false, g.from, g.bytes, {g.handle});
-      unmap_range(g.from, g.bytes);
+      retire(g);
     }
     return released;
   } catch (...) {  // host memory exhausted while planning: nothing was changed
@@ -415,6 +467,13 @@ void vmm_backing::check(std::vector<free_block> const& blocks) const
   if (!paused_ && absent_count_ != 0) { fail("mappings without memory while not paused"); }
   if (staged_ && (!paused_ || staging_ == nullptr)) {
     fail("offloaded contents without a pause or without a staging buffer");
+  }
+  spares_.check();
+  if (paused_ && spares_.count() != 0) { fail("spare handles kept while paused"); }
+  for (auto const& [at, m] : mapped_) {
+    if (m.present && spares_.holds(m.handle)) {
+      fail(format("the mapping at ", static_cast<void*>(at), " is also a spare handle"));
+    }
   }
   // Mappings and unmapped ranges tile the reservation; unmapped ranges are coalesced.
   char* at     = base_;

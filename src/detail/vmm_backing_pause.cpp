@@ -32,11 +32,13 @@ void vmm_backing::pause(bool offload, cudaStream_t stream)
       m.staged = offset;
       offset += m.bytes;
     }
+    spares_.release_all();  // a pause gives back everything
     paused_ = true;
     staged_ = true;
     offload_all(order, stream);
     return;
   }
+  spares_.release_all();
   paused_ = true;
   for (auto const& c : order) { give_back(c); }
 }

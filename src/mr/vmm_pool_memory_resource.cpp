@@ -42,23 +42,34 @@ detail::free_block vmm_pool_memory_resource::grow_in_place(detail::coalescing_fr
     ~queue_on_exit() { self->queue_events(); }
   } const queue{this};
   if (!may_move) {  // new memory only; out_of_memory lets the caller settle and move
-    backing_.extend(idle, size, false);
-    return idle.take(size);
+    return take_grown(idle, backing_.extend(idle, size, false), size);
   }
+  detail::free_block grown;
   try {
-    backing_.extend(idle, size);
+    grown = backing_.extend(idle, size);
   } catch (out_of_memory const&) {  // give back every free granule, then try once more
     backing_.release_idle(idle, 0);
+    backing_.release_spares();
     singles_.release_passed(false);
     try {
-      backing_.extend(idle, size);
+      grown = backing_.extend(idle, size);
     } catch (out_of_memory const& e) {
       fail(idle, size, e.what());
     }
   }
-  auto const block = idle.take(size);  // extend() made room for it
+  auto const block = take_grown(idle, grown, size);
   apply_threshold(idle);
   return block;
+}
+
+// The request's block out of the free block a growth made (see vmm_backing::place).
+detail::free_block vmm_pool_memory_resource::take_grown(detail::coalescing_free_list& idle,
+                                                        detail::free_block const& grown,
+                                                        std::size_t size)
+{
+  char* const at = backing_.place(grown, size);
+  idle.carve(grown, at, size);
+  return {at, size, grown.chunk};
 }
 
 void vmm_pool_memory_resource::apply_threshold(detail::coalescing_free_list& idle) noexcept
@@ -104,8 +115,16 @@ void* vmm_pool_memory_resource::allocate_single_handle(std::size_t bytes, cuda_s
     return singles_.allocate(bytes);
   } catch (out_of_memory const&) {  // the pool's free memory may be what is missing
     trim_to(0);                     // (also releases the single handles freed meanwhile)
+    release_spares();
     return singles_.allocate(bytes);
   }
+}
+
+std::size_t vmm_pool_memory_resource::release_spares() noexcept
+{
+  std::size_t released{};
+  under_grow_lock([&] { released = backing_.release_spares(); });
+  return released;
 }
 
 vmm_export vmm_pool_memory_resource::export_single_handle(void const* ptr) const
@@ -199,6 +218,7 @@ bool vmm_pool_memory_resource::pause(pause_mode mode)
   auto const start  = std::chrono::steady_clock::now();
   auto const serial = enter_transition("pause");
   if (state_.load() != pause_state::active) { return false; }
+  trim_to(0);           // free memory goes back for good: resume maps only what holds allocations
   frozen_.store(true);  // from now on, no growth changes the layout
   bool done = false;
   struct thaw_on_failure {
@@ -284,6 +304,9 @@ vmm_pool_stats vmm_pool_memory_resource::stats() const
     s.paused_bytes   = backing_.mapped_bytes() - backing_.physical_bytes();
     s.reserved_bytes = backing_.range().size;
     s.handles        = backing_.handle_count();
+    s.spare_bytes    = backing_.spare_bytes();
+    s.spare_handles  = backing_.spare_count();
+    s.held_bytes     = s.mapped_bytes + s.spare_bytes;
     s.staging_bytes  = backing_.staging_bytes();
     s.state          = state_.load();
   });

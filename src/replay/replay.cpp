@@ -255,6 +255,7 @@ void replayer::start()
   held_                 = held_now();
   result_.held_at_start = held_;
   meter_->reset_peak();
+  if (meter_->counts_driver_calls()) { calls_at_start_ = meter_->driver_calls(); }
   if (footprint_ == nullptr) {
     history_.start(meter_->chunks());
     meter_->observe(&history_);
@@ -282,6 +283,7 @@ replay_layout replayer::take_layout()
 
 replay_result replayer::finish()
 {
+  if (calls_at_start_) { result_.driver_calls = meter_->driver_calls() - *calls_at_start_; }
   timeline_.finish();  // the last, partial span
   result_.timeline.reserve(timeline_.samples().size());
   for (auto const& [event, live, held] : timeline_.samples()) {

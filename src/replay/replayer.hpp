@@ -113,6 +113,7 @@ class replayer {
   bool time_calls_{footprint_ != nullptr || options_.threads};
   double call_seconds_{};
   replay_result result_;
+  std::optional<driver_call_counts> calls_at_start_;  ///< when the meter counts driver calls
 };
 
 }  // namespace gpumem::trace

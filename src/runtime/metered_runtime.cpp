@@ -2,6 +2,7 @@
 #include <gpumem/runtime/metered_runtime.hpp>
 
 #include <algorithm>
+#include <chrono>
 
 namespace gpumem::trace {
 
@@ -35,9 +36,48 @@ void metered_runtime::observe(chunk_observer* observer)
   observer_ = observer;
 }
 
+namespace {
+
+std::uint64_t now_ns() noexcept
+{
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+}  // namespace
+
+metered_runtime::call_scope::call_scope(metered_runtime& m, driver_call k) noexcept
+    : meter_{m.counts_driver_calls() ? &m : nullptr}, kind_{k}
+{
+  if (meter_ != nullptr) { start_ = now_ns(); }
+}
+
+metered_runtime::call_scope::~call_scope()
+{
+  if (meter_ == nullptr) { return; }
+  auto const i = static_cast<std::size_t>(kind_);
+  meter_->calls_[i].fetch_add(1, std::memory_order_relaxed);
+  meter_->nanoseconds_[i].fetch_add(now_ns() - start_, std::memory_order_relaxed);
+}
+
+driver_call_counts metered_runtime::driver_calls() const noexcept
+{
+  driver_call_counts c;
+  for (std::size_t i = 0; i < driver_call_kinds; ++i) {
+    c.of[i] = {calls_[i].load(std::memory_order_relaxed),
+               nanoseconds_[i].load(std::memory_order_relaxed)};
+  }
+  return c;
+}
+
 void* metered_runtime::allocate(gpumem::memory_kind kind, std::size_t bytes)
 {
-  void* p = inner().allocate(kind, bytes);
+  void* p = nullptr;
+  {
+    call_scope const call{*this, driver_call::malloc};
+    p = inner().allocate(kind, bytes);
+  }
   std::lock_guard lock{mutex_};
   add_chunk(reinterpret_cast<std::uintptr_t>(p), bytes);
   held_.store(held_.load() + bytes);
@@ -61,7 +101,11 @@ void metered_runtime::remove_chunk(std::uintptr_t address) noexcept
 
 gpumem::vmm_handle metered_runtime::vmm_create(std::size_t bytes, int device, bool shareable)
 {
-  auto const handle = inner().vmm_create(bytes, device, shareable);
+  gpumem::vmm_handle handle{};
+  {
+    call_scope const call{*this, driver_call::create};
+    handle = inner().vmm_create(bytes, device, shareable);
+  }
   std::lock_guard lock{mutex_};
   handles_.emplace(handle, bytes);
   held_.store(held_.load() + bytes);
@@ -78,12 +122,16 @@ void metered_runtime::vmm_release(gpumem::vmm_handle handle) noexcept
       handles_.erase(it);
     }
   }
+  call_scope const call{*this, driver_call::release};
   inner().vmm_release(handle);
 }
 
 void metered_runtime::vmm_map(void* ptr, std::size_t bytes, gpumem::vmm_handle handle)
 {
-  inner().vmm_map(ptr, bytes, handle);
+  {
+    call_scope const call{*this, driver_call::map};
+    inner().vmm_map(ptr, bytes, handle);
+  }
   maps_.store(true, std::memory_order_relaxed);
   std::lock_guard lock{mutex_};
   add_chunk(reinterpret_cast<std::uintptr_t>(ptr), bytes);
@@ -95,6 +143,7 @@ void metered_runtime::vmm_unmap(void* ptr, std::size_t bytes) noexcept
     std::lock_guard lock{mutex_};
     remove_chunk(reinterpret_cast<std::uintptr_t>(ptr));
   }
+  call_scope const call{*this, driver_call::unmap};
   inner().vmm_unmap(ptr, bytes);
 }
 
@@ -108,7 +157,121 @@ void metered_runtime::free(gpumem::memory_kind kind, void* ptr) noexcept
       remove_chunk(it->first);
     }
   }
+  call_scope const call{*this, driver_call::free};
   inner().free(kind, ptr);
+}
+
+// -- counted only ---------------------------------------------------------------------------------
+
+bool metered_runtime::vmm_unmap_run(void* ptr, std::size_t bytes) noexcept
+{
+  call_scope const call{*this, driver_call::unmap};
+  return inner().vmm_unmap_run(ptr, bytes);
+}
+
+void metered_runtime::vmm_set_access(void* ptr, std::size_t bytes, int device)
+{
+  call_scope const call{*this, driver_call::set_access};
+  inner().vmm_set_access(ptr, bytes, device);
+}
+
+void* metered_runtime::vmm_reserve(std::size_t bytes, std::size_t alignment)
+{
+  call_scope const call{*this, driver_call::other};
+  return inner().vmm_reserve(bytes, alignment);
+}
+
+void metered_runtime::vmm_unreserve(void* base, std::size_t bytes) noexcept
+{
+  call_scope const call{*this, driver_call::other};
+  inner().vmm_unreserve(base, bytes);
+}
+
+std::size_t metered_runtime::vmm_granularity(int device)
+{
+  call_scope const call{*this, driver_call::other};
+  return inner().vmm_granularity(device);
+}
+
+cudaError_t metered_runtime::malloc_from_pool_async(void** ptr, std::size_t bytes,
+                                                    cudaMemPool_t pool,
+                                                    cudaStream_t stream) noexcept
+{
+  call_scope const call{*this, driver_call::alloc_async};
+  return inner().malloc_from_pool_async(ptr, bytes, pool, stream);
+}
+
+cudaError_t metered_runtime::free_async(void* ptr, cudaStream_t stream) noexcept
+{
+  call_scope const call{*this, driver_call::free_async};
+  return inner().free_async(ptr, stream);
+}
+
+cudaError_t metered_runtime::mem_pool_trim_to(cudaMemPool_t pool, std::size_t keep) noexcept
+{
+  call_scope const call{*this, driver_call::other};
+  return inner().mem_pool_trim_to(pool, keep);
+}
+
+cudaEvent_t metered_runtime::event_create()
+{
+  call_scope const call{*this, driver_call::other};
+  return inner().event_create();
+}
+
+void metered_runtime::event_destroy(cudaEvent_t event) noexcept
+{
+  call_scope const call{*this, driver_call::other};
+  inner().event_destroy(event);
+}
+
+void metered_runtime::event_record(cudaEvent_t event, cudaStream_t stream)
+{
+  call_scope const call{*this, driver_call::event_record};
+  inner().event_record(event, stream);
+}
+
+bool metered_runtime::event_query(cudaEvent_t event)
+{
+  call_scope const call{*this, driver_call::event_query};
+  return inner().event_query(event);
+}
+
+void metered_runtime::event_synchronize(cudaEvent_t event)
+{
+  call_scope const call{*this, driver_call::event_synchronize};
+  inner().event_synchronize(event);
+}
+
+void metered_runtime::stream_wait_event(cudaStream_t stream, cudaEvent_t event)
+{
+  call_scope const call{*this, driver_call::stream_wait};
+  inner().stream_wait_event(stream, event);
+}
+
+void metered_runtime::stream_synchronize(cudaStream_t stream)
+{
+  call_scope const call{*this, driver_call::stream_synchronize};
+  inner().stream_synchronize(stream);
+}
+
+void metered_runtime::device_synchronize()
+{
+  call_scope const call{*this, driver_call::device_synchronize};
+  inner().device_synchronize();
+}
+
+void metered_runtime::memcpy_async(void* dst, void const* src, std::size_t bytes,
+                                   cudaStream_t stream)
+{
+  call_scope const call{*this, driver_call::other};
+  inner().memcpy_async(dst, src, bytes, stream);
+}
+
+void metered_runtime::memset_async(void* dst, int value, std::size_t bytes, cudaStream_t stream)
+{
+  call_scope const call{*this, driver_call::other};
+  inner().memset_async(dst, value, bytes, stream);
 }
 
 }  // namespace gpumem::trace

@@ -57,6 +57,8 @@ std::vector<factory_entry> leaves()
          "largest physical handle, or none for one per growth"},
         {"release_threshold", size_or_none(vmm.release_threshold_bytes, SIZE_MAX),
          "free bytes kept mapped at a growth, or none for all"},
+        {"spares", size_to_string(vmm.spare_bytes),
+         "physical handles kept, unmapped, after a trim for the next growth (0: none)"},
         {"peers", vmm.all_peers ? "all" : "none",
          "other devices given access: all (every peer-capable one) or none"}},
        false,
@@ -84,6 +86,7 @@ std::vector<factory_entry> leaves()
          o.growth_percent          = percent("growth");
          o.busy_growth_percent     = percent("busy_growth");
          o.release_threshold_bytes = bytes_or("release_threshold", SIZE_MAX, 0);
+         o.spare_bytes             = a.bytes("spares", 0, most_device_bytes);
          return std::make_unique<mr::vmm_pool_memory_resource>(o, *c.runtime);
        },
        "vmm_pool"});

@@ -346,10 +346,11 @@ class workload {
     if (pool == nullptr || be_.faults().refused() != 0) { return; }
     auto const mine = pool->stats();
     auto const real = be_.host().vmm_state();
-    if (real.handles != mine.handles + mine.single_handle_allocations ||
-        real.physical_bytes != mine.mapped_bytes + mine.single_handle_bytes) {
+    if (real.handles != mine.handles + mine.spare_handles + mine.single_handle_allocations ||
+        real.physical_bytes != mine.held_bytes + mine.single_handle_bytes) {
       problem(detail::format("the pool maps ", mine.mapped_bytes, " bytes in ", mine.handles,
-                             " handles (and ", mine.single_handle_allocations,
+                             " handles (and keeps ", mine.spare_handles, " spare handles of ",
+                             mine.spare_bytes, " bytes and ", mine.single_handle_allocations,
                              " single handles) but the runtime holds ", real.handles,
                              " handles of ", real.physical_bytes, " bytes"));
     }

@@ -685,5 +685,53 @@ TEST(Replay, GoldenCachingBinsAreInternal)
   EXPECT_EQ(r.at_peak.free_bytes, 0U);
 }
 
+// --driver-calls: the replay reports the driver calls the stack made, by kind, and they are the
+// calls the simulated device saw in that replay.
+TEST(Replay, DriverCallsOfAReplayAreTheCallsTheDeviceSaw)
+{
+  std::string body;
+  for (int i = 0; i < 40; ++i) {  // growing blocks, every other one freed: growths and moves
+    body += "0," + std::to_string(2 * i + 1) + ",allocate,0x" + std::to_string(100 + i) + "," +
+            std::to_string((i % 7 + 1) * 3 * MiB) + ",0\n";
+    if (i % 2 == 1) {
+      body += "0," + std::to_string(2 * i + 2) + ",free,0x" + std::to_string(99 + i) + "," +
+              std::to_string(((i - 1) % 7 + 1) * 3 * MiB) + ",0\n";
+    }
+  }
+  temp_trace const t{body};
+  auto const profile = profile_trace(t.path);
+  simulated s;
+  auto stack        = spec::build("vmm_pool:handle=4MiB", s.meter, true);
+  auto const silent = replay(profile, stack, s.meter);
+  EXPECT_FALSE(silent.driver_calls) << "counted only when asked";
+
+  simulated cold;
+  auto fresh = spec::build("vmm_pool:handle=4MiB", cold.meter, true);
+  cold.meter.count_driver_calls(true);
+  auto const before = cold.rt.calls();
+  auto const r      = replay(profile, fresh, cold.meter);
+  auto const after  = cold.rt.calls();
+  ASSERT_TRUE(r.driver_calls);
+  auto const& c = *r.driver_calls;
+  EXPECT_GT(c[driver_call::create].calls, 0U);
+  EXPECT_GT(c[driver_call::map].calls, 0U);
+  EXPECT_GT(c[driver_call::set_access].calls, 0U);
+  EXPECT_EQ(c[driver_call::create].calls, after.vmm_create - before.vmm_create);
+  EXPECT_EQ(c[driver_call::map].calls, after.vmm_map - before.vmm_map);
+  EXPECT_EQ(c[driver_call::unmap].calls, after.vmm_unmap - before.vmm_unmap);
+  EXPECT_EQ(c[driver_call::release].calls, after.vmm_release - before.vmm_release);
+  EXPECT_EQ(c[driver_call::event_record].calls, after.event_record - before.event_record);
+  EXPECT_EQ(c[driver_call::event_query].calls, after.event_query - before.event_query);
+  EXPECT_EQ(c[driver_call::event_synchronize].calls + c[driver_call::stream_synchronize].calls +
+                c[driver_call::device_synchronize].calls,
+            after.synchronize - before.synchronize);
+  EXPECT_GT(c[driver_call::create].nanoseconds, 0U);
+  EXPECT_EQ(c.total_calls(), [&] {
+    std::uint64_t n{};
+    for (auto const& k : c.of) { n += k.calls; }
+    return n;
+  }());
+}
+
 }  // namespace
 }  // namespace gpumem::trace

@@ -214,7 +214,7 @@ TEST_F(vmm_pool_test, BeforeFailingItReleasesEveryFreeGranule)
 
 TEST_F(vmm_pool_test, ReleaseThresholdGivesFreeGranulesBackAtAGrowth)
 {
-  auto pool                 = make({.release_threshold_bytes = 0});
+  auto pool = make({.release_threshold_bytes = 0, .spare_bytes = 0});  // released, not kept
   std::size_t const sizes[] = {8 * MiB, 2 * MiB, 8 * MiB, 2 * MiB, 4 * MiB};
   void* p[5];
   for (int i = 0; i < 5; ++i) { p[i] = pool.allocate(sizes[i], a); }
@@ -240,6 +240,9 @@ TEST_F(vmm_pool_test, TrimToReleasesFreeGranulesAfterTheStreamsPassedTheFrees)
   pool.deallocate(q, 8 * MiB, b);
   EXPECT_EQ(pool.trim_to(0), 16 * MiB);
   EXPECT_EQ(rt.completed(a), rt.enqueued(a)) << "unmapped only behind a synchronization";
+  EXPECT_EQ(rt.vmm_state().mapped_bytes, 0U);
+  EXPECT_EQ(rt.vmm_state().physical_bytes, 16 * MiB) << "kept as spare handles";
+  EXPECT_EQ(pool.release_spares(), 16 * MiB);
   EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
   EXPECT_EQ(pool.pool_size(), 0U);
   check(pool);

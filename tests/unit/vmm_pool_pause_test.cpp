@@ -237,6 +237,52 @@ TEST_F(vmm_pool_pause, FreesWhilePausedAreBookkeepingOnly)
   check(pool);
 }
 
+TEST_F(vmm_pool_pause, APauseGivesFreeHandlesBackForGoodAndResumeMapsOnlyTheOthers)
+{
+  auto pool  = make();
+  void* gone = pool.allocate(12 * MiB, a);  // three whole handles, freed before the pause
+  auto live  = populate(pool);
+  pool.deallocate(gone, 12 * MiB, a);
+  auto const before = pool.stats();
+  ASSERT_TRUE(pool.pause(pause_mode::offload));
+  auto const paused = pool.stats();
+  EXPECT_LE(paused.paused_bytes + 12 * MiB, before.mapped_bytes);  // not offloaded, not kept
+  EXPECT_LE(paused.staging_bytes + 12 * MiB, before.mapped_bytes);
+  ASSERT_TRUE(pool.resume());
+  expect_intact(live);
+  EXPECT_EQ(pool.stats().mapped_bytes, paused.paused_bytes);
+  EXPECT_EQ(rt.vmm_state().physical_bytes, paused.paused_bytes);
+  check(pool);
+  release(pool, live);
+  check(pool);
+}
+
+TEST_F(vmm_pool_pause, WeightsReplacedBySlightlyLargerOnesStrandNothingAcrossAPause)
+{
+  // An engine loads N weights, loads N slightly larger replacements, frees the originals, sleeps
+  // and wakes: once the originals are gone, what the pool holds stays within 5 % of what is live.
+  auto pool               = make();
+  constexpr std::size_t n = 8;
+  std::vector<block> originals;
+  std::vector<block> replacements;
+  for (std::size_t i = 0; i < n; ++i) { originals.push_back({pool.allocate(4 * MiB, a), 4 * MiB}); }
+  for (std::size_t i = 0; i < n; ++i) {
+    replacements.push_back({pool.allocate(4 * MiB + 64 * 1024, a), 4 * MiB + 64 * 1024});
+    fill(replacements.back().p, replacements.back().n, static_cast<unsigned>(i + 1));
+  }
+  release(pool, originals);
+  std::size_t const live = n * (4 * MiB + 64 * 1024);
+  ASSERT_TRUE(pool.pause(pause_mode::offload));
+  EXPECT_LE(static_cast<double>(pool.stats().paused_bytes), 1.05 * static_cast<double>(live));
+  EXPECT_EQ(rt.vmm_state().physical_bytes, 0U);
+  ASSERT_TRUE(pool.resume());
+  expect_intact(replacements);
+  EXPECT_LE(static_cast<double>(rt.vmm_state().physical_bytes), 1.05 * static_cast<double>(live));
+  check(pool);
+  release(pool, replacements);
+  check(pool);
+}
+
 TEST_F(vmm_pool_pause, NoPinnedMemoryForTheOffloadChangesNothing)
 {
   auto pool = make();

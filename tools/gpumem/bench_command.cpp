@@ -8,6 +8,7 @@
 #include "replay_command.hpp"
 #include "report.hpp"
 #include "sampling_profile.hpp"
+#include "torch_peer.hpp"
 
 #include <gpumem/spec/resource_factory.hpp>
 
@@ -44,6 +45,7 @@ struct bench_table {
   std::map<std::string, std::map<std::string, std::string>> cells;  ///< row -> resource -> text
   std::map<std::string, std::map<std::string, double>> values;      ///< for JSON
   std::vector<std::string> notes;  ///< counters of counting layers, one line per row and stack
+  std::vector<std::string> peer_columns;  ///< columns after the stacks (peers in a child process)
 };
 
 struct bench_context {
@@ -348,9 +350,47 @@ bench_table threads_workload(bench_context const& c)
   return t;
 }
 
+/// PyTorch's allocator, default and with expandable segments, beside the stacks (on a GPU, or when
+/// a peer script is named): a column each; a peer that cannot run says why once, in the notes.
+void add_torch_peers(bench_context const& c, bench_table& t, std::vector<std::string> const& traces)
+{
+  for (bool expandable : {false, true}) {
+    std::string const name = torch_peer_name(expandable);
+    if (c.simulated && !torch_peer_overridden()) {
+      t.notes.push_back(name + ": skipped: it needs a GPU (this run is on the simulated device)");
+      continue;
+    }
+    t.peer_columns.push_back(name);
+    std::string skipped;
+    std::size_t done = 0;
+    for (auto const& path : traces) {
+      auto const row = std::filesystem::path{path}.filename().string();
+      c.bar.update("replay " + row + " " + name, 0, 1);
+      auto const o = run_torch_peer(path, expandable);
+      if (!o.result) {
+        skipped = o.skipped;
+        break;  // the same reason holds for every trace
+      }
+      auto const& r = *o.result;
+      put(t, row, name, r.cold_ns_per_event, 0);
+      t.cells[row][name] = fmt(r.cold_ns_per_event) + " / " + fmt(r.warm_ns_per_event) + " / " +
+                           fmt(r.used_over_live, 3);
+      t.values[row][name + ":warm_ns"]         = r.warm_ns_per_event;
+      t.values[row][name + ":footprint_ratio"] = r.used_over_live;
+      ++done;
+    }
+    if (!skipped.empty()) {
+      if (done == 0) { std::erase(t.peer_columns, name); }
+      t.notes.push_back(name + ": skipped: " + skipped);
+    }
+  }
+}
+
 bench_table replay_workload(bench_context const& c)
 {
-  bench_table t{"replay: cold ns/event / warm ns/event / peak held / peak live"};
+  bench_table t{
+      "replay: cold ns/event / warm ns/event / peak held / peak live (PyTorch peers: peak device "
+      "used, read after every allocation, / peak live)"};
   auto traces = c.options.traces.empty() ? bundled_traces() : c.options.traces;
   for (auto const& path : traces) {
     auto const profile = trace::profile_trace(path);
@@ -373,6 +413,7 @@ bench_table replay_workload(bench_context const& c)
       t.values[row][s + ":footprint_ratio"] = ratio;
     });
   }
+  add_torch_peers(c, t, traces);
   return t;
 }
 
@@ -382,12 +423,14 @@ void print_text(std::vector<bench_table> const& tables, bench_context const& c)
     std::cout << "\n" << t.title << "\n";
     std::size_t w0 = 14;
     for (auto const& r : t.rows) { w0 = std::max(w0, r.size() + 2); }
+    auto columns = c.specs;
+    columns.insert(columns.end(), t.peer_columns.begin(), t.peer_columns.end());
     std::cout << std::string(w0, ' ');
-    for (auto const& s : c.specs) { std::cout << " | " << s; }
+    for (auto const& s : columns) { std::cout << " | " << s; }
     std::cout << "\n";
     for (auto const& r : t.rows) {
       std::cout << r << std::string(w0 - r.size(), ' ');
-      for (auto const& s : c.specs) {
+      for (auto const& s : columns) {
         auto it   = t.cells.at(r).find(s);
         auto cell = it == t.cells.at(r).end() ? std::string{"-"} : it->second;
         std::cout << " | " << std::string(s.size() > cell.size() ? s.size() - cell.size() : 0, ' ')
@@ -426,6 +469,7 @@ void print_json(std::vector<bench_table> const& tables, std::string const& devic
       w.end_object();
     }
     w.end_object();
+    if (!t.notes.empty()) { w.member("notes", t.notes); }
     w.end_object();
   }
   w.end_array();

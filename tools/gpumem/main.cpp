@@ -191,6 +191,10 @@ void command_line::define_replay_options(CLI::App& app, replay_command_options& 
       ->type_name("N")
       ->transform(count_between(1, 100));
   app.add_flag("--no-progress{false}", o.progress, "no progress bar on stderr");
+  app.add_flag("--driver-calls", o.driver_calls,
+               "also count and time each stack's calls into CUDA (creates, maps,\n"
+               "access grants, unmaps, releases, synchronizations, ...) in its\n"
+               "first replay, which starts cold (a fresh stack)");
 }
 
 /// --list-resources: a listing instead of a run, so it goes alone.

@@ -104,7 +104,8 @@ resource_run run_one(trace_run& tr, std::string const& path, std::string const& 
       return run;
     }
     bool const profiling = !tr.profile.compact;
-    auto result          = replay_once(tr, path, stack, dev, options, bar);
+    dev.meter().count_driver_calls(options.driver_calls && first);  // the cold pass only
+    auto result = replay_once(tr, path, stack, dev, options, bar);
     dev.synchronize();
     if (!profiling) { run.seconds.push_back(result.seconds); }
     if (!first) { continue; }

@@ -25,6 +25,8 @@ struct replay_command_options {
   std::string report_dir;  ///< empty: no report folder
   bool progress{true};
   std::size_t repeats{5};  ///< replays of each stack timed (the figures come from the first)
+  /// Count and time the driver calls of each stack's first (cold) replay.
+  bool driver_calls{};
 };
 
 /// One resource over one trace: the result, or why it could not run.

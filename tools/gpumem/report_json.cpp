@@ -326,6 +326,19 @@ void write_run(json_writer& w, resource_run const& r, trace::trace_profile const
     for (auto const& [name, value] : r.counters) { w.member(name, six_digits(value)); }
     w.end_object();
   }
+  if (res.driver_calls) {
+    w.key("driver_calls");  // the cold replay's calls into CUDA, by kind
+    w.begin_object();
+    for (std::size_t i = 0; i < trace::driver_call_kinds; ++i) {
+      auto const& k = res.driver_calls->of[i];
+      w.key(std::string{to_string(static_cast<trace::driver_call>(i))});
+      w.begin_object();
+      w.member("calls", k.calls);
+      w.member("seconds", six_digits(static_cast<double>(k.nanoseconds) * 1e-9));
+      w.end_object();
+    }
+    w.end_object();
+  }
   write_figures(w, figures);
   if (timelines) {
     write_granted(w, r);

@@ -97,6 +97,9 @@ void write_row(std::ostream& out, resource_run const& r, trace::trace_profile co
   if (r.result.failure) { out << " OUT OF MEMORY at line " << r.result.failure->line; }
   out << "\n";
   if (!r.counters.empty()) { out << "    " << describe_counters(r.counters) << "\n"; }
+  if (r.result.driver_calls) {
+    out << "    CUDA calls, cold: " << describe_driver_calls(*r.result.driver_calls) << "\n";
+  }
   if (auto const why = reservation_of(r, p)) { out << "    reservation: " << why->note << "\n"; }
 }
 
@@ -172,6 +175,19 @@ void write_failure(std::ostream& out, resource_run const& r)
 }
 
 }  // namespace
+
+std::string describe_driver_calls(trace::driver_call_counts const& c)
+{
+  std::string s;
+  for (std::size_t i = 0; i < trace::driver_call_kinds; ++i) {
+    auto const& k = c.of[i];
+    if (k.calls == 0) { continue; }
+    s += (s.empty() ? "" : ", ") + std::string{to_string(static_cast<trace::driver_call>(i))} +
+         " " + std::to_string(k.calls) + " (" +
+         fixed(static_cast<double>(k.nanoseconds) * 1e-6, 3) + " ms)";
+  }
+  return s.empty() ? "none" : s;
+}
 
 std::string describe_counters(std::vector<std::pair<std::string, double>> const& c)
 {

@@ -11,9 +11,13 @@
 //                     handles taken from free holes elsewhere (unmapped there, mapped here: address
 //                     fragmentation never costs physical memory), and only then with a new handle
 //                     (plus growth_percent of what is mapped, to amortize the driver calls);
-//                     without may_move, only with new handles (plus busy_growth_percent).
-//   release_idle(idle, keep)  unmaps and releases handles lying wholly in idle free blocks, largest
-//                     first, until at most `keep` bytes are mapped (trim, release threshold, OOM).
+//                     without may_move, only with spares and new handles (plus
+//                     busy_growth_percent). Spare handles (below) are mapped before any new one is
+//                     created; a growth that still creates releases the spares it could not use.
+//   release_idle(idle, keep)  unmaps handles lying wholly in idle free blocks, largest first,
+//                     until at most `keep` bytes are mapped (trim, release threshold, OOM), and
+//                     keeps them as spares up to spare_bytes (the rest is released).
+//   release_spares()  releases the spare handles (pause, out of memory, destruction, on request).
 // Every driver call that may fail comes after the new idle list is built, and a failure unwinds:
 // the idle list and the tiling always agree with what is really mapped.
 //   pause(offload, stream)  gives every mapping's physical memory back (offload: its bytes copied
@@ -32,12 +36,14 @@
 //   absent_bytes_ / absent_count_ == sum / count of absent mappings; !paused_ => none absent;
 //   staged_ => paused_ and the staging buffer holds every mapping (staging_bytes_ >=
 //   mapped_bytes_).
+//   spares: their own (vmm_spares::check); no spare handle is mapped; paused_ => no spares.
 // Thread safety: none (the pool calls it under its grow lock).
 #pragma once
 
 #include <gpumem/detail/coalescing_free_list.hpp>
 #include <gpumem/detail/free_block.hpp>
 #include <gpumem/detail/runtime.hpp>
+#include <gpumem/detail/vmm_spares.hpp>
 #include <gpumem/mr/vmm_mapping_event.hpp>
 #include <gpumem/mr/vmm_pool_options.hpp>
 
@@ -52,9 +58,9 @@ class vmm_backing {
  public:
   /// Queries the granularity (cuda_error when the device has no virtual memory management) and
   /// reserves the range. Reads the pool's options whole: reserve_bytes, granularity_bytes,
-  /// growth_percent, busy_growth_percent, handle_bytes, device, peer_devices and all_peers (the
-  /// others are the pool's). Throws logic_error for a granularity that is not a multiple of the
-  /// device's, out_of_memory when the address space cannot be reserved.
+  /// growth_percent, busy_growth_percent, handle_bytes, spare_bytes, device, peer_devices and
+  /// all_peers (the others are the pool's). Throws logic_error for a granularity that is not a
+  /// multiple of the device's, out_of_memory when the address space cannot be reserved.
   vmm_backing(runtime& rt, mr::vmm_pool_options const& options);
   vmm_backing(vmm_backing const&)            = delete;
   vmm_backing& operator=(vmm_backing const&) = delete;
@@ -76,12 +82,23 @@ class vmm_backing {
   [[nodiscard]] std::size_t handle_count() const noexcept { return mapped_.size() - absent_count_; }
   [[nodiscard]] std::size_t unmapped_bytes() const noexcept { return reserved_ - mapped_bytes_; }
   [[nodiscard]] std::size_t largest_unmapped() const noexcept;
+  /// Physical handles unmapped and kept for the next growth (device memory held, not mapped).
+  [[nodiscard]] std::size_t spare_bytes() const noexcept { return spares_.bytes(); }
+  [[nodiscard]] std::size_t spare_count() const noexcept { return spares_.count(); }
+  /// Releases the spare handles; returns the bytes released.
+  std::size_t release_spares() noexcept { return spares_.release_all(); }
 
   /// See the top of this file. Throws out_of_memory (nothing changed, or handles released on the
   /// way out of a failed driver call) when the device or the range cannot provide n bytes.
   /// may_move false: new handles only (no free memory is unmapped: the device may still use it).
-  void extend(coalescing_free_list& idle, std::size_t n, bool may_move = true);
-  /// See the top of this file; returns the bytes released.
+  /// Returns the free block of idle that holds the new mapping (joined with its free neighbours).
+  free_block extend(coalescing_free_list& idle, std::size_t n, bool may_move = true);
+  /// Where in `block` (a block extend() returned) a request of n bytes goes: at its low end when
+  /// unmapped address space follows it, so that the rest joins the next growth there; else at its
+  /// high end (the free list's own placement). A growth per request of a slightly odd size then
+  /// wastes less than one granule in all, not one per request.
+  [[nodiscard]] char* place(free_block const& block, std::size_t n) const noexcept;
+  /// See the top of this file; returns the bytes unmapped (some may be kept as spares).
   std::size_t release_idle(coalescing_free_list& idle, std::size_t keep_mapped_bytes) noexcept;
   void check(std::vector<free_block> const& blocks) const;
 
@@ -137,8 +154,9 @@ class vmm_backing {
   struct piece {  // one handle to map at the target
     vmm_handle handle{};
     std::size_t bytes{};
-    char* from{};     // its current address (a donor), or null (new)
+    char* from{};     // its current address (a donor), or null (new or spare)
     free_block in{};  // a donor's free block when it was found
+    bool spare{};     // taken from the spares (unmapped, not new)
   };
 
   [[nodiscard]] target plan(coalescing_free_list const& idle, std::size_t n) const;
@@ -147,9 +165,11 @@ class vmm_backing {
   /// Carves the donors' ranges out of idle (host memory only; a failure changes nothing).
   static void take_out(coalescing_free_list& idle, std::vector<piece> const& pieces);
   std::vector<piece> fill(target& t, std::vector<piece> donors, std::size_t growth);
+  void take_spares(target& t, std::size_t& remaining, std::vector<piece>& out);
   void create_pieces(std::size_t bytes, std::vector<piece>& out);
   void execute(coalescing_free_list& idle, target const& t, std::vector<piece>& pieces);
   void unmap_donor(piece const& p) noexcept;
+  void retire(piece const& p) noexcept;
   void map_at(char* at, piece const& p);
   void unmap_range(char* at, std::size_t bytes) noexcept;
   void add_unmapped(char* at, std::size_t bytes);
@@ -194,6 +214,7 @@ class vmm_backing {
   std::size_t staging_bytes_{};
   bool recording_{};                       // listeners exist: note the runs mapped and unmapped
   std::vector<vmm_mapping_event> events_;  // recorded for listeners (unmaps have no handles left)
+  vmm_spares spares_;                      // unmapped handles kept for the next growth
 };
 
 }  // namespace gpumem::detail

@@ -14,8 +14,13 @@
 // physical memory; before failing, the pool releases every free granule it holds.
 //
 // Memory goes back to the device: above `release_threshold_bytes` of free memory, free granules
-// are released at each synchronization point (a growth); `trim_to(n)` releases free granules until
-// at most n bytes are mapped; the destructor releases everything.
+// are unmapped at each synchronization point (a growth); `trim_to(n)` unmaps free granules until
+// at most n bytes are mapped. Of what they unmap, up to `spare_bytes` of physical handles are kept
+// as spares, and the next growth maps those before it creates anything (a re-growth after a trim
+// makes no cuMemCreate); the rest is released. Spares are device memory the pool holds
+// (stats().held_bytes). They are released by release_spares(), by pause(), before an out of
+// memory fails and by the destructor, which releases everything; a growth that must still create
+// new memory releases the spares it could not use.
 //
 // Defaults: the reservation is twice the device's memory (address space is cheap), granules are
 // the device's recommended granularity (2 MiB on current GPUs), new memory comes in handles of at
@@ -38,12 +43,14 @@
 // device — discarding its contents, or offloading them to pinned host memory — and keeps every
 // address: live allocations stay live (their pointers dangle until resume()), free memory stays
 // free, and resume() maps the same layout at the same addresses (copying offloaded contents back).
-// While paused, allocations throw paused_error; deallocations work (bookkeeping only); trim_to and
-// growth touch nothing. pause() first synchronizes the device: every stream that may use the
-// pool's memory (not only those that allocated) must be done with it. Single-handle allocations
-// are not paused. Allocations and frees may run on other threads meanwhile (the bookkeeping stays
-// consistent), but an allocation that races with pause() may return a block whose memory is being
-// given back, like one made just before it: stop allocating before pausing.
+// Free whole handles are trimmed first (given back for good, as trim_to(0)): a pause after a
+// model's weights were replaced strands nothing, and resume() maps only handles that hold
+// allocations. While paused, allocations throw paused_error; deallocations work (bookkeeping only);
+// trim_to and growth touch nothing. pause() first synchronizes the device: every stream that may
+// use the pool's memory (not only those that allocated) must be done with it. Single-handle
+// allocations are not paused. Allocations and frees may run on other threads meanwhile (the
+// bookkeeping stays consistent), but an allocation that races with pause() may return a block whose
+// memory is being given back, like one made just before it: stop allocating before pausing.
 //
 // Map and unmap listeners (add_map_listener, add_unmap_listener; gpumem/mr/vmm_mapping_event.hpp)
 // hear of every physical mapping made (growth, resume: after) and removed (pause: before; moves
@@ -72,11 +79,14 @@ namespace gpumem::mr {
 
 /// What the pool holds, for reports (a consistent snapshot).
 struct vmm_pool_stats {
-  std::size_t mapped_bytes{};    ///< physical memory mapped (the pool's footprint)
+  std::size_t mapped_bytes{};    ///< physical memory mapped (what the blocks cover now)
   std::size_t reserved_bytes{};  ///< address space reserved
   std::size_t free_bytes{};      ///< mapped and not handed out
   std::size_t largest_free_bytes{};
-  std::size_t handles{};                    ///< physical allocations mapped
+  std::size_t handles{};        ///< physical allocations mapped
+  std::size_t spare_bytes{};    ///< physical handles kept unmapped for a growth
+  std::size_t spare_handles{};  ///< how many
+  std::size_t held_bytes{};     ///< device memory held: mapped_bytes + spare_bytes (the footprint)
   std::size_t single_handle_allocations{};  ///< live or waiting for their stream
   std::size_t single_handle_bytes{};        ///< their physical memory (not in mapped_bytes)
   pause_state state{pause_state::active};
@@ -119,11 +129,14 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
     auto const r = backing_.range();
     return {r.ptr, r.size};
   }
-  /// Releases free granules (after a device synchronization) until at most `bytes` are mapped.
-  /// Returns the bytes released.
+  /// Unmaps free granules (after a device synchronization) until at most `bytes` are mapped;
+  /// keeps up to spare_bytes of their handles as spares and releases the rest. Returns the bytes
+  /// unmapped.
   std::size_t trim_to(std::size_t bytes);
-  /// Releases every free granule (trim_to(0)).
+  /// Unmaps every free granule (trim_to(0)); spares stay (release_spares() gives them back too).
   void trim() override { (void)trim_to(0); }
+  /// Releases the spare handles (see the top of this file). Returns the bytes released.
+  std::size_t release_spares() noexcept;
   [[nodiscard]] std::size_t release_threshold() const noexcept { return threshold_.load(); }
   void set_release_threshold(std::size_t bytes) noexcept { threshold_.store(bytes); }
 
@@ -140,7 +153,8 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
 
   // -- pause and resume (gpumem/mr/vmm_pause.hpp, docs/sleep.md) --------------------------------
   /// Gives every physical handle back, keeping every address reserved and every block's
-  /// bookkeeping. Synchronizes the device first (the memory may be used by any stream). offload:
+  /// bookkeeping; free handles are trimmed first, and resume() maps only the others again.
+  /// Synchronizes the device first (the memory may be used by any stream). offload:
   /// the contents are copied to pinned host memory first (on the calling thread's default stream)
   /// and restored by resume(); discard: they are lost. Returns false (and does nothing) when
   /// already paused. Throws out_of_memory when no host memory can be pinned for an offload, and
@@ -171,6 +185,8 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   }
   [[gnu::cold, gnu::noinline]] detail::free_block grow_in_place(detail::coalescing_free_list& idle,
                                                                 std::size_t size, bool may_move);
+  detail::free_block take_grown(detail::coalescing_free_list& idle, detail::free_block const& grown,
+                                std::size_t size);
   [[nodiscard]] std::size_t backed_bytes() const noexcept { return backing_.mapped_bytes(); }
   void check_backing(std::vector<detail::free_block> const& blocks) const;
 

@@ -26,6 +26,7 @@
 
 #include <gpumem/spec/resource_factory.hpp>
 #include <gpumem/trace/compact_trace.hpp>
+#include <gpumem/runtime/driver_calls.hpp>
 #include <gpumem/runtime/metered_runtime.hpp>
 #include <gpumem/trace/trace_event.hpp>
 
@@ -155,6 +156,9 @@ struct replay_result {
   double seconds{};            ///< host time of the replay loop (excluding parsing)
   std::vector<timeline_point> timeline;
   std::optional<replay_failure> failure;
+  /// The driver calls the stack made during the replay (from its first event to its last), when
+  /// the meter counts them (metered_runtime::count_driver_calls).
+  std::optional<driver_call_counts> driver_calls;
   [[nodiscard]] double ns_per_operation() const;
   [[nodiscard]] double footprint_ratio(trace_profile const& p) const;  ///< peak held / peak live
 };

@@ -1,4 +1,4 @@
-"""torch_memory_saver's pause and resume, timed the way bench/vmm_pause_bench times gpumem's:
+"""Pause and resume of torch_memory_saver, or of gpumem's facade with the same API, timed the same way:
 tensors of 64 or 256 MiB created in a tagged region and filled, then paused and resumed (discard,
 or with a CPU backup) a few times; one JSON line per case: milliseconds per pause and per resume
 (median of the timed rounds, after one untimed round), GiB/s, and device memory in use
@@ -6,7 +6,10 @@ or with a CPU backup) a few times; one JSON line per case: milliseconds per paus
 deleted and the cache emptied (memory a region strands shows there).
 
     pip install --no-index torch_memory_saver-0.0.10-*.whl   # the peer (a wheel from PyPI)
-    python python/tests/gpu/pause_peer_bench.py [--cases 1,8,32] [--rounds 3]
+    python python/tests/gpu/pause_peer_bench.py [--cases 1,8,32] [--rounds 3] [--peer gpumem]
+
+--peer gpumem runs the same code through `gpumem.torch.torch_memory_saver` (its regions then come
+from gpumem's vmm_pool; PYTHONPATH must find the gpumem package).
 
 Not a test: a benchmark of a peer, run on a GPU machine beside gpumem's own."""
 
@@ -25,10 +28,10 @@ def used_gib() -> float:
     return (total - free) / 2**30
 
 
-def run_case(saver, gib: int, backup: bool, rounds: int) -> dict:
+def run_case(saver, peer: str, gib: int, backup: bool, rounds: int) -> dict:
     count, mib = CASES[gib]
     tag = f"case{gib}{'b' if backup else 'd'}"
-    out = {"peer": "torch_memory_saver", "gib": gib, "tensors": count, "mib_each": mib,
+    out = {"peer": peer, "gib": gib, "tensors": count, "mib_each": mib,
            "mode": "cpu_backup" if backup else "discard", "used_before_gib": used_gib()}
     try:
         with saver.region(tag=tag, enable_cpu_backup=backup):
@@ -70,13 +73,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="1,8,32", help="GiB per case, from 1, 8, 32")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--peer", default="torch_memory_saver", choices=["torch_memory_saver", "gpumem"])
+    ap.add_argument("--handle-mib", type=int, default=0,
+                    help="gpumem: largest physical handle in MiB (0: the pool's default)")
     args = ap.parse_args()
-    from torch_memory_saver import torch_memory_saver as saver
-    saver.hook_mode = "torch"
+    if args.peer == "gpumem":
+        import gpumem.torch
+        options = {"handle_bytes": args.handle_mib << 20} if args.handle_mib else {}
+        gpumem.torch.use_regions(**options)  # before CUDA starts: PyTorch allocates from it
+        saver = gpumem.torch.torch_memory_saver
+    else:
+        from torch_memory_saver import torch_memory_saver as saver
+        saver.hook_mode = "torch"
     torch.cuda.init()
     for gib in (int(c) for c in args.cases.split(",")):
         for backup in (False, True):
-            print(json.dumps(run_case(saver, gib, backup, args.rounds)), flush=True)
+            print(json.dumps(run_case(saver, args.peer, gib, backup, args.rounds)), flush=True)
 
 
 if __name__ == "__main__":

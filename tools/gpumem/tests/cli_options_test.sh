@@ -30,8 +30,8 @@ sim=(--simulate --no-progress)
 
 # -- help: each command's --help lists exactly these options -----------------------------------
 declare -A options=(
-  [gpumem]="--help --version --resource --simulate --threads --json --csv --report --repeat --no-report --no-progress --list-resources"
-  [replay]="--help --resource --simulate --threads --json --csv --report --repeat --no-progress --list-resources"
+  [gpumem]="--help --version --resource --simulate --threads --json --csv --report --repeat --no-report --no-progress --driver-calls --list-resources"
+  [replay]="--help --resource --simulate --threads --json --csv --report --repeat --no-progress --driver-calls --list-resources"
   [bench]="--help --resource --workload --trace --simulate --smoke --json --no-progress --profile"
   [info]="--help"
   [convert]="--help --output --device --python"

@@ -187,5 +187,46 @@ if run 0 bench --smoke --simulate -r pool -w pair -w threads && has "pair:" out.
   ok "bench text tables"
 else fail "bench text (rc=$rc)"; fi
 
+if run 0 replay "$tests/golden.csv" -r vmm_pool -r pool --simulate --driver-calls --repeat 1 --no-progress &&
+   has "CUDA calls, cold: " out.txt && grep -qE 'CUDA calls, cold: .*create [1-9][0-9]* \(' out.txt &&
+   run 0 replay "$tests/golden.csv" -r vmm_pool --simulate --driver-calls --repeat 1 --json &&
+   python3 -c 'import json; d=json.load(open("out.txt")); c=d["traces"][0]["results"][0]["driver_calls"]; assert c["create"]["calls"] > 0 and c["map"]["calls"] > 0 and "seconds" in c["set_access"], c'; then
+  ok "--driver-calls: the cold replay's CUDA calls in the table and the JSON"
+else fail "--driver-calls (rc=$rc)"; fi
+
+# The PyTorch peers' plumbing, with a stand-in for the child script: its JSON answer becomes the
+# peer's column; a peer that cannot run is left out with its reason on one line.
+cat > fake_peer.py <<'PY'
+import json, sys
+if "--expandable" in sys.argv:
+    print(json.dumps({"skipped": "PyTorch sees no CUDA device"}))
+else:
+    assert sys.argv[-1].endswith("golden.csv"), sys.argv
+    print(json.dumps({"peer": "torch", "cold_ns_per_event": 1234.4, "warm_ns_per_event": 321.0,
+                      "peak_used_bytes": 8336, "peak_live_bytes": 8000, "used_over_live": 1.042}))
+PY
+if GPUMEM_TORCH_PEER=fake_peer.py GPUMEM_PYTHON=python3 run 0 bench --simulate -r pool -w replay \
+     --trace "$tests/golden.csv" --smoke --no-progress &&
+   grep -qE '^golden.csv .*\| +[0-9]+ / [0-9]+ / [0-9.]+ \| 1234 / 321 / 1.042$' out.txt &&
+   has "| torch" out.txt && ! has "| torch_expandable" out.txt &&
+   has "torch_expandable: skipped: PyTorch sees no CUDA device" out.txt &&
+   GPUMEM_TORCH_PEER=fake_peer.py run 0 bench --simulate -r pool -w replay --trace "$tests/golden.csv" --smoke --json &&
+   python3 -c 'import json; w=json.load(open("out.txt"))["workloads"][0]; r=w["rows"]["golden.csv"]; assert r["torch"]==1234.4 and r["torch:warm_ns"]==321.0 and r["torch:footprint_ratio"]==1.042, r; assert any("torch_expandable: skipped" in n for n in w["notes"]), w'; then
+  ok "PyTorch peers: a child's JSON answer is a column; a skipped peer says why"
+else fail "PyTorch peers (rc=$rc)"; fi
+
+if run 0 bench --simulate -r pool -w replay --trace "$tests/golden.csv" --smoke --no-progress &&
+   has "torch: skipped: it needs a GPU (this run is on the simulated device)" out.txt; then
+  ok "PyTorch peers skipped on the simulated device, saying why"
+else fail "PyTorch peers on the simulated device (rc=$rc)"; fi
+
+cat > broken_peer.py <<'PY'
+print("Traceback (most recent call last): nonsense")
+PY
+if GPUMEM_TORCH_PEER=broken_peer.py run 0 bench --simulate -r pool -w replay --trace "$tests/golden.csv" --smoke --no-progress &&
+   has "torch: skipped: its answer is not JSON: 'Traceback" out.txt; then
+  ok "PyTorch peers: an answer that is not JSON is a skip that quotes it"
+else fail "PyTorch peers, bad answer (rc=$rc)"; fi
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
