@@ -21,7 +21,8 @@ def free_all_blocks(resource=None) -> bool:
     """Gives the free memory that ``resource`` (None: the current device's resource) and the
     layers below it hold back to the device: per-thread caches flush, the CUB-style caching
     allocator frees its cached blocks, ``vmm_pool`` and CUDA memory pools (``cuda_async``) trim
-    to what is in use. ``pool``, ``arena`` and the other suballocators keep what they grew to
+    to what is in use (``vmm_pool`` releases its spare handles too). ``pool``, ``arena`` and the
+    other suballocators keep what they grew to
     until they are destroyed. Memory still in use stays. Returns True when some layer could give
     memory back. Also a method of every resource: ``pool.free_all_blocks()``."""
     from . import _gpumem, get_current_device_resource

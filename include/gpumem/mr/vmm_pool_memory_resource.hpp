@@ -18,7 +18,8 @@
 // at most n bytes are mapped. Of what they unmap, up to `spare_bytes` of physical handles are kept
 // as spares, and the next growth maps those before it creates anything (a re-growth after a trim
 // makes no cuMemCreate); the rest is released. Spares are device memory the pool holds
-// (stats().held_bytes). They are released by release_spares(), by pause(), before an out of
+// (stats().held_bytes). They are released by release_spares(), by trim() (the capability that
+// empty_cache and out-of-memory retries use), by pause(), before an out of
 // memory fails and by the destructor, which releases everything; a growth that must still create
 // new memory releases the spares it could not use.
 //
@@ -133,8 +134,15 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   /// keeps up to spare_bytes of their handles as spares and releases the rest. Returns the bytes
   /// unmapped.
   std::size_t trim_to(std::size_t bytes);
-  /// Unmaps every free granule (trim_to(0)); spares stay (release_spares() gives them back too).
-  void trim() override { (void)trim_to(0); }
+  /// Gives every free granule back to the device, spares included (trim_to(0), then
+  /// release_spares()): what empty_cache, free_all_blocks and an out-of-memory retry above the pool
+  /// ask for, when memory is wanted elsewhere (another pool's growth must not fail for spares held
+  /// here). trim_to(n) and the release threshold keep spares.
+  void trim() override
+  {
+    (void)trim_to(0);
+    (void)release_spares();
+  }
   /// Releases the spare handles (see the top of this file). Returns the bytes released.
   std::size_t release_spares() noexcept;
   [[nodiscard]] std::size_t release_threshold() const noexcept { return threshold_.load(); }

@@ -69,6 +69,39 @@ def run_case(saver, peer: str, gib: int, backup: bool, rounds: int) -> dict:
     return out
 
 
+def run_replace(saver, peer: str, count: int = 16, mib: int = 256) -> dict:
+    """Load `count` weights, load slightly larger replacements, free the originals, pause, resume:
+    device memory in use above the start, over live bytes, at each point."""
+    base = used_gib()
+    out = {"peer": peer, "case": "replace", "weights": count, "mib_each": mib, "points": {}}
+
+    def point(name, live_mib):
+        torch.cuda.synchronize()
+        out["points"][name] = {"used_gib": used_gib() - base, "live_gib": live_mib / 1024}
+
+    try:
+        with saver.region(tag="replace"):
+            old = [torch.ones((mib << 20,), dtype=torch.uint8, device="cuda") for _ in range(count)]
+            point("weights", count * mib)
+            new = [torch.ones(((mib + 1) << 20,), dtype=torch.uint8, device="cuda")
+                   for _ in range(count)]
+            point("replacements", count * (2 * mib + 1))
+            del old
+            torch.cuda.empty_cache()
+            point("originals_freed", count * (mib + 1))
+        saver.pause("replace")
+        point("paused", 0)
+        saver.resume("replace")
+        point("resumed", count * (mib + 1))
+        del new
+    except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+        out["error"] = str(e).splitlines()[0][:200]
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    out["used_after_gib"] = used_gib() - base
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="1,8,32", help="GiB per case, from 1, 8, 32")
@@ -76,6 +109,9 @@ def main() -> None:
     ap.add_argument("--peer", default="torch_memory_saver", choices=["torch_memory_saver", "gpumem"])
     ap.add_argument("--handle-mib", type=int, default=0,
                     help="gpumem: largest physical handle in MiB (0: the pool's default)")
+    ap.add_argument("--replace", action="store_true",
+                    help="only the load-then-replace case: 16 weights of 256 MiB replaced by "
+                         "257 MiB ones, originals freed, paused, resumed")
     args = ap.parse_args()
     if args.peer == "gpumem":
         import gpumem.torch
@@ -86,6 +122,9 @@ def main() -> None:
         from torch_memory_saver import torch_memory_saver as saver
         saver.hook_mode = "torch"
     torch.cuda.init()
+    if args.replace:
+        print(json.dumps(run_replace(saver, args.peer)), flush=True)
+        return
     for gib in (int(c) for c in args.cases.split(",")):
         for backup in (False, True):
             print(json.dumps(run_case(saver, args.peer, gib, backup, args.rounds)), flush=True)
