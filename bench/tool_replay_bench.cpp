@@ -7,7 +7,7 @@
 // take the parts alone, per second of process CPU time. Host time only.
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/spec/resource_factory.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 #include <gpumem/trace/trace_writer.hpp>
 
 #include <benchmark/benchmark.h>

@@ -3,7 +3,8 @@
 # file (gpumem.pc; its CUDA folders are variables that pkg-config --define-variable can change).
 include(CMakePackageConfigHelpers)
 
-install(TARGETS gpumem EXPORT gpumem-targets
+install(TARGETS gpumem gpumem_simulated gpumem_spec gpumem_replay gpumem_all
+        EXPORT gpumem-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -27,15 +28,17 @@ install(FILES ${PROJECT_BINARY_DIR}/gpumem-config.cmake
 install(FILES cmake/cuda_root.cmake RENAME gpumem-cuda-root.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gpumem)
 
-# pkg-config: the defaults of the CUDA variables are this build's toolkit.
+# pkg-config: the defaults of the CUDA variables are this build's toolkit. Libs names the four
+# libraries, the core last (a static link resolves left to right), as gpumem::gpumem does.
+set(GPUMEM_PC_PARTS "-lgpumem_replay -lgpumem_spec -lgpumem_simulated")
 set(GPUMEM_PC_CUDA_LIBDIR ${CUDAToolkit_LIBRARY_DIR})
 list(GET CUDAToolkit_INCLUDE_DIRS 0 GPUMEM_PC_CUDA_INCLUDEDIR)
 set(GPUMEM_PC_CCCL_INCLUDEDIR ${GPUMEM_CCCL_INCLUDE_DIR})
 if(GPUMEM_BUILD_SHARED)
-  set(GPUMEM_PC_LIBS "-L\${libdir} -lgpumem -L\${cuda_libdir} -lcudart")
+  set(GPUMEM_PC_LIBS "-L\${libdir} ${GPUMEM_PC_PARTS} -lgpumem -L\${cuda_libdir} -lcudart")
   set(GPUMEM_PC_LIBS_PRIVATE "-lpthread -ldl")
 else()
-  set(GPUMEM_PC_LIBS "-L\${libdir} -lgpumem -L\${cuda_libdir} -lcudart_static -lpthread -ldl -lrt")
+  set(GPUMEM_PC_LIBS "-L\${libdir} ${GPUMEM_PC_PARTS} -lgpumem -L\${cuda_libdir} -lcudart_static -lpthread -ldl -lrt")
   set(GPUMEM_PC_LIBS_PRIVATE "")
 endif()
 configure_file(cmake/gpumem.pc.in ${PROJECT_BINARY_DIR}/gpumem.pc @ONLY)

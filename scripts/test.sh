@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, then
-#   0. layering: no public header includes one of a higher tier (scripts/check_layering.py);
+#   0. layering: no public header includes one of a higher tier, no source folder one above its
+#      tier (scripts/check_layering.py);
 #      format: every C++ and CUDA source is laid out as clang-format (.clang-format) lays it out;
 #   1. release build: every test (GPU tests skip with a reason where there is no GPU),
 #      benchmark smoke runs, tool CLI tests;
@@ -58,19 +59,25 @@ stage() {
   tally "$logs/$name.ctest.log"
 }
 
-# layering: no public header includes one of a higher tier (include/gpumem/README.md); and the
-# check itself fails on a header that does (a copy of the headers with one upward include planted).
+# layering: no public header includes one of a higher tier, and no source folder includes headers
+# above its tier (include/gpumem/README.md); and the check itself fails on a header and on a source
+# that do (a copy of the headers and sources with one upward include planted in each).
 layering() {
   python3 "$root/scripts/check_layering.py" "$root" || return 1
   local planted="$root/build-test-logs/layering-planted"
-  rm -rf "$planted" && mkdir -p "$planted" && cp -r "$root/include" "$planted/" || return 1
+  rm -rf "$planted" && mkdir -p "$planted" &&
+    cp -r "$root/include" "$root/src" "$root/CMakeLists.txt" "$planted/" || return 1
   sed -i '0,/#include <gpumem\//s//#include <gpumem\/spec\/resource_factory.hpp>\n&/' \
     "$planted/include/gpumem/mr/pool_memory_resource.hpp"
+  sed -i '0,/#include <gpumem\//s//#include <gpumem\/replay\/replay.hpp>\n&/' \
+    "$planted/src/trace/trace_writer.cpp"
   if python3 "$root/scripts/check_layering.py" "$planted" >"$logs/layering-planted.log"; then
     echo "the layering check passed a planted upward include"; return 1
   fi
   grep -q 'pool_memory_resource.hpp .*includes gpumem/spec/resource_factory.hpp' \
-    "$logs/layering-planted.log"
+    "$logs/layering-planted.log" &&
+    grep -q 'src/trace/trace_writer.cpp .*includes gpumem/replay/replay.hpp' \
+      "$logs/layering-planted.log"
 }
 echo "== layering (scripts/check_layering.py)" >&2
 if layering >"$logs/layering.log" 2>&1; then

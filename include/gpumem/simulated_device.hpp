@@ -205,7 +205,8 @@ class simulated_device final : public runtime {
   [[nodiscard]] int vmm_export_fd(vmm_handle handle) override;
   [[nodiscard]] vmm_handle vmm_import_fd(int fd) override;
 
-  // Memory pools: a model of the stream-ordered allocator (src/detail/host_pool_model.hpp).
+  // Memory pools: a model of the stream-ordered allocator
+  // (src/runtime/simulated/host_pool_model.hpp).
   [[nodiscard]] int driver_version() noexcept override;
   cudaError_t mem_pool_create(cudaMemPool_t* pool, cudaMemPoolProps const* props) noexcept override;
   cudaError_t mem_pool_destroy(cudaMemPool_t pool) noexcept override;

@@ -10,7 +10,7 @@
 #include <gpumem/pool/memory_pool.hpp>
 #include <gpumem/pool/pool_capabilities.hpp>
 #include <gpumem/pool/pool_properties.hpp>
-#include <gpumem/pool/vmm_ipc.hpp>
+#include <gpumem/ipc/vmm_ipc.hpp>
 
 #include <pybind11/stl.h>
 

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <utility>
 
-namespace gpumem {
+namespace gpumem::pools {
 namespace {
 
 [[noreturn]] void throw_cuda(cudaError_t status, std::string const& msg)
@@ -418,4 +418,4 @@ void exported_allocation::free_unshared(cuda_stream_view stream)
   ptr_ = nullptr;
 }
 
-}  // namespace gpumem
+}  // namespace gpumem::pools

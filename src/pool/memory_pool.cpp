@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace gpumem {
+namespace gpumem::pools {
 namespace {
 
 void require_pool(cudaMemPool_t pool, char const* what)
@@ -160,7 +160,11 @@ pool_capabilities query_pool_capabilities(cuda_device_id device, gpumem::runtime
 
 // -- attributes ----------------------------------------------------------------------------------
 
-namespace detail {
+}  // namespace gpumem::pools
+
+namespace gpumem::detail {
+
+using namespace gpumem::pools;  // this file's helpers above
 
 char const* attribute_name(cudaMemPoolAttr attr) noexcept
 {
@@ -373,7 +377,9 @@ std::optional<pool_location> find_pool_home(runtime& rt, cudaMemPool_t pool)
   return std::nullopt;
 }
 
-}  // namespace detail
+}  // namespace gpumem::detail
+
+namespace gpumem::pools {
 
 // -- memory_pool_ref -----------------------------------------------------------------------------
 
@@ -572,4 +578,4 @@ scoped_current_pool::~scoped_current_pool()
   (void)previous_.runtime().device_set_mem_pool(device_.value(), previous_.handle());
 }
 
-}  // namespace gpumem
+}  // namespace gpumem::pools

@@ -3,7 +3,7 @@
 #include <gpumem/error.hpp>
 #include <gpumem/pool/pointer_query.hpp>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 pointer_info query_pointer(void const* ptr, gpumem::runtime& rt)
 {
@@ -17,4 +17,4 @@ pointer_info query_pointer(void const* ptr, gpumem::runtime& rt)
   return info;
 }
 
-}  // namespace gpumem
+}  // namespace gpumem::pools

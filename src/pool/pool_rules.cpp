@@ -13,7 +13,7 @@
 #include <fstream>
 #include <string>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 // The public enums convert to CUDA's by value (static_cast where pools are created, exported and
 // given access); these tie every value to the toolkit's, so a toolkit that renumbers them breaks
@@ -293,7 +293,9 @@ std::string diagnose_unsupported(pool_properties const& props, pool_capabilities
   return {};
 }
 
-namespace detail {
+}  // namespace gpumem::pools
+
+namespace gpumem::detail {
 
 std::string access_refusal(access_request const& r)
 {
@@ -325,6 +327,8 @@ std::string access_refusal(access_request const& r)
   return {};
 }
 
-}  // namespace detail
+}  // namespace gpumem::detail
 
-}  // namespace gpumem
+namespace gpumem::pools {
+
+}  // namespace gpumem::pools

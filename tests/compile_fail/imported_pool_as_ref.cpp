@@ -4,8 +4,8 @@
 // compiles, so it fails for one reason.
 //
 // The compiler's error must match one of these (tests/compile_fail_check.cmake):
-// expect-error: conversion from .const gpumem::imported_memory_pool. to non-scalar type
-// expect-error: no viable conversion from 'const gpumem::imported_memory_pool'
+// expect-error: conversion from .const gpumem::pools::imported_memory_pool. to non-scalar type
+// expect-error: no viable conversion from 'const gpumem::pools::imported_memory_pool'
 #include <gpumem/pool/ipc.hpp>
 
 void compile_fail_probe(gpumem::imported_memory_pool const& pool)

@@ -3,8 +3,8 @@
 // offending line is replaced by a valid one and the file compiles, so it fails for one reason.
 //
 // The compiler's error must match one of these (tests/compile_fail_check.cmake):
-// expect-error: deleted function .gpumem::memory_pool::memory_pool.const gpumem::memory_pool&
-// expect-error: call to deleted constructor of 'gpumem::memory_pool'
+// expect-error: deleted function .gpumem::pools::memory_pool::memory_pool.const gpumem::pools
+// expect-error: call to deleted constructor of 'gpumem::pools::memory_pool'
 #include <gpumem/pool/memory_pool.hpp>
 
 void compile_fail_probe(gpumem::memory_pool& pool)

@@ -15,7 +15,7 @@
 //     reservation or event (beyond what a refused free, unmap, release or unreserve kept, which
 //     the runtime then gives back).
 #include <conformance/resources.hpp>
-#include <gpumem/pool/vmm_ipc.hpp>
+#include <gpumem/ipc/vmm_ipc.hpp>
 #include <support/fault_injecting_runtime.hpp>
 
 #include <gpumem/detail/format.hpp>

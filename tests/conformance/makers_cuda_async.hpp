@@ -1,6 +1,6 @@
 // Makers of the stream-ordered-allocator resources (cuda_async, cuda_async_view) for the
 // conformance suite. They run on both backends: on the host backend over the stand-in's model of
-// CUDA memory pools (src/detail/host_pool_model.hpp), on a GPU over the driver's pools.
+// CUDA memory pools (src/runtime/simulated/host_pool_model.hpp), on a GPU over the driver's pools.
 #pragma once
 
 #include <conformance/conformance.hpp>

@@ -12,7 +12,7 @@
 
 #include <gpumem/error.hpp>
 #include <gpumem/pool/device_pools.hpp>
-#include <gpumem/pool/fd_passing.hpp>
+#include <gpumem/ipc/fd_passing.hpp>
 #include <gpumem/pool/ipc.hpp>
 #include <gpumem/pool/memory_pool.hpp>
 #include <gpumem/pool/pool_capabilities.hpp>

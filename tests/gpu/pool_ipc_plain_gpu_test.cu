@@ -14,7 +14,7 @@
 #include <gpumem/cuda_device_id.hpp>
 #include <gpumem/mr/cuda_async_memory_resource.hpp>
 #include <gpumem/pool/device_pools.hpp>
-#include <gpumem/pool/fd_passing.hpp>
+#include <gpumem/ipc/fd_passing.hpp>
 #include <gpumem/pool/ipc.hpp>
 #include <gpumem/pool/memory_pool.hpp>
 #include <gpumem/pool/pool_capabilities.hpp>

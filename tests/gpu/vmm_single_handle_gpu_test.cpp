@@ -6,8 +6,8 @@
 #include <support/child_process.hpp>
 
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
-#include <gpumem/pool/fd_passing.hpp>
-#include <gpumem/pool/vmm_ipc.hpp>
+#include <gpumem/ipc/fd_passing.hpp>
+#include <gpumem/ipc/vmm_ipc.hpp>
 
 #include <gtest/gtest.h>
 

@@ -184,7 +184,7 @@ void fault_injecting_runtime::maybe_fail(fault_kind kind)
   std::string msg;
   bool oom{};
   cudaError_t status{cudaErrorUnknown};
-  if (is_vmm(kind)) {  // as src/detail/cuda_vmm.cpp reports a driver failure
+  if (is_vmm(kind)) {  // as src/runtime/cuda/cuda_vmm.cpp reports a driver failure
     oom = driver_out_of_memory(kind);
     msg = detail::format("virtual memory: ", cuda_call(kind), " failed (fault injected): ",
                          oom ? "CUDA_ERROR_OUT_OF_MEMORY (2)" : "CUDA_ERROR_INVALID_VALUE (1)");

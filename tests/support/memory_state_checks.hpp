@@ -2,7 +2,7 @@
 // (each mismatch names the field and `where`).
 #pragma once
 
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // logging_resource_adaptor: exact CSV lines, sinks, GPUMEM_LOG_FILE, failures, flushing.
 #include "adaptor_test_support.hpp"
 
-#include <gpumem/detail/allocation_logger.hpp>
-#include <gpumem/detail/child_process.hpp>
+#include <gpumem/detail/diagnostics/allocation_logger.hpp>
+#include <gpumem/detail/diagnostics/child_process.hpp>
 #include <gpumem/mr/logging_resource_adaptor.hpp>
 #include <gpumem/trace/trace_reader.hpp>
 

@@ -4,7 +4,7 @@
 #include <gpumem/mr/cuda_async_memory_resource.hpp>
 #include <gpumem/mr/cuda_async_view_memory_resource.hpp>
 #include <gpumem/pool/device_pools.hpp>
-#include <gpumem/pool/fd_passing.hpp>
+#include <gpumem/ipc/fd_passing.hpp>
 #include <gpumem/pool/ipc.hpp>
 #include <gpumem/pool/memory_pool.hpp>
 #include <gpumem/pool/pool_capabilities.hpp>

@@ -1,8 +1,8 @@
 // Native stacks named with file and line (detail::symbolize), the fallback without debug
 // information, and run_program, which starts addr2line without a shell.
-#include <gpumem/detail/child_process.hpp>
-#include <gpumem/detail/stack_trace.hpp>
-#include <gpumem/detail/symbolizer.hpp>
+#include <gpumem/detail/diagnostics/child_process.hpp>
+#include <gpumem/detail/diagnostics/stack_trace.hpp>
+#include <gpumem/detail/diagnostics/symbolizer.hpp>
 
 #include <gnu/libc-version.h>
 

@@ -1,7 +1,7 @@
-// peak_recorder (src/trace): the layout it reports at the last new peak equals the layout computed
+// peak_recorder (src/replay): the layout it reports at the last new peak equals the layout computed
 // directly at that moment, whatever mix of snapshots, marks and settling the sequence causes.
 // Fuzzed against a model that keeps the blocks and chunks itself.
-#include "../../src/trace/peak_recorder.hpp"
+#include "../../src/replay/peak_recorder.hpp"
 
 #include <support/memory_state_checks.hpp>
 

@@ -2,7 +2,7 @@
 // clustered keys, backward-shift deletion), compact_trace round trips, metered_runtime's ledger.
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/trace/compact_trace.hpp>
-#include <gpumem/trace/metered_runtime.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
 #include <gpumem/trace/pointer_map.hpp>
 
 #include <gtest/gtest.h>

@@ -1,11 +1,11 @@
 // The replayer: golden numbers on hand-made traces (computed by hand below), anomalies counted
 // not fatal, out-of-memory at the event with the stack's state, --threads keeping the order.
-#include "../../src/trace/memory_layout.hpp"
+#include "../../src/replay/memory_layout.hpp"
 
 #include <gpumem/align.hpp>
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/spec/resource_factory.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 #include <support/memory_state_checks.hpp>
 
 #include <gtest/gtest.h>

@@ -6,7 +6,7 @@
 
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/spec/resource_factory.hpp>
-#include <gpumem/trace/metered_runtime.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
 
 #include <random>
 #include <utility>

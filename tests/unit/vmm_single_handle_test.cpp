@@ -3,7 +3,7 @@
 #include "suballocator_test_helpers.hpp"
 
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
-#include <gpumem/pool/vmm_ipc.hpp>
+#include <gpumem/ipc/vmm_ipc.hpp>
 
 #include <cstring>
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <gpumem/detail/host_runtime.hpp>
-#include <gpumem/trace/metered_runtime.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
 
 #include <cuda_runtime_api.h>
 

@@ -2,7 +2,7 @@
 // resource stacks on the GPU or the simulated device, print a table / JSON / CSV, write the report.
 #pragma once
 
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <cstddef>
 #include <exception>

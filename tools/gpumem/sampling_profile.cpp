@@ -1,7 +1,7 @@
 // The sampling profiler of `gpumem bench --profile` (see sampling_profile.hpp).
 #include "sampling_profile.hpp"
 
-#include <gpumem/detail/symbolizer.hpp>
+#include <gpumem/detail/diagnostics/symbolizer.hpp>
 
 #include <cxxabi.h>
 #include <dlfcn.h>

@@ -1,7 +1,7 @@
 // PyTorch's allocator as a peer, in a child Python process. See torch_peer.hpp.
 #include "torch_peer.hpp"
 
-#include <gpumem/detail/child_process.hpp>
+#include <gpumem/detail/diagnostics/child_process.hpp>
 
 #include <nlohmann/json.hpp>
 

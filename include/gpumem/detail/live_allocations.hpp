@@ -1,8 +1,11 @@
-// gpumem/detail/live_allocations.hpp — the allocations an adaptor handed out and that are not
-// freed yet, pointer -> size (not API). With it, an adaptor that keeps counters
-// (limiting, statistics, tracking, aligned) knows whether a deallocate is good before it touches
-// them, so that a double free, a wrong size or a foreign pointer never makes a counter wrap or go
-// negative:
+// gpumem/detail/live_allocations.hpp — the blocks an adaptor handed out and that are not freed
+// yet, pointer -> what it needs to know about each (not API): the size (live_allocations), or a
+// record whose `bytes` member is the size (live_blocks<Info>; aligned_resource_adaptor keeps the
+// upstream's pointer there too). With it, an adaptor that keeps counters or records (limiting,
+// statistics, aligned) knows whether a deallocate is good before it touches them, so that a
+// double free, a wrong size or a foreign pointer never makes a counter wrap or go negative; the
+// tracking adaptor, whose ordered map of records is its API, reports the same way
+// (report_wrong_size_free):
 //   - a live pointer freed with another size: reported on stderr and counted in
 //     bad_deallocations(), like the suballocators do; the size it was allocated with is what goes
 //     back upstream and off the counters;
@@ -11,7 +14,7 @@
 //     its upstream unchanged (the upstream decides; a suballocator reports and ignores a bad one)
 //     and leaves its counters alone.
 //
-// Invariant: each live pointer is in exactly one shard (chosen by its address), with its size.
+// Invariant: each live pointer is in exactly one shard (chosen by its address), with its record.
 // Thread safety: all members are thread-safe (one mutex per shard).
 #pragma once
 
@@ -21,6 +24,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 
 namespace gpumem::detail {
@@ -30,34 +34,38 @@ namespace gpumem::detail {
 void report_wrong_size_free(char const* adaptor, void const* ptr, std::size_t bytes,
                             std::size_t allocated, std::uint64_t count) noexcept;
 
-class live_allocations {
+/// Info: std::size_t (the size), or a record whose `bytes` member is the size.
+template <class Info>
+class live_blocks {
+  static_assert(std::is_nothrow_move_constructible_v<Info>, "take() must not throw");
+
  public:
-  /// Records `ptr` (not live) of `bytes`; may throw std::bad_alloc (nothing recorded then).
-  void insert(void const* ptr, std::size_t bytes)
+  /// Records `ptr` (not live) with `info`; may throw std::bad_alloc (nothing recorded then).
+  void insert(void const* ptr, Info info)
   {
     auto& s = shard_of(ptr);
     std::lock_guard lock{s.mutex};
-    s.sizes.emplace(ptr, bytes);
+    s.blocks.emplace(ptr, std::move(info));
   }
 
-  /// For deallocate(ptr, bytes) through `adaptor`: forgets ptr and returns the size it was
-  /// allocated with, or nullopt when ptr is not live here (see above). Never throws.
-  std::optional<std::size_t> take(void const* ptr, std::size_t bytes, char const* adaptor) noexcept
+  /// For deallocate(ptr, bytes) through `adaptor`: forgets ptr and returns what was recorded
+  /// with it, or nullopt when ptr is not live here (see above). Never throws.
+  std::optional<Info> take(void const* ptr, std::size_t bytes, char const* adaptor) noexcept
   {
-    std::size_t recorded = 0;
+    std::optional<Info> recorded;
     {
       auto& s = shard_of(ptr);
       std::lock_guard lock{s.mutex};
-      auto it = s.sizes.find(ptr);
-      if (it == s.sizes.end()) {
+      auto it = s.blocks.find(ptr);
+      if (it == s.blocks.end()) {
         untracked_.fetch_add(1, std::memory_order_relaxed);
         return std::nullopt;
       }
-      recorded = it->second;
-      s.sizes.erase(it);
+      recorded.emplace(std::move(it->second));
+      s.blocks.erase(it);
     }
-    if (recorded != bytes) {
-      report_wrong_size_free(adaptor, ptr, bytes, recorded, bad_.fetch_add(1) + 1);
+    if (std::size_t const allocated = bytes_of(*recorded); allocated != bytes) {
+      report_wrong_size_free(adaptor, ptr, bytes, allocated, bad_.fetch_add(1) + 1);
     }
     return recorded;
   }
@@ -71,8 +79,17 @@ class live_allocations {
   static constexpr std::size_t shard_count = 16;
   struct alignas(64) shard {
     std::mutex mutex;
-    std::unordered_map<void const*, std::size_t> sizes;
+    std::unordered_map<void const*, Info> blocks;
   };
+
+  static std::size_t bytes_of(Info const& info) noexcept
+  {
+    if constexpr (std::is_integral_v<Info>) {
+      return info;
+    } else {
+      return info.bytes;
+    }
+  }
 
   shard& shard_of(void const* ptr) noexcept
   {
@@ -84,5 +101,8 @@ class live_allocations {
   std::atomic<std::uint64_t> bad_{0};
   std::atomic<std::uint64_t> untracked_{0};
 };
+
+/// The live allocations of an adaptor that needs only their sizes.
+using live_allocations = live_blocks<std::size_t>;
 
 }  // namespace gpumem::detail

@@ -11,9 +11,9 @@
 // from, reported and counted in bad_deallocations(); any other pointer passes straight through
 // (the upstream judges it).
 //
-// Invariant: pointers_ holds exactly the live over-aligned allocations (aligned -> upstream ptr,
-// size asked).
-// Thread safety: thread-safe if the upstream is (pointers_ is guarded by a mutex).
+// Invariant: blocks_ holds exactly the live over-aligned allocations (aligned -> upstream ptr,
+// size asked; detail::live_blocks, the bookkeeping the counting adaptors share).
+// Thread safety: thread-safe if the upstream is (blocks_ is).
 // Throws: logic_error for a null upstream or a non-power-of-two alignment; out_of_memory when the
 // padded size overflows; whatever the upstream throws (nothing is recorded then).
 #pragma once
@@ -25,11 +25,9 @@
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <unordered_map>
+#include <optional>
 
 namespace gpumem::mr {
 
@@ -71,7 +69,7 @@ class aligned_resource_adaptor
   /// Deallocates of an over-aligned block with a wrong size (reported; freed as allocated).
   [[nodiscard]] std::uint64_t bad_deallocations() const noexcept
   {
-    return bad_deallocations_.load();
+    return blocks_.bad_deallocations();
   }
 
  private:
@@ -91,8 +89,7 @@ class aligned_resource_adaptor
     void* aligned =
         reinterpret_cast<void*>(align_up(reinterpret_cast<std::uintptr_t>(raw), alignment_));
     try {
-      std::lock_guard lock{mutex_};
-      pointers_.emplace(aligned, over_aligned{raw, bytes});
+      blocks_.insert(aligned, over_aligned{raw, bytes});
     } catch (...) {
       gpumem::detail::async_deallocate(upstream_, raw, bytes + padding, CUDA_ALLOCATION_ALIGNMENT,
                                        stream);
@@ -103,26 +100,16 @@ class aligned_resource_adaptor
 
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override
   {
-    over_aligned block{ptr, bytes};
-    bool found = false;
-    if (alignment_ > CUDA_ALLOCATION_ALIGNMENT) {
-      std::lock_guard lock{mutex_};
-      if (auto it = pointers_.find(ptr); it != pointers_.end()) {
-        block = it->second;
-        found = true;
-        pointers_.erase(it);
-      }
+    std::optional<over_aligned> block;
+    if (alignment_ > CUDA_ALLOCATION_ALIGNMENT) {  // a wrong size is reported by take()
+      block = blocks_.take(ptr, bytes, "aligned_resource_adaptor");
     }
-    if (!found) {
+    if (!block) {
       gpumem::detail::async_deallocate(upstream_, ptr, bytes, CUDA_ALLOCATION_ALIGNMENT, stream);
       return;
     }
-    if (block.bytes != bytes) {
-      detail::report_wrong_size_free("aligned_resource_adaptor", ptr, bytes, block.bytes,
-                                     bad_deallocations_.fetch_add(1) + 1);
-    }
     std::size_t const padding = alignment_ - CUDA_ALLOCATION_ALIGNMENT;
-    gpumem::detail::async_deallocate(upstream_, block.raw, block.bytes + padding,
+    gpumem::detail::async_deallocate(upstream_, block->raw, block->bytes + padding,
                                      CUDA_ALLOCATION_ALIGNMENT, stream);
   }
 
@@ -138,9 +125,7 @@ class aligned_resource_adaptor
     void* raw;          ///< the upstream's pointer
     std::size_t bytes;  ///< the size asked (the upstream block is bytes + alignment - 256)
   };
-  std::mutex mutex_;
-  std::unordered_map<void*, over_aligned> pointers_;  // over-aligned ptr -> its upstream block
-  std::atomic<std::uint64_t> bad_deallocations_{0};
+  detail::live_blocks<over_aligned> blocks_;  // over-aligned ptr -> its upstream block
 };
 
 static_assert(gpumem::detail::async_resource_with<aligned_resource_adaptor<device_memory_resource>,

@@ -14,17 +14,17 @@
 // two adaptors on the same file name is undefined (they overwrite each other).
 //
 // Call stacks (opt-in, off by default): with logging_options{.stacks = true} the log has a 7th
-// column, Frames, holding each allocate's call stack (see detail/allocation_logger.hpp); the replay
-// tool shows them in its report. Off, nothing is captured and the log has 6 columns.
-// Write failures: log() never throws (a free must not); a sink that fails (full disk) is found by
-// flush(), which throws, and at destruction, which says on stderr how many lines were lost.
-// Thread safety: all members are thread-safe; lines of different threads never interleave.
-// Throws: logic_error for a null upstream or when no file name is given and neither GPUMEM_LOG_FILE
-// nor RMM_LOG_FILE is set; std::runtime_error naming the file when it cannot be opened; whatever
-// the upstream throws.
+// column, Frames, holding each allocate's call stack (see
+// detail/diagnostics/allocation_logger.hpp); the replay tool shows them in its report. Off, nothing
+// is captured and the log has 6 columns. Write failures: log() never throws (a free must not); a
+// sink that fails (full disk) is found by flush(), which throws, and at destruction, which says on
+// stderr how many lines were lost. Thread safety: all members are thread-safe; lines of different
+// threads never interleave. Throws: logic_error for a null upstream or when no file name is given
+// and neither GPUMEM_LOG_FILE nor RMM_LOG_FILE is set; std::runtime_error naming the file when it
+// cannot be opened; whatever the upstream throws.
 #pragma once
 
-#include <gpumem/detail/allocation_logger.hpp>
+#include <gpumem/detail/diagnostics/allocation_logger.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>

@@ -19,10 +19,10 @@
 // Throws: logic_error for a null upstream; whatever the upstream throws (nothing is recorded then).
 #pragma once
 
-#include <gpumem/detail/allocation_logger.hpp>
+#include <gpumem/detail/diagnostics/allocation_logger.hpp>
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/live_allocations.hpp>
-#include <gpumem/detail/stack_trace.hpp>
+#include <gpumem/detail/diagnostics/stack_trace.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/resource_ref.hpp>

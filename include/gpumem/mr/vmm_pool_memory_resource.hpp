@@ -35,7 +35,7 @@
 // frees are reported and counted (bad_deallocations()). Thread safety: as pool_memory_resource.
 //
 // Single-handle allocations (allocate_single_handle): for memory exported to another process
-// (export_single_handle, gpumem/pool/vmm_ipc.hpp) or registered for RDMA / NCCL, one physical
+// (export_single_handle, gpumem/ipc/vmm_ipc.hpp) or registered for RDMA / NCCL, one physical
 // handle of its own, mapped once in an address range of its own, exportable as a POSIX file
 // descriptor. Not carved from the pool: every one costs driver calls; deallocate() frees it
 // stream-ordered (its memory is released once the stream has passed the free).
@@ -69,7 +69,7 @@
 #include <gpumem/mr/vmm_mapping_event.hpp>
 #include <gpumem/mr/vmm_pause.hpp>
 #include <gpumem/mr/vmm_pool_options.hpp>
-#include <gpumem/pool/vmm_ipc.hpp>
+#include <gpumem/ipc/vmm_ipc.hpp>
 
 #include <atomic>
 #include <cstdint>

@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <string>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 /// How a pool (and its allocations) may be exported to another process.
 enum class allocation_handle_type : unsigned {
@@ -77,4 +77,12 @@ constexpr handle_type_set operator|(allocation_handle_type a, allocation_handle_
 /// "{posix_file_descriptor, fabric}", "{none}", unknown bits as "0x10".
 [[nodiscard]] std::string to_string(handle_type_set types);
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::allocation_handle_type;
+using pools::handle_type_set;
+using pools::to_string;
+using pools::operator|;
 }  // namespace gpumem

@@ -9,7 +9,7 @@
 #include <gpumem/cuda_device_id.hpp>
 #include <gpumem/pool/memory_pool_ref.hpp>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 /// The default pool of `device` (cuda_error if pools are unsupported).
 [[nodiscard]] memory_pool_ref default_pool(cuda_device_id device,
@@ -37,4 +37,12 @@ class scoped_current_pool {
   memory_pool_ref previous_;
 };
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::current_pool;
+using pools::default_pool;
+using pools::scoped_current_pool;
+using pools::set_current_pool;
 }  // namespace gpumem

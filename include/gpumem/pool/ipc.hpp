@@ -31,7 +31,7 @@
 #include <cstddef>
 #include <optional>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 /// The 64 opaque bytes identifying one allocation of an exported pool (cudaMemPoolPtrExportData).
 /// Not a handle: it carries no rights and may be sent by any means.
@@ -183,4 +183,13 @@ class exported_allocation {
   bool shared_{false};
 };
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::export_pointer;
+using pools::exported_allocation;
+using pools::imported_allocation;
+using pools::imported_memory_pool;
+using pools::pointer_export_data;
 }  // namespace gpumem

@@ -15,7 +15,7 @@
 #include <array>
 #include <cstddef>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 /// The 64 opaque bytes of cudaIpcEventHandle_t; send them by any means.
 struct ipc_event_handle {
@@ -52,4 +52,10 @@ class ipc_event {
   int opened_on_{-1};  ///< the device an opened event belongs to; -1 for one created here
 };
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::ipc_event;
+using pools::ipc_event_handle;
 }  // namespace gpumem

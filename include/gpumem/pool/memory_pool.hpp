@@ -18,7 +18,7 @@
 
 #include <atomic>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 class memory_pool : public memory_pool_ref {
  public:
@@ -55,4 +55,9 @@ class memory_pool : public memory_pool_ref {
   mutable std::atomic<bool> exported_{false};
 };
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::memory_pool;
 }  // namespace gpumem

@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <span>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 class memory_pool_ref {
  public:
@@ -118,4 +118,9 @@ class memory_pool_ref {
   gpumem::runtime* runtime_{&gpumem::cuda_device()};
 };
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::memory_pool_ref;
 }  // namespace gpumem

@@ -12,7 +12,7 @@
 
 #include <cstddef>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 struct pointer_info {
   cudaMemoryType type{cudaMemoryTypeUnregistered};  ///< unregistered: CUDA does not know it
@@ -29,4 +29,10 @@ struct pointer_info {
 [[nodiscard]] pointer_info query_pointer(void const* ptr,
                                          gpumem::runtime& rt = gpumem::cuda_device());
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::pointer_info;
+using pools::query_pointer;
 }  // namespace gpumem

@@ -16,7 +16,7 @@
 #include <span>
 #include <string>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 enum class access_flags {
   none       = 0,  ///< not accessible
@@ -32,7 +32,16 @@ struct access_descriptor {
   access_flags flags{access_flags::read_write};
 };
 
-namespace detail {
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::access_descriptor;
+using pools::access_flags;
+using pools::to_string;
+}  // namespace gpumem
+
+namespace gpumem::detail {
 
 /// What is known about a request "give `accessor` access `flags` to a pool at `owner`".
 struct access_request {
@@ -67,6 +76,4 @@ void set_pool_access(runtime& rt, cudaMemPool_t pool, pool_location owner, cuda_
 /// pool does not say (e.g. several devices were given read-write access).
 [[nodiscard]] std::optional<pool_location> find_pool_home(runtime& rt, cudaMemPool_t pool);
 
-}  // namespace detail
-
-}  // namespace gpumem
+}  // namespace gpumem::detail

@@ -15,7 +15,7 @@
 #include <concepts>
 #include <cstdint>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 namespace pool_attr {
 
@@ -87,7 +87,19 @@ struct pool_usage_statistics {
   std::uint64_t used_high_bytes{};
 };
 
-namespace detail {
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+namespace pool_attr = pools::pool_attr;
+using pools::high_water_attribute;
+using pools::pool_attribute;
+using pools::pool_statistic;
+using pools::pool_usage_statistics;
+using pools::writable_pool_attribute;
+}  // namespace gpumem
+
+namespace gpumem::detail {
 // Bodies in src/pool/pool_attributes.cpp; throw cuda_error naming the attribute, logic_error on a
 // null (moved-from) pool.
 [[nodiscard]] std::uint64_t pool_get_u64(runtime& rt, cudaMemPool_t pool, cudaMemPoolAttr attr);
@@ -117,6 +129,4 @@ void pool_set(runtime& rt, cudaMemPool_t pool, typename A::value_type value)
 }
 
 [[nodiscard]] pool_usage_statistics pool_statistics(runtime& rt, cudaMemPool_t pool);
-}  // namespace detail
-
-}  // namespace gpumem
+}  // namespace gpumem::detail

@@ -10,7 +10,7 @@
 
 #include <string>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 /// Oldest driver versions (CUDA_VERSION encoding) for each feature.
 inline constexpr int pools_min_driver         = 11020;  ///< cudaMallocAsync, pools
@@ -45,4 +45,16 @@ struct pool_capabilities {
 [[nodiscard]] std::string diagnose_unsupported(pool_properties const& props,
                                                pool_capabilities const& caps);
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::diagnose_unsupported;
+using pools::host_pools_min_driver;
+using pools::ipc_pools_min_driver;
+using pools::managed_pools_min_driver;
+using pools::pool_capabilities;
+using pools::pools_min_driver;
+using pools::query_pool_capabilities;
+using pools::why_fabric_unavailable;
 }  // namespace gpumem

@@ -3,7 +3,7 @@
 
 #include <string>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 enum class location_kind {
   none,       ///< no preferred location (managed pools only)
@@ -36,4 +36,11 @@ struct pool_location {
   friend constexpr bool operator==(pool_location, pool_location) noexcept = default;
 };
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::location_kind;
+using pools::pool_location;
+using pools::to_string;
 }  // namespace gpumem

@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <string>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 /// What kind of memory the pool hands out.
 enum class pool_allocation_type {
@@ -52,4 +52,14 @@ void validate(pool_properties const& props);
 /// "device 0, pinned, handle types {none}, max size unlimited, usage 0x0"
 [[nodiscard]] std::string to_string(pool_properties const& props);
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::find_broken_rule;
+using pools::pool_allocation_type;
+using pools::pool_properties;
+using pools::pool_usage_hw_decompress;
+using pools::to_string;
+using pools::validate;
 }  // namespace gpumem

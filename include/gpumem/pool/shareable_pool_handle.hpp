@@ -6,12 +6,12 @@
 #pragma once
 
 #include <gpumem/pool/allocation_handle_type.hpp>
-#include <gpumem/pool/owned_fd.hpp>
+#include <gpumem/ipc/owned_fd.hpp>
 
 #include <array>
 #include <cstddef>
 
-namespace gpumem {
+namespace gpumem::pools {
 
 /// The 64 opaque bytes of a fabric handle (cudaMemFabricHandle_t).
 struct fabric_handle {
@@ -44,4 +44,10 @@ class shareable_pool_handle {
   fabric_handle fabric_{};
 };
 
+}  // namespace gpumem::pools
+
+// The earlier spellings: each name is also gpumem::<name> (the same entity).
+namespace gpumem {
+using pools::fabric_handle;
+using pools::shareable_pool_handle;
 }  // namespace gpumem

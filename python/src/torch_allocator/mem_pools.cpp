@@ -42,7 +42,7 @@
 #include <gpumem/mr/vmm_registrar.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 #include <gpumem/spec/resource_spec.hpp>
-#include <gpumem/trace/metered_runtime.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
 
 #include <cuda_runtime_api.h>
 #include <sys/types.h>

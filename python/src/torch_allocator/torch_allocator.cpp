@@ -58,13 +58,13 @@
 // c10::OutOfMemoryError carrying gpumem's message, which PyTorch raises as torch.OutOfMemoryError;
 // without c10 the gpumem exception reaches PyTorch, which raises RuntimeError with the message
 // (gpumem.torch turns that into torch.OutOfMemoryError where it can; see torch.py).
-#include <gpumem/detail/allocation_logger.hpp>
+#include <gpumem/detail/diagnostics/allocation_logger.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 #include <gpumem/spec/resource_factory.hpp>
 #include <gpumem/spec/resource_spec.hpp>
-#include <gpumem/trace/metered_runtime.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
 
 #include <sys/types.h>
 

@@ -1,5 +1,5 @@
 // Metering of the memory a stack takes from the runtime.
-#include <gpumem/trace/metered_runtime.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
 
 #include <algorithm>
 #include <chrono>

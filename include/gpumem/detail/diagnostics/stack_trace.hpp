@@ -1,4 +1,5 @@
-// gpumem/detail/stack_trace.hpp — the call stack at the point of construction (not API).
+// gpumem/detail/diagnostics/stack_trace.hpp — the call stack at the point of construction (not
+// API).
 //
 // Captured with glibc's backtrace() (return addresses only: cheap); frames are named only when
 // printed, by detail::symbolize (symbolizer.hpp): "function (file:line)" where the module has

@@ -1,8 +1,8 @@
-// Importing a single-handle allocation of the virtual-memory pool. See gpumem/pool/vmm_ipc.hpp.
+// Importing a single-handle allocation of the virtual-memory pool. See gpumem/ipc/vmm_ipc.hpp.
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/vmm_single_handles.hpp>
 #include <gpumem/error.hpp>
-#include <gpumem/pool/vmm_ipc.hpp>
+#include <gpumem/ipc/vmm_ipc.hpp>
 
 #include <utility>
 

@@ -1,5 +1,5 @@
 // The stack's memory layout at the first event where live bytes reach their peak, recorded while
-// the replay runs and before the peak is known (src/trace only): a trace is replayed while it is
+// the replay runs and before the peak is known (src/replay only): a trace is replayed while it is
 // still being read, so the replayer cannot wait for the profile to say where the peak is.
 //
 // How: at each new running maximum the recorder either takes a snapshot of the live blocks and
@@ -17,7 +17,7 @@
 
 #include "memory_layout.hpp"
 
-#include <gpumem/trace/metered_runtime.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
 
 #include <algorithm>
 #include <cstddef>

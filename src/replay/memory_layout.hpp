@@ -1,8 +1,8 @@
-// The layout of a stack's memory at one moment (src/trace only): live blocks laid over the held
+// The layout of a stack's memory at one moment (src/replay only): live blocks laid over the held
 // chunks give the slack, the free bytes and the largest free range that replay.hpp defines.
 #pragma once
 
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// gpumem/trace/driver_calls.hpp — how many driver calls of each kind a stack made through a
+// gpumem/runtime/driver_calls.hpp — how many driver calls of each kind a stack made through a
 // metered_runtime, and the host time spent in them (what a replay's cold pass costs, call by
 // call: creates, maps, access grants, unmaps, releases, synchronizations, ...).
 //

@@ -1,5 +1,5 @@
 // detail::run_program: posix_spawnp with an argument array and a pipe, no shell.
-#include <gpumem/detail/child_process.hpp>
+#include <gpumem/detail/diagnostics/child_process.hpp>
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -1,8 +1,8 @@
 // Passing file descriptors over Unix sockets (SCM_RIGHTS) and the owned_fd destructor. No CUDA.
 #include <gpumem/detail/format.hpp>
 #include <gpumem/error.hpp>
-#include <gpumem/pool/fd_passing.hpp>
-#include <gpumem/pool/owned_fd.hpp>
+#include <gpumem/ipc/fd_passing.hpp>
+#include <gpumem/ipc/owned_fd.hpp>
 
 #include <sys/socket.h>
 #include <unistd.h>

@@ -1,4 +1,5 @@
-// gpumem/detail/symbolizer.hpp — names code addresses: function, source file and line (not API).
+// gpumem/detail/diagnostics/symbolizer.hpp — names code addresses: function, source file and line
+// (not API).
 //
 // The module (executable or shared library) holding an address is found among the loaded ones
 // (dl_iterate_phdr). Where the module carries debug information (built with -g) or at least its

@@ -1,4 +1,4 @@
-// The profiling half of a trace pass (src/trace only): turns parsed events into compact events
+// The profiling half of a trace pass (src/replay only): turns parsed events into compact events
 // (pointers -> dense slots, anomalies resolved, see replay.hpp) while counting what a trace_profile
 // reports: the allocation log (when each allocate was made and freed), live bytes and time sampled
 // over the events, and the call stacks of the Frames column, interned.
@@ -10,7 +10,7 @@
 
 #include <gpumem/trace/compact_trace.hpp>
 #include <gpumem/trace/pointer_map.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 #include <gpumem/trace/trace_event.hpp>
 
 #include "timeline_sampler.hpp"

@@ -1,4 +1,4 @@
-// One pass over a CSV trace on a thread of its own (src/trace only): read, parse, profile, keep
+// One pass over a CSV trace on a thread of its own (src/replay only): read, parse, profile, keep
 // the compact events in the profile's compact_trace and, when asked, hand them over chunk by chunk
 // so that a replay runs on the caller's thread while the trace is still being read.
 //
@@ -12,7 +12,7 @@
 #pragma once
 
 #include <gpumem/trace/compact_trace.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <condition_variable>
 #include <cstddef>

@@ -1,4 +1,4 @@
-// gpumem/detail/child_process.hpp — runs a program and reads what it prints (not API).
+// gpumem/detail/diagnostics/child_process.hpp — runs a program and reads what it prints (not API).
 //
 // No shell: the program gets its arguments as they are (spaces, quotes, '$', line breaks and all)
 // and is found on PATH like execvp does. Its standard input is /dev/null and its error output is

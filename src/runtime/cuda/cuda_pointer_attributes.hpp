@@ -1,5 +1,5 @@
 // The driver's pointer attributes (cuPointerGetAttributes) behind runtime::pointer_attributes.
-// Used only by the CUDA runtime (src/detail/cuda_runtime.cpp).
+// Used only by the CUDA runtime (src/runtime/cuda/cuda_runtime.cpp).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,4 +1,4 @@
-// When each chunk a stack held was taken and given back, by event (src/trace only): an observer of
+// When each chunk a stack held was taken and given back, by event (src/replay only): an observer of
 // the metered_runtime that records every chunk with the replay's current event and passes each
 // change on to the next observer (the peak_recorder).
 //
@@ -11,8 +11,8 @@
 
 #include "memory_layout.hpp"
 
-#include <gpumem/trace/metered_runtime.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <cstdint>
 #include <unordered_map>

@@ -1,7 +1,7 @@
 // Stack capture (glibc <execinfo.h>) and printing (detail::symbolize) for detail::stack_trace.
-#include <gpumem/detail/stack_trace.hpp>
+#include <gpumem/detail/diagnostics/stack_trace.hpp>
 
-#include <gpumem/detail/symbolizer.hpp>
+#include <gpumem/detail/diagnostics/symbolizer.hpp>
 
 #include <execinfo.h>
 

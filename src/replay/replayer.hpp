@@ -1,4 +1,4 @@
-// The replay engine behind trace::replay() and trace::profile_and_replay() (src/trace only).
+// The replay engine behind trace::replay() and trace::profile_and_replay() (src/replay only).
 //
 // A replayer applies compact events to a stack, chunk by chunk, from an event_source: the
 // profiled trace's file, or the profiling pipeline while it still reads the trace. It needs nothing
@@ -20,7 +20,7 @@
 #include "timeline_sampler.hpp"
 
 #include <gpumem/trace/pointer_map.hpp>
-#include <gpumem/trace/replay.hpp>
+#include <gpumem/replay/replay.hpp>
 
 #include <cstdint>
 #include <span>

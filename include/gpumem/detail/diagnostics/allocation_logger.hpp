@@ -1,4 +1,5 @@
-// gpumem/detail/allocation_logger.hpp — the CSV writer behind logging_resource_adaptor (not API).
+// gpumem/detail/diagnostics/allocation_logger.hpp — the CSV writer behind logging_resource_adaptor
+// (not API).
 //
 // Writes "Thread,Time,Action,Pointer,Size,Stream" lines, the trace format the replay tool reads:
 //   Thread   small integer, the order in which threads first logged through this logger (0, 1, ..)

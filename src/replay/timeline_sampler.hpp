@@ -1,4 +1,4 @@
-// Samples of values over the events of a trace (src/trace only): each sample is the maximum of
+// Samples of values over the events of a trace (src/replay only): each sample is the maximum of
 // each value over a span of events, and spans double as the trace goes on, so that a trace of any
 // length gives at least `points` samples (when it has that many events) and fewer than twice as
 // many. The replayer (live and held bytes) and the profiler (live bytes and time) sample with the

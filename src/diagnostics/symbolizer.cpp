@@ -1,7 +1,7 @@
 // detail::symbolize: loaded modules, debug information through addr2line, dladdr otherwise.
-#include <gpumem/detail/symbolizer.hpp>
+#include <gpumem/detail/diagnostics/symbolizer.hpp>
 
-#include <gpumem/detail/child_process.hpp>
+#include <gpumem/detail/diagnostics/child_process.hpp>
 
 #include <cxxabi.h>
 #include <dlfcn.h>

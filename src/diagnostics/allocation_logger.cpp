@@ -1,7 +1,8 @@
-// The CSV writer of logging_resource_adaptor (see detail/allocation_logger.hpp for the format).
-#include <gpumem/detail/allocation_logger.hpp>
+// The CSV writer of logging_resource_adaptor (see detail/diagnostics/allocation_logger.hpp for the
+// format).
+#include <gpumem/detail/diagnostics/allocation_logger.hpp>
 #include <gpumem/detail/format.hpp>
-#include <gpumem/detail/stack_trace.hpp>
+#include <gpumem/detail/diagnostics/stack_trace.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/trace/trace_event.hpp>
 #include <gpumem/trace/trace_writer.hpp>

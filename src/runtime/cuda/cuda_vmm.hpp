@@ -1,6 +1,6 @@
 // The driver's virtual-memory calls (cuMem*), reached through cudart's driver entry points so that
 // the library does not link libcuda and still loads on a machine without a driver. Used only by
-// the CUDA runtime (src/detail/cuda_runtime.cpp); semantics as in detail/runtime.hpp.
+// the CUDA runtime (src/runtime/cuda/cuda_runtime.cpp); semantics as in detail/runtime.hpp.
 #pragma once
 
 #include <gpumem/detail/runtime.hpp>
