@@ -1,6 +1,7 @@
 // `gpumem convert`: a PyTorch memory snapshot (pickle) to the CSV trace, by snapshot_to_csv.py.
 #include "checked_output.hpp"
 #include "commands.hpp"
+#include "installed_script.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,15 +23,7 @@ namespace {
 /// The converter: beside the binary when installed, else the build tree's copy.
 std::string converter_path()
 {
-  std::error_code ec;
-  auto const self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (auto const& c : {self.parent_path() / "snapshot_to_csv.py",
-                          self.parent_path() / "../share/gpumem/snapshot_to_csv.py"}) {
-      if (std::filesystem::exists(c)) { return c.string(); }
-    }
-  }
-  return GPUMEM_TOOL_CONVERTER;
+  return installed_script("snapshot_to_csv.py", GPUMEM_TOOL_CONVERTER);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // PyTorch's allocator as a peer, in a child Python process. See torch_peer.hpp.
 #include "torch_peer.hpp"
 
+#include "installed_script.hpp"
+
 #include <gpumem/detail/diagnostics/child_process.hpp>
 
 #include <nlohmann/json.hpp>
@@ -27,15 +29,7 @@ std::string from_env(char const* name, char const* otherwise)
 std::string script_path()
 {
   if (torch_peer_overridden()) { return from_env("GPUMEM_TORCH_PEER", ""); }
-  std::error_code ec;
-  auto const self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (auto const& c : {self.parent_path() / "torch_peer.py",
-                          self.parent_path() / "../share/gpumem/torch_peer.py"}) {
-      if (std::filesystem::exists(c)) { return c.string(); }
-    }
-  }
-  return GPUMEM_TOOL_TORCH_PEER;
+  return installed_script("torch_peer.py", GPUMEM_TOOL_TORCH_PEER);
 }
 
 std::string first_line(std::string const& s)
