@@ -63,7 +63,9 @@ struct vmm_registrar::state {
     if (it != regs.begin() && std::prev(it)->first + std::prev(it)->second.bytes > at) { --it; }
     std::vector<std::pair<char*, std::size_t>> rest;
     while (it != regs.end() && it->first < end) {
-      auto const [start, e] = *it;
+      // No structured binding: clang 14 does not let the lambda below capture one.
+      char* const start = it->first;
+      auto const e      = it->second;
       call([&] { dereg(e.token); }, deregistered, "deregister", start, e.bytes);
       it = regs.erase(it);
       if (start < at) { rest.emplace_back(start, static_cast<std::size_t>(at - start)); }
@@ -155,8 +157,10 @@ void vmm_registrar::close() noexcept
   if (on_unmap_ != 0) { pool_->remove_listener(on_unmap_); }
   on_map_ = on_unmap_ = 0;
   std::lock_guard lock{state_->mutex};
-  for (auto const& [at, e] : state_->regs) {
-    state_->call([&] { state_->dereg(e.token); }, state_->deregistered, "deregister", at, e.bytes);
+  for (auto const& reg : state_->regs) {  // no structured binding: the lambda captures it
+    auto const& e = reg.second;
+    state_->call([&] { state_->dereg(e.token); }, state_->deregistered, "deregister", reg.first,
+                 e.bytes);
   }
   state_->regs.clear();
   state_->closed = true;
