@@ -13,9 +13,9 @@
 // Rows:
 //   create_release/<MiB>, map_many_one_access/<handles>, idle_device_synchronize
 //   cycle/<MiB>:       one handle mapped, given access and unmapped again at one address
-//   probe/<round>/<seam|driver>: a probe program's pattern (16 MiB, 30 cycles at fresh addresses
-//                      of a 64-handle reservation), through gpumem's runtime seam and through the
-//                      driver's entry points called directly, alternately, in the same process
+//   side_by_side/<round>/<seam|driver>: 16 MiB, 30 cycles at fresh addresses of a 64-handle
+//                      reservation, through gpumem's runtime seam and through the driver's entry
+//                      points called directly, alternately, in one process
 //   suspect/<what>:    the 16 MiB cycle with one thing changed from cycle/16, to find what can
 //                      make a cycle cost ~1 ms instead of tens of microseconds (see `suspects`)
 #include <gpumem/runtime.hpp>
@@ -123,8 +123,8 @@ class seam_calls final : public vmm_calls {
   }
 };
 
-/// The driver's cuMem* entry points called directly, as the probe programs call them (looked up
-/// through cudart, as gpumem does, so that the binary does not link libcuda).
+/// The driver's cuMem* entry points called directly, not through gpumem (looked up through
+/// cudart, as gpumem does, so that the binary does not link libcuda).
 class driver_calls final : public vmm_calls {
  public:
   /// The entry points; nullptr where there is no GPU or the driver lacks one.
@@ -407,7 +407,7 @@ class extra_holder {
     switch (s) {
       case extra_state::none:
         break;
-      case extra_state::async_pool: {  // as vmm_probe's "async" mode: the pool stays
+      case extra_state::async_pool: {  // the pool stays (used once, trimmed)
         void* p{};
         if (cudaMallocAsync(&p, std::size_t{1} << 30, nullptr) == cudaSuccess) {
           (void)cudaFreeAsync(p, nullptr);
@@ -578,9 +578,9 @@ std::vector<std::pair<char const*, variant>> suspects()
   };
 }
 
-/// runtime_vs_driver's pattern: 16 MiB, 30 cycles at fresh addresses of a 64-handle reservation,
-/// through the seam and the driver alternately, twice.
-void add_probe_rows()
+/// 16 MiB, 30 cycles at fresh addresses of a 64-handle reservation, through the seam and the
+/// driver alternately, twice: the pattern of a plain program that times the same calls.
+void add_side_by_side_rows()
 {
   for (int round = 0; round < 2; ++round) {
     for (bool driver : {false, true}) {
@@ -588,7 +588,7 @@ void add_probe_rows()
       v.iterations      = 30;
       v.fresh_addresses = true;
       v.driver          = driver;
-      add("probe/" + std::to_string(round) + (driver ? "/driver" : "/seam"), v);
+      add("side_by_side/" + std::to_string(round) + (driver ? "/driver" : "/seam"), v);
     }
   }
 }
@@ -665,7 +665,7 @@ int const registered = [] {
     v.handle_mib = mib;
     add("cycle/" + std::to_string(mib), v);
   }
-  add_probe_rows();
+  add_side_by_side_rows();
   for (auto const& [name, v] : suspects()) { add(std::string{"suspect/"} + name, v); }
   return 0;
 }();
