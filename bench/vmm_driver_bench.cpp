@@ -297,9 +297,9 @@ struct variant {
   bool fresh_addresses{};   ///< cycle through 64 addresses instead of one
   bool reserve_each{};      ///< a reservation made and freed around each cycle
   bool huge_reservation{};  ///< inside twice the device's memory of address space (as vmm_pool)
-  int neighbours{};         ///< handles mapped, with access, beside the cycled one
-  bool all_peers{};         ///< access granted to every device with peer capability as well
-  bool sync_between{};      ///< an idle device synchronization between cycles (untimed)
+  int neighbours{};  ///< handles mapped, with access, beside the cycled one (not with reserve_each)
+  bool all_peers{};  ///< access granted to every device with peer capability as well
+  bool sync_between{};  ///< an idle device synchronization between cycles (untimed)
   vmm_handle_properties properties{};
   timing how{timing::manual};
   extra_state extra{extra_state::none};
