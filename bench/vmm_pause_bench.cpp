@@ -4,8 +4,9 @@
 // would). Per iteration: one pause + one resume (manual time); counters split them and give the
 // rate in GiB/s of pool memory. Handles of 16 MiB (default) and 256 MiB. On a GPU these are the
 // real calls; without one, the host stand-in's simulated memory (CI runs the code; the times then
-// mean nothing). Reference: a handle's create + map + access + unmap + release costs ~1 ms on the
-// H100 (vmm_driver_bench), so discard is bounded below by about that per handle.
+// mean nothing). Reference: a handle's create + release and map + access + unmap in
+// vmm_driver_bench (rows create_release/16 and cycle/16: tens of microseconds each), so discard
+// is bounded below by about their sum per handle.
 //   vmm_pause_bench --benchmark_filter=pause_resume
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/detail/runtime.hpp>
