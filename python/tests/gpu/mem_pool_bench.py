@@ -338,10 +338,12 @@ def expandable_status(torch, config: str, region) -> tuple:
     """(status text, whether the number stands) for the expandable-segments configuration."""
     if config != "torch_expandable":
         return "", True
-    mine = region.segments()[0]
-    others = [s for s in torch.cuda.memory_snapshot() if s not in mine]
-    pool_exp = any(s.get("is_expandable") for s in mine)
-    other_exp = any(s.get("is_expandable") for s in others)
+    pool_id = tuple(region.pool.id)
+    segments = torch.cuda.memory_snapshot()
+    pool_exp = any(s.get("is_expandable") for s in segments
+                   if tuple(s.get("segment_pool_id", (0, 0))) == pool_id)
+    other_exp = any(s.get("is_expandable") for s in segments
+                    if tuple(s.get("segment_pool_id", (0, 0))) != pool_id)
     if pool_exp:
         return "the pool's segments are expandable", True
     if other_exp:
