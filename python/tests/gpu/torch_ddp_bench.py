@@ -11,8 +11,8 @@ after gpumem.torch.use()) switches the allocator. With --bucket-pool, DDP's grad
 in a gpumem memory pool registered with NCCL (gpumem.torch.mem_pool, --bucket-spec): DDP is built
 inside torch.cuda.use_mem_pool with gradient_as_bucket_view=True, so its Reducer allocates the
 buckets there (and again when it rebuilds them after the first step, which the script does inside
-the pool too, then empties the caches, so that the pool keeps little more than the buckets), the
-pool is registered with NCCL (--register) and the rest of the training runs on the process's
+the pool too, then empties the caches, so that the pool may keep little more than the buckets),
+the pool is registered with NCCL (--register) and the rest of the training runs on the process's
 allocator. The JSON line then says whether every bucket lies in the pool's segments.
 Same seeds, same batches (each rank its own): the losses must be equal in every mode."""
 
