@@ -361,7 +361,8 @@ def child(args) -> int:
         print(json.dumps({**head, "error": f"PyTorch is not installed for {sys.executable} ({e})"}),
               flush=True)
         return 1
-    head = {**head, "torch": torch.__version__, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
+    head = {**head, "torch": torch.__version__,
+            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
     if not torch.cuda.is_available():
         print(json.dumps({**head, "error": "PyTorch sees no CUDA device"}), flush=True)
         return 1
