@@ -22,15 +22,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1"}
 
-# name -> (what the table calls it, arguments before the script, after it, PYTORCH_CUDA_ALLOC_CONF)
+# name -> (what the table calls it, arguments before the script, after it,
+#          PYTORCH_CUDA_ALLOC_CONF or None for PyTorch's default)
 CONFIGS = {
-    "torch": ("PyTorch's allocator", [], [], "expandable_segments:False"),
+    "torch": ("PyTorch's allocator", [], [], None),
     "torch_expandable": ("PyTorch's allocator, `expandable_segments:True`", [], [],
                          "expandable_segments:True"),
-    "gpumem": ("`-m gpumem.torch` (`vmm_pool:peers=all`)", ["-m", "gpumem.torch"], [],
-               "expandable_segments:False"),
+    "gpumem": ("`-m gpumem.torch` (`vmm_pool:peers=all`)", ["-m", "gpumem.torch"], [], None),
     "bucket_pool": ("PyTorch's allocator, buckets in a registered gpumem pool", [],
-                    ["--bucket-pool"], "expandable_segments:False"),
+                    ["--bucket-pool"], None),
 }
 
 
@@ -41,8 +41,11 @@ def run(name: str, args) -> dict:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            str(args.gpus), *before, "torch_ddp_bench.py", "--steps", str(args.steps), "--layers",
            str(args.layers), *after]
-    env = dict(os.environ, **NO_MULTICAST, PYTORCH_CUDA_ALLOC_CONF=conf)
+    env = dict(os.environ, **NO_MULTICAST)
     env.pop("GPUMEM_TORCH_ALLOC", None)  # gpumem's default spec for -m gpumem.torch
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    if conf is not None:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = conf
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout,

@@ -111,8 +111,9 @@ def schedule_peak(schedule: list) -> int:
 def child_env(config: str) -> dict:
     env = dict(os.environ, **NO_MULTICAST)
     env.pop("GPUMEM_TORCH_ALLOC", None)  # PyTorch's allocator for the rest of the process
-    env["PYTORCH_CUDA_ALLOC_CONF"] = ("expandable_segments:True" if config == "torch_expandable"
-                                      else "expandable_segments:False")
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # PyTorch's defaults, but for expandable segments
+    if config == "torch_expandable":
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     return env
 
 
