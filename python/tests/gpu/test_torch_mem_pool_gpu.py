@@ -1,13 +1,18 @@
 """gpumem.torch.mem_pool on a GPU, with PyTorch's own allocator for the rest of the process:
 tensors made under torch.cuda.use_mem_pool land in segments gpumem gave (PyTorch's snapshot shows
 them in the pool), other tensors do not, two pools with different specs live side by side, and the
-segments go back to gpumem once the pool is gone.
+segments go back to gpumem once the pool is gone; and mem_pool_bench.py, small, under each of its
+configurations.
 
 Runs in a subprocess. Skips without a GPU or without PyTorch."""
 
+import json
+import os
+import subprocess
+import sys
 import textwrap
 
-from torch_gpu_support import NEEDS_GPU, NEEDS_TORCH, run_for_json
+from torch_gpu_support import HERE, NEEDS_GPU, NEEDS_TORCH, NO_MULTICAST, run_for_json
 
 pytestmark = [NEEDS_GPU, NEEDS_TORCH]
 
@@ -71,3 +76,30 @@ def test_a_mem_pool_serves_its_region_beside_pytorchs_allocator():
     assert s["held_bytes"] >= s["segment_bytes"], s
     assert r["lean_stats"]["segments"] >= 1, r
     assert r["segments_after_pool_gone"] == 0 and r["slot_closed"], r
+
+
+def test_the_mem_pool_bench_measures_each_configuration():
+    # mem_pool_bench.py, small: a KV cache of at most 1 GiB and two training steps of a 2-layer
+    # tiny GPT, each configuration in its own process. The region's live bytes are exactly the
+    # schedule's, its blocks lie in the pool, and the region holds at least what is live.
+    out = subprocess.run([sys.executable, "mem_pool_bench.py", "--kv-gib", "1", "--kv-steps",
+                          "150", "--train-steps", "2", "--layers", "2"], capture_output=True,
+                         text=True, timeout=400, cwd=HERE, env=dict(os.environ, **NO_MULTICAST))
+    lines = [json.loads(x) for x in out.stdout.splitlines() if x.startswith('{"bench"')]
+    print(out.stdout)
+    assert out.returncode == 0 and len(lines) == 6, out.stdout + out.stderr[-3000:]
+    for r in lines:
+        assert "error" not in r, r
+        if r["config"] == "torch_expandable" and r["used_over_live"] is None:
+            assert r["status"], r  # PyTorch refused or ignored expandable segments: said so
+            continue
+        assert r["used_over_live"] >= 0.99 and r["pool_reserved_peak_bytes"] > 0, r
+        if r["workload"] == "kv":
+            assert r["peak_live_bytes"] == r["schedule_peak_bytes"], r
+            assert r["blocks_outside_pool"] == 0 and not r["weights_in_pool"], r
+        else:
+            assert r["peak_live_bytes"] > 0 and len(r["losses"]) == 2, r
+        if r["config"] == "gpumem":
+            assert r["gpumem_held_peak_bytes"] >= r["pool_reserved_peak_bytes"], r
+    train = [r["losses"] for r in lines if r["workload"] == "train" and "losses" in r]
+    assert all(x == train[0] for x in train), train  # the same steps under every configuration

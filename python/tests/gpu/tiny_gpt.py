@@ -108,9 +108,10 @@ def token_batches(steps: int, seed: int) -> list:
     return out
 
 
-def train_step(model, optimizer, tokens) -> tuple:
+def train_step(model, optimizer, tokens, after_backward=None) -> tuple:
     """One bf16-autocast training step on `tokens` (host); returns (loss, milliseconds), timed from
-    a synchronized device to a synchronized device."""
+    a synchronized device to a synchronized device. `after_backward()`, when given, runs between
+    the backward pass and the optimizer step (the gradients are there)."""
     import time
 
     torch.cuda.synchronize()
@@ -120,6 +121,8 @@ def train_step(model, optimizer, tokens) -> tuple:
         logits = model(tokens[:, :-1])
         loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
     loss.backward()
+    if after_backward is not None:
+        after_backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     value = loss.item()
