@@ -11,7 +11,7 @@
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/mr/vmm_region_resource.hpp>
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -35,6 +35,18 @@ std::size_t entries(std::string const& dir)
   std::size_t n = 0;
   for ([[maybe_unused]] auto const& e : std::filesystem::directory_iterator{dir}) { ++n; }
   return n;
+}
+
+/// Whether the file system of `dir` reserves a file's space up front (fallocate).
+bool reserves_space(std::string const& dir)
+{
+  auto const name = dir + "/probe";
+  int const fd    = ::open(name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) { return false; }
+  bool const ok = ::fallocate(fd, 0, 0, 4096) == 0;
+  ::close(fd);
+  ::unlink(name.c_str());
+  return ok;
 }
 
 /// How many descriptors this process has open.
@@ -229,7 +241,8 @@ TEST_F(vmm_pool_pause_file, AMissingDirectoryIsATypedErrorAndThePoolStaysActive)
 
 // A full disk, as a file-size limit (RLIMIT_FSIZE: the system refuses to make a file larger,
 // EFBIG) lower than the pool: found when the file's space is reserved, before anything is given
-// back.
+// back (on a file system that cannot reserve space, by the first write: what was given back is
+// put back). Either way the pool is active with its contents.
 TEST_F(vmm_pool_pause_file, AFullDiskIsFoundBeforeAnythingIsGivenBack)
 {
   auto pool = make();
@@ -244,7 +257,7 @@ TEST_F(vmm_pool_pause_file, AFullDiskIsFoundBeforeAnythingIsGivenBack)
   EXPECT_THROW(pool.pause(pause_mode::offload_to_file), offload_file_error);
   ::setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, previous);
-  EXPECT_EQ(rt.calls().vmm_unmap, unmaps);
+  if (reserves_space(dir)) { EXPECT_EQ(rt.calls().vmm_unmap, unmaps); }  // else found writing
   EXPECT_EQ(pool.state(), pause_state::active);
   EXPECT_EQ(entries(dir), 0U);
   expect_intact(live);
