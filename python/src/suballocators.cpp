@@ -107,8 +107,10 @@ are kept). ``peer_devices`` (device numbers) or ``all_peers=True`` give other
 devices with peer capability read-write access to all of the pool's memory, so that their kernels
 and copies can use it. ``shareable_handles=True`` makes the physical memory exportable as POSIX file
 descriptors and ``gpu_direct_rdma=True`` marks it GPUDirect RDMA capable where the device supports
-it: both are what NCCL's buffer registration asks for. Takes memory from the runtime directly (no
-upstream).
+it: both are what NCCL's buffer registration asks for. ``pause()`` gives the pool's memory back
+(docs/sleep.md): ``keep_offload_staging=True`` keeps the pinned host copy of an offload for the next
+one, and ``offload_directory`` (None: ``TMPDIR``, else /tmp) is where ``pause(offload="file")``
+writes. Takes memory from the runtime directly (no upstream).
 )doc");
   c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
                     unsigned growth, std::optional<std::size_t> threshold,
