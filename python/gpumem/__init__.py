@@ -155,14 +155,17 @@ def region(tag: str, resource=None):
     return _sleep_target(resource, "region", False).region(tag)
 
 
-def pause(tag: str | None = None, offload: bool = False, resource=None) -> int:
+def pause(tag: str | None = None, offload: bool | str = False, resource=None,
+          streams=None) -> int:
     """Gives the physical memory of region ``tag`` (None: every region, or the whole pool) back to
     the device, keeping every address; ``offload=True`` keeps the contents in pinned host memory
-    until ``resume``. Returns how many regions (or pools) this call paused."""
+    until ``resume``, ``offload="file"`` in a temporary file (the resource's
+    ``offload_directory``). Waits for the whole device first, or, given ``streams``, for those
+    streams only. Returns how many regions (or pools) this call paused."""
     target = _sleep_target(resource, "pause", tag is None)
     if isinstance(target, VmmPoolMemoryResource):
-        return int(target.pause(offload=offload))
-    return target.pause(tag, offload=offload)
+        return int(target.pause(offload=offload, streams=streams))
+    return target.pause(tag, offload=offload, streams=streams)
 
 
 def resume(tag: str | None = None, resource=None) -> int:

@@ -515,12 +515,18 @@ def region(tag: str, device=None):
     return _regions_of(device, "region").region(tag)
 
 
-def pause(tag: str | None = None, offload: bool = False, device=None) -> int:
+def pause(tag: str | None = None, offload: bool | str = False, device=None,
+          streams=None) -> int:
     """Releases the device memory of region ``tag`` (None: every region, ``"default"`` too),
-    keeping every address; ``offload=True`` keeps the contents in pinned host memory until
-    ``resume``. Allocating in a paused region raises. Returns how many regions this paused."""
+    keeping every address. ``offload=True`` keeps the contents in pinned host memory until
+    ``resume``; ``offload="file"`` writes them to a temporary file instead (in the
+    ``offload_directory`` given to ``use_regions``, else ``TMPDIR`` or /tmp; through at most
+    128 MiB of pinned memory), for contents larger than the host memory one wants to pin.
+    Waits for all of the device's work first; ``streams`` (``torch.cuda.Stream`` objects or
+    ``cudaStream_t`` ints) waits for those streams only, leaving others' work running.
+    Allocating in a paused region raises. Returns how many regions this paused."""
     res = _regions_of(device, "pause")
-    return res.pause(tag, offload=offload)
+    return res.pause(tag, offload=offload, streams=streams)
 
 
 def resume(tag: str | None = None, device=None) -> int:

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <vector>
 
 namespace gpumem::python {
 
@@ -28,6 +30,13 @@ using holder = std::shared_ptr<T>;
 /// A stream argument: None (default stream), an int (a cudaStream_t), or an object with a
 /// `ptr` (CuPy) or `cuda_stream` (PyTorch) attribute. Throws TypeError otherwise.
 [[nodiscard]] cuda_stream_view to_stream(py::handle stream);
+
+/// The `offload` argument of pause(): False or None (discard), True or "host" (pinned host
+/// memory), "file" (a temporary file). LogicError naming the value otherwise.
+[[nodiscard]] pause_mode to_pause_mode(py::handle offload);
+/// The `streams` argument of pause(): None (nullopt: the device is synchronized) or an iterable
+/// of streams (each as to_stream reads it).
+[[nodiscard]] std::optional<std::vector<cuda_stream_view>> to_streams(py::handle streams);
 
 /// The runtime argument of a leaf resource: None means the real CUDA runtime.
 [[nodiscard]] gpumem::runtime& to_runtime(py::handle runtime);

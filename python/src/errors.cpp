@@ -3,6 +3,7 @@
 //   gpumem::out_of_memory  -> gpumem.OutOfMemoryError (BadAlloc, so also MemoryError)
 //   gpumem::logic_error    -> gpumem.LogicError (ValueError)
 //   gpumem::cuda_error     -> gpumem.CudaError (RuntimeError)
+//   gpumem::offload_file_error -> gpumem.OffloadFileError (OSError)
 // The Python message is the C++ what(): the request, the free memory, the resource. A CUDA error
 // that means "no GPU here" also says how to run without one.
 #include "bindings.hpp"
@@ -45,6 +46,7 @@ void bind_errors(py::module_& m)
   auto const& logic_error_type =
       py::register_exception<gpumem::logic_error>(m, "LogicError", PyExc_ValueError);
   py::register_exception<gpumem::paused_error>(m, "PausedError", logic_error_type);
+  py::register_exception<gpumem::offload_file_error>(m, "OffloadFileError", PyExc_OSError);
   cuda_error_type =
       py::register_exception<gpumem::cuda_error>(m, "CudaError", PyExc_RuntimeError).ptr();
   py::register_exception_translator([](std::exception_ptr p) {
@@ -62,6 +64,11 @@ void bind_errors(py::module_& m)
   m.attr("LogicError").attr("__doc__") =
       "Misuse of the API: bad argument or alignment, foreign or double free (gpumem::logic_error).";
   m.attr("CudaError").attr("__doc__") = "A CUDA runtime call failed (gpumem::cuda_error).";
+  m.attr("OffloadFileError").attr("__doc__") =
+      "The file of pause(offload=\"file\") could not be created, written or read back "
+      "(gpumem::offload_file_error): a missing directory, a full disk. The message names the "
+      "directory and the size; the pool or region is left as before the call. Subclass of "
+      "OSError.";
   m.attr("PausedError").attr("__doc__") =
       "An allocation from a paused pool or region (gpumem::paused_error): resume() it first. "
       "Subclass of LogicError.";

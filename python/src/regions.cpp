@@ -51,29 +51,33 @@ until the block ends (scopes nest; other threads are not affected).
   py::class_<R, mr::device_memory_resource, holder<R>> c(m, "VmmRegionMemoryResource", R"doc(
 Allocations routed by region (C++ ``gpumem::mr::vmm_region_resource``): one VmmPoolMemoryResource
 per region name, each with its own address range and physical memory, so that each region can be
-paused (its memory given back, contents discarded or offloaded to host memory) and resumed at the
+paused (its memory given back, contents discarded or offloaded to host memory or a file) and resumed at the
 same addresses on its own. ``with resource.region("kv_cache"):`` routes this thread's allocations;
 outside any region they go to region "default". Frees find their region by address.
 
 Every region's pool gets ``reserve_bytes`` (None: twice the device memory) of address space,
 physical handles of up to ``handle_bytes`` (None: 256 MiB; pause and resume cost the driver's calls
 once per handle, so larger handles sleep and wake faster, smaller ones give memory back in finer
-steps) and ``keep_offload_staging`` (keep the pinned host copy of an offloaded region after resume
-for the next offload: pinning costs as much time as the copy).
+steps), ``keep_offload_staging`` (keep the pinned host copy of an offloaded region after resume
+for the next offload: pinning costs as much time as the copy) and ``offload_directory`` (where
+``pause(offload="file")`` writes; None: ``TMPDIR``, else /tmp).
 )doc");
   auto const defaults = R::default_options();
   c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> handle,
-                    std::optional<int> device, py::handle runtime, bool keep_staging) {
+                    std::optional<int> device, py::handle runtime, bool keep_staging,
+                    std::optional<std::string> directory) {
           auto o                 = R::default_options();
           o.reserve_bytes        = reserve.value_or(0);
           o.handle_bytes         = handle.value_or(o.handle_bytes);
           o.device               = device.value_or(-1);
           o.keep_offload_staging = keep_staging;
+          o.offload_directory    = directory.value_or("");
           return std::make_shared<R>(o, to_runtime(runtime));
         }),
         py::kw_only(), py::arg("reserve_bytes") = py::none(), py::arg("handle_bytes") = py::none(),
         py::arg("device") = py::none(), py::arg("runtime") = py::none(),
-        py::arg("keep_offload_staging") = defaults.keep_offload_staging, py::keep_alive<1, 5>())
+        py::arg("keep_offload_staging") = defaults.keep_offload_staging,
+        py::arg("offload_directory")    = py::none(), py::keep_alive<1, 5>())
       .def(
           "region",
           [](R& r, std::string tag) {
@@ -87,15 +91,23 @@ for the next offload: pinning costs as much time as the copy).
                              "The region this thread's allocations go to now.")
       .def(
           "pause",
-          [](R& r, std::optional<std::string> tag, bool offload) -> std::size_t {
-            auto const mode = offload ? pause_mode::offload : pause_mode::discard;
+          [](R& r, std::optional<std::string> tag, py::object offload,
+             py::object streams) -> std::size_t {
+            auto const mode  = to_pause_mode(offload);
+            auto const named = to_streams(streams);
             py::gil_scoped_release nogil;
+            if (named) {
+              return tag ? (r.pause(*tag, mode, *named) ? 1 : 0) : r.pause_all(mode, *named);
+            }
             return tag ? (r.pause(*tag, mode) ? 1 : 0) : r.pause_all(mode);
           },
           py::arg("tag") = py::none(), py::kw_only(), py::arg("offload") = false,
+          py::arg("streams") = py::none(),
           "Pauses region `tag` (None: every region): its physical memory goes back to the device, "
-          "its addresses stay. offload=True keeps the contents in pinned host memory. Returns how "
-          "many regions this call paused.")
+          "its addresses stay. offload=True keeps the contents in pinned host memory, "
+          "offload=\"file\" in a temporary file in offload_directory (through at most 128 MiB of "
+          "pinned memory). Waits for the whole device first, or, given `streams` (streams or "
+          "cudaStream_t ints), for those streams only. Returns how many regions this call paused.")
       .def(
           "resume",
           [](R& r, std::optional<std::string> tag) -> std::size_t {
@@ -113,20 +125,22 @@ for the next offload: pinning costs as much time as the copy).
           [](R& r, std::string const& tag) {
             auto const s = r.stats(tag);
             py::dict d;
-            d["state"]          = pause_state_name(s.state);
-            d["mapped_bytes"]   = s.mapped_bytes;
-            d["paused_bytes"]   = s.paused_bytes;
-            d["free_bytes"]     = s.free_bytes;
-            d["staging_bytes"]  = s.staging_bytes;
-            d["pauses"]         = s.pauses;
-            d["resumes"]        = s.resumes;
-            d["pause_seconds"]  = s.pause_seconds;
-            d["resume_seconds"] = s.resume_seconds;
+            d["state"]              = pause_state_name(s.state);
+            d["mapped_bytes"]       = s.mapped_bytes;
+            d["paused_bytes"]       = s.paused_bytes;
+            d["free_bytes"]         = s.free_bytes;
+            d["staging_bytes"]      = s.staging_bytes;
+            d["offload_file_bytes"] = s.offload_file_bytes;
+            d["pauses"]             = s.pauses;
+            d["resumes"]            = s.resumes;
+            d["pause_seconds"]      = s.pause_seconds;
+            d["resume_seconds"]     = s.resume_seconds;
             return d;
           },
           py::arg("tag"),
-          "{'state', 'mapped_bytes', 'paused_bytes', 'free_bytes', 'staging_bytes', 'pauses', "
-          "'resumes', 'pause_seconds', 'resume_seconds'} of region `tag`.")
+          "{'state', 'mapped_bytes', 'paused_bytes', 'free_bytes', 'staging_bytes', "
+          "'offload_file_bytes', 'pauses', 'resumes', 'pause_seconds', 'resume_seconds'} of "
+          "region `tag`.")
       .def_property_readonly("bad_deallocations", &R::bad_deallocations,
                              "Deallocations of pointers no region handed out.")
       .def("check_invariants", &R::check_invariants,

@@ -107,40 +107,44 @@ are kept). ``peer_devices`` (device numbers) or ``all_peers=True`` give other
 devices with peer capability read-write access to all of the pool's memory, so that their kernels
 and copies can use it. ``shareable_handles=True`` makes the physical memory exportable as POSIX file
 descriptors and ``gpu_direct_rdma=True`` marks it GPUDirect RDMA capable where the device supports
-it: both are what NCCL's buffer registration asks for. Takes memory from the runtime directly (no
-upstream).
+it: both are what NCCL's buffer registration asks for. ``pause()`` gives the pool's memory back
+(docs/sleep.md): ``keep_offload_staging=True`` keeps the pinned host copy of an offload for the next
+one, and ``offload_directory`` (None: ``TMPDIR``, else /tmp) is where ``pause(offload="file")``
+writes. Takes memory from the runtime directly (no upstream).
 )doc");
-  c.def(
-       py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
-                   unsigned growth, std::optional<std::size_t> threshold, std::optional<int> device,
-                   py::handle runtime, std::vector<int> peers, bool all_peers, unsigned busy,
-                   bool keep_staging, std::size_t spares, bool shareable, bool rdma) {
-         mr::vmm_pool_options o;
-         o.spare_bytes             = spares;
-         o.keep_offload_staging    = keep_staging;
-         o.shareable_handles       = shareable;
-         o.gpu_direct_rdma         = rdma;
-         o.peer_devices            = std::move(peers);
-         o.all_peers               = all_peers;
-         o.reserve_bytes           = reserve.value_or(0);
-         o.granularity_bytes       = granularity.value_or(0);
-         o.growth_percent          = growth;
-         o.busy_growth_percent     = busy;
-         o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
-         o.device                  = device.value_or(-1);
-         return std::make_shared<R>(o, to_runtime(runtime));
-       }),
-       py::kw_only(), py::arg("reserve_bytes") = py::none(),
-       py::arg("granularity_bytes")       = py::none(),
-       py::arg("growth_percent")          = defaults.growth_percent,
-       py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
-       py::arg("runtime") = py::none(), py::arg("peer_devices") = defaults.peer_devices,
-       py::arg("all_peers")            = defaults.all_peers,
-       py::arg("busy_growth_percent")  = defaults.busy_growth_percent,
-       py::arg("keep_offload_staging") = defaults.keep_offload_staging,
-       py::arg("spare_bytes")          = defaults.spare_bytes,
-       py::arg("shareable_handles")    = defaults.shareable_handles,
-       py::arg("gpu_direct_rdma")      = defaults.gpu_direct_rdma, py::keep_alive<1, 7>())
+  c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
+                    unsigned growth, std::optional<std::size_t> threshold,
+                    std::optional<int> device, py::handle runtime, std::vector<int> peers,
+                    bool all_peers, unsigned busy, bool keep_staging, std::size_t spares,
+                    bool shareable, bool rdma, std::optional<std::string> directory) {
+          mr::vmm_pool_options o;
+          o.offload_directory       = directory.value_or("");
+          o.spare_bytes             = spares;
+          o.keep_offload_staging    = keep_staging;
+          o.shareable_handles       = shareable;
+          o.gpu_direct_rdma         = rdma;
+          o.peer_devices            = std::move(peers);
+          o.all_peers               = all_peers;
+          o.reserve_bytes           = reserve.value_or(0);
+          o.granularity_bytes       = granularity.value_or(0);
+          o.growth_percent          = growth;
+          o.busy_growth_percent     = busy;
+          o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
+          o.device                  = device.value_or(-1);
+          return std::make_shared<R>(o, to_runtime(runtime));
+        }),
+        py::kw_only(), py::arg("reserve_bytes") = py::none(),
+        py::arg("granularity_bytes")       = py::none(),
+        py::arg("growth_percent")          = defaults.growth_percent,
+        py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
+        py::arg("runtime") = py::none(), py::arg("peer_devices") = defaults.peer_devices,
+        py::arg("all_peers")            = defaults.all_peers,
+        py::arg("busy_growth_percent")  = defaults.busy_growth_percent,
+        py::arg("keep_offload_staging") = defaults.keep_offload_staging,
+        py::arg("spare_bytes")          = defaults.spare_bytes,
+        py::arg("shareable_handles")    = defaults.shareable_handles,
+        py::arg("gpu_direct_rdma")      = defaults.gpu_direct_rdma,
+        py::arg("offload_directory")    = py::none(), py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
           "mapped_runs",
@@ -171,6 +175,7 @@ upstream).
             d["state"]                     = pause_state_name(s.state);
             d["paused_bytes"]              = s.paused_bytes;
             d["staging_bytes"]             = s.staging_bytes;
+            d["offload_file_bytes"]        = s.offload_file_bytes;
             d["pauses"]                    = s.pauses;
             d["resumes"]                   = s.resumes;
             d["pause_seconds"]             = s.pause_seconds;
@@ -180,18 +185,22 @@ upstream).
           "{'mapped_bytes', 'reserved_bytes', 'free_bytes', 'largest_free_bytes', 'handles', "
           "'spare_bytes', 'spare_handles', 'held_bytes', 'single_handle_allocations', "
           "'single_handle_bytes', 'state', 'paused_bytes', "
-          "'staging_bytes', 'pauses', 'resumes', 'pause_seconds', 'resume_seconds'}.")
+          "'staging_bytes', 'offload_file_bytes', 'pauses', 'resumes', 'pause_seconds', "
+          "'resume_seconds'}.")
       .def(
           "pause",
-          [](R& r, bool offload) {
+          [](R& r, py::object offload, py::object streams) {
+            auto const mode  = to_pause_mode(offload);
+            auto const named = to_streams(streams);
             py::gil_scoped_release nogil;
-            return r.pause(offload ? pause_mode::offload : pause_mode::discard);
+            return named ? r.pause(mode, *named) : r.pause(mode);
           },
-          py::kw_only(), py::arg("offload") = false,
+          py::kw_only(), py::arg("offload") = false, py::arg("streams") = py::none(),
           "Gives all of the pool's physical memory back, keeping every address (docs/sleep.md). "
           "offload=True copies the contents to pinned host memory first (resume() copies them "
-          "back); otherwise they are lost. Synchronizes the device first. Returns False when "
-          "already paused. While paused, allocating raises PausedError; freeing works.")
+          "back), offload=\"file\" to a temporary file in offload_directory; otherwise they are "
+          "lost. Synchronizes the device first, or, given `streams`, those streams only. Returns "
+          "False when already paused. While paused, allocating raises PausedError; freeing works.")
       .def(
           "resume",
           [](R& r) {

@@ -57,6 +57,7 @@ vmm_backing::vmm_backing(runtime& rt, mr::vmm_pool_options const& options)
       reserved_{},
       growth_percent_{options.growth_percent},
       busy_growth_percent_{options.busy_growth_percent},
+      offload_directory_{options.offload_directory},
       spares_{rt, options.spare_bytes}
 {
   peers_        = validated_peers(rt, device_, options.peer_devices, options.all_peers);
@@ -475,6 +476,9 @@ void vmm_backing::check(std::vector<free_block> const& blocks) const
   if (!paused_ && absent_count_ != 0) { fail("mappings without memory while not paused"); }
   if (staged_ && (!paused_ || staging_ == nullptr)) {
     fail("offloaded contents without a pause or without a staging buffer");
+  }
+  if (file_.is_open() && (!paused_ || staged_ || file_.bytes() < mapped_bytes_)) {
+    fail("an offload file open without a pause, beside a host copy, or too small for the layout");
   }
   spares_.check();
   if (paused_ && spares_.count() != 0) { fail("spare handles kept while paused"); }

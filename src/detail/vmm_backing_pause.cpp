@@ -5,6 +5,7 @@
 #include <gpumem/error.hpp>
 
 #include <array>
+#include <optional>
 
 namespace gpumem::detail {
 
@@ -23,22 +24,38 @@ std::vector<vmm_backing::run> vmm_backing::present_runs() const
   return runs;
 }
 
-void vmm_backing::pause(bool offload, cudaStream_t stream)
+void vmm_backing::pause(pause_mode mode, cudaStream_t stream)
 {
   GPUMEM_EXPECTS(!paused_, logic_error, "vmm_pool_memory_resource: already paused");
-  constexpr std::size_t chunk_bytes = std::size_t{64} << 20;    // per copy while offloading
-  auto const order = chunks(offload ? chunk_bytes : SIZE_MAX);  // may throw: nothing changed
-  if (offload && !mapped_.empty()) {
-    ensure_staging(mapped_bytes_);  // may throw: nothing changed
+  constexpr std::size_t chunk_bytes = std::size_t{64} << 20;  // per copy while offloading
+  auto const copied                 = mode != pause_mode::discard && !mapped_.empty();
+  auto const order = chunks(copied ? chunk_bytes : SIZE_MAX);  // may throw: nothing changed
+  if (copied) {
+    auto const to_file = mode == pause_mode::offload_to_file;
+    if (to_file) {
+      file_.create(offload_directory_, mapped_bytes_);  // may throw: nothing changed
+      try {
+        ensure_staging(file_ring_bytes());
+      } catch (...) {  // no pinned memory: nothing changed
+        file_.close();
+        throw;
+      }
+    } else {
+      ensure_staging(mapped_bytes_);  // may throw: nothing changed
+    }
     std::size_t offset{};
-    for (auto& [at, m] : mapped_) {  // address order: a run of mappings is a run of staging
+    for (auto& [at, m] : mapped_) {  // address order: a run of mappings is a run of the copy
       m.staged = offset;
       offset += m.bytes;
     }
     spares_.release_all();  // a pause gives back everything
     paused_ = true;
-    staged_ = true;
-    offload_all(order, stream);
+    staged_ = !to_file;
+    if (to_file) {
+      write_all(order, stream);
+    } else {
+      offload_all(order, stream);
+    }
     return;
   }
   spares_.release_all();
@@ -123,23 +140,32 @@ void vmm_backing::offload_all(std::vector<chunk> const& order, cudaStream_t stre
     }
     while (dropped < issued) { drop_next(); }
   } catch (...) {
-    try {
-      runtime_->stream_synchronize(stream);  // no copy may still read what is put back
-    } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one reported
-    }
     destroy_events();
-    if (dropped == 0) {  // nothing was given back: as before the pause
-      paused_ = false;
-      staged_ = false;
-    } else {
-      try {
-        (void)resume(stream, true);
-      } catch (...) {  // NOLINT(bugprone-empty-catch): stays paused with its host copy
-      }
-    }
+    undo_pause(dropped, stream);
     throw;
   }
   destroy_events();
+}
+
+// After a failed offload: no copy may still read what is put back; then, when `given_back`
+// chunks were given back, they are mapped and copied back again (if that fails too, the backing
+// stays paused with its copy, and resume() finishes the job); else it is as before the pause.
+void vmm_backing::undo_pause(std::size_t given_back, cudaStream_t stream) noexcept
+{
+  try {
+    runtime_->stream_synchronize(stream);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one reported
+  }
+  if (given_back == 0) {
+    paused_ = false;
+    staged_ = false;
+    file_.close();
+    return;
+  }
+  try {
+    (void)resume(stream, true);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): stays paused with its copy
+  }
 }
 
 void vmm_backing::drop(mapping& m, char* at) noexcept
@@ -162,19 +188,28 @@ std::vector<vmm_backing::run> vmm_backing::resume(cudaStream_t stream, bool keep
   GPUMEM_EXPECTS(paused_, logic_error, "vmm_pool_memory_resource: not paused");
   std::vector<char*> done;
   done.reserve(absent_count_);  // host memory first: unwinding needs the list
+  std::optional<pinned_ring> ring;
+  if (file_.is_open()) {  // the slots the file is read into (may throw: nothing changed)
+    ensure_staging(file_ring_bytes());
+    ring.emplace(*runtime_, staging_, file_ring_bytes() / file_slots, file_slots);
+  }
+  auto const copies = staged_ || ring.has_value();
   try {
     for (auto it = mapped_.begin(); it != mapped_.end();) {
-      it = it->second.present ? std::next(it) : map_absent_run(it, done, stream);
+      it = it->second.present ? std::next(it)
+                              : map_absent_run(it, done, stream, ring ? &*ring : nullptr);
     }
-    if (staged_ && !done.empty()) { runtime_->stream_synchronize(stream); }
+    if (copies && !done.empty()) { runtime_->stream_synchronize(stream); }
   } catch (...) {
     try {
-      if (staged_) { runtime_->stream_synchronize(stream); }  // no copy may still write there
+      if (copies) { runtime_->stream_synchronize(stream); }  // no copy may still write there
     } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one reported
     }
     unmap_again(done);
     throw;
   }
+  ring.reset();
+  file_.close();
   paused_ = false;
   staged_ = false;
   if (!keep_staging) { release_staging(); }
@@ -203,7 +238,8 @@ std::vector<vmm_backing::run> vmm_backing::runs_of(std::vector<char*> const& add
 // Maps the run of adjacent absent mappings starting at `first` (new handles), grants access once
 // over the run, and queues the copy back of its offloaded bytes. Returns the end of the run.
 std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
-    std::map<char*, mapping>::iterator first, std::vector<char*>& done, cudaStream_t stream)
+    std::map<char*, mapping>::iterator first, std::vector<char*>& done, cudaStream_t stream,
+    pinned_ring* ring)
 {
   char* const start = first->first;
   std::size_t bytes{};
@@ -226,7 +262,9 @@ std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
   }
   runtime_->vmm_set_access(start, bytes, device_);
   for (int peer : peers_) { runtime_->vmm_set_access(start, bytes, peer); }
-  if (staged_) {  // staged in address order: the run is one range of the staging buffer too
+  if (ring != nullptr) {  // in address order: the run is one range of the file too
+    read_back(*ring, start, first->second.staged, bytes, stream);
+  } else if (staged_) {  // staged in address order: one range of the staging buffer too
     auto const* host = static_cast<char const*>(staging_);
     runtime_->memcpy_async(start, host + first->second.staged, bytes, stream);
   }

@@ -1,6 +1,7 @@
 // The virtual-memory pool's slow paths. See mr/vmm_pool_memory_resource.hpp.
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -225,11 +226,42 @@ vmm_pool_memory_resource::transition::~transition()
 
 bool vmm_pool_memory_resource::pause(pause_mode mode)
 {
+  return pause_after(mode, nullptr);
+}
+
+bool vmm_pool_memory_resource::pause(pause_mode mode, std::span<cuda_stream_view const> streams)
+{
+  return pause_after(mode, &streams);
+}
+
+void vmm_pool_memory_resource::freeze_after(std::span<cuda_stream_view const> streams)
+{
+  frozen_.store(true);  // from now on, no allocation or growth changes the layout
+  std::vector<cudaStream_t> distinct;
+  for (auto s : streams) {
+    if (std::find(distinct.begin(), distinct.end(), s.value()) != distinct.end()) { continue; }
+    distinct.push_back(s.value());
+    get_runtime().stream_synchronize(s.value());
+  }
+  // Their free blocks go back for good, as pause(mode)'s trim_to(0) does for every stream's.
+  with_idle_of(distinct, [&](detail::coalescing_free_list& idle) {
+    backing_.set_recording(listeners_.any());
+    (void)backing_.release_idle(idle, 0);
+    queue_events();
+  });
+  if (listeners_.pending()) { listeners_.deliver(); }
+}
+
+bool vmm_pool_memory_resource::pause_after(pause_mode mode,
+                                           std::span<cuda_stream_view const> const* streams)
+{
   auto const start  = std::chrono::steady_clock::now();
   auto const serial = enter_transition("pause");
   if (state_.load() != pause_state::active) { return false; }
-  trim_to(0);           // free memory goes back for good: resume maps only what holds allocations
-  frozen_.store(true);  // from now on, no growth changes the layout
+  if (streams == nullptr) {
+    trim_to(0);           // free memory goes back for good: resume maps only what holds allocations
+    frozen_.store(true);  // from now on, no growth changes the layout
+  }
   bool done = false;
   struct thaw_on_failure {
     vmm_pool_memory_resource* self;
@@ -239,17 +271,21 @@ bool vmm_pool_memory_resource::pause(pause_mode mode)
       if (!done && self->state_.load() == pause_state::active) { self->frozen_.store(false); }
     }
   } const thaw{this, done};
-  get_runtime().device_synchronize();  // any stream may use the memory (see the header)
+  if (streams == nullptr) {
+    get_runtime().device_synchronize();  // any stream may use the memory (see the header)
+  } else {
+    freeze_after(*streams);  // the caller named the streams that use it
+  }
   std::vector<detail::vmm_backing::run> runs;
   under_grow_lock([&] {
     if (listeners_.any()) { runs = backing_.present_runs(); }
   });
   listeners_.notify(events_of(std::move(runs), vmm_mapping_cause::pause, false));  // before
-  auto const offload = mode == pause_mode::offload;
+  auto const offload = mode != pause_mode::discard;
   try {
     under_grow_lock([&] {
       try {
-        backing_.pause(offload, cudaStreamPerThread);
+        backing_.pause(mode, cudaStreamPerThread);
       } catch (...) {
         if (backing_.paused()) { state_.store(pause_state::paused_offloaded); }  // could not undo
         if (listeners_.any()) { runs = backing_.present_runs(); }
@@ -310,15 +346,16 @@ vmm_pool_stats vmm_pool_memory_resource::stats() const
   s.largest_free_bytes = free.largest_bytes;
   // The backing changes only under the grow lock: read it there.
   const_cast<vmm_pool_memory_resource*>(this)->under_grow_lock([&] {
-    s.mapped_bytes   = backing_.physical_bytes();
-    s.paused_bytes   = backing_.mapped_bytes() - backing_.physical_bytes();
-    s.reserved_bytes = backing_.range().size;
-    s.handles        = backing_.handle_count();
-    s.spare_bytes    = backing_.spare_bytes();
-    s.spare_handles  = backing_.spare_count();
-    s.held_bytes     = s.mapped_bytes + s.spare_bytes;
-    s.staging_bytes  = backing_.staging_bytes();
-    s.state          = state_.load();
+    s.mapped_bytes       = backing_.physical_bytes();
+    s.paused_bytes       = backing_.mapped_bytes() - backing_.physical_bytes();
+    s.reserved_bytes     = backing_.range().size;
+    s.handles            = backing_.handle_count();
+    s.spare_bytes        = backing_.spare_bytes();
+    s.spare_handles      = backing_.spare_count();
+    s.held_bytes         = s.mapped_bytes + s.spare_bytes;
+    s.staging_bytes      = backing_.staging_bytes();
+    s.offload_file_bytes = backing_.offload_file_bytes();
+    s.state              = state_.load();
   });
   s.single_handle_allocations = singles_.count();
   s.single_handle_bytes       = singles_.mapped_bytes();

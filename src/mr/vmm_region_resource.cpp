@@ -94,6 +94,14 @@ std::size_t vmm_region_resource::pause_all(pause_mode mode)
   return n;
 }
 
+std::size_t vmm_region_resource::pause_all(pause_mode mode,
+                                           std::span<cuda_stream_view const> streams)
+{
+  std::size_t n{};
+  for (auto const& name : regions()) { n += existing(name).pause(mode, streams) ? 1 : 0; }
+  return n;
+}
+
 std::size_t vmm_region_resource::resume_all()
 {
   std::size_t n{};

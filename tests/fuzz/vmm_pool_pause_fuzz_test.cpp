@@ -1,10 +1,11 @@
 // Seeded random walk over vmm_pool_memory_resource with pause and resume among allocations, frees,
 // trims and stream work, with injected failures (no pinned memory, failed copies, failed creates
-// and maps during resume). After every step: the pool's and the host model's invariants; every
-// live block mapped when active; its first and last bytes intact across offload + resume (after a
-// discard they are written again); allocations while paused refused with paused_error; and the
-// listeners' account — bytes heard mapped minus bytes heard unmapped — equal to the memory mapped.
-// Smoke-sized for CI; GPUMEM_FUZZ_STEPS for longer runs.
+// and maps during resume). Pauses discard, offload to pinned host memory or to a file, and wait
+// for the device or for a random subset of the walk's streams. After every step: the pool's and the
+// host model's invariants; every live block mapped when active; its first and last bytes intact
+// across offload + resume (after a discard they are written again); allocations while paused
+// refused with paused_error; and the listeners' account — bytes heard mapped minus bytes heard
+// unmapped — equal to the memory mapped. Smoke-sized for CI; GPUMEM_FUZZ_STEPS for longer runs.
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
@@ -106,13 +107,22 @@ class pause_walker {
   }
   void pause()
   {
-    auto const mode  = rng_() % 2 == 0 ? pause_mode::discard : pause_mode::offload;
-    auto const fault = rng_() % 6;
-    if (mode == pause_mode::offload && fault == 0) { rt_.fail_next_allocations(1); }
-    if (mode == pause_mode::offload && fault == 1) { rt_.fail_next_copies(1, rng_() % 8); }
+    constexpr pause_mode modes[] = {pause_mode::discard, pause_mode::offload,
+                                    pause_mode::offload_to_file};
+    auto const mode              = modes[rng_() % 3];
+    auto const copies            = mode != pause_mode::discard;
+    auto const fault             = rng_() % 6;
+    if (copies && fault == 0) { rt_.fail_next_allocations(1); }
+    if (copies && fault == 1) { rt_.fail_next_copies(1, rng_() % 8); }
+    std::vector<cuda_stream_view> named;  // empty and unused: the device is synchronized
+    auto const wait_for_named = rng_() % 2 == 0;
+    for (auto s : streams_) {
+      if (wait_for_named && rng_() % 2 == 0) { named.emplace_back(s); }
+    }
     auto const was = pool_.state();
     try {
-      EXPECT_EQ(pool_.pause(mode), was == pause_state::active);
+      auto const paused = wait_for_named ? pool_.pause(mode, named) : pool_.pause(mode);
+      EXPECT_EQ(paused, was == pause_state::active);
       if (was == pause_state::active) { discarded_ = mode == pause_mode::discard; }
     } catch (out_of_memory const&) {
       EXPECT_EQ(pool_.state(), pause_state::active);

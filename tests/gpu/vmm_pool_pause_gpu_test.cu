@@ -1,7 +1,9 @@
 // Pause and resume of vmm_pool_memory_resource on a GPU: offload keeps every byte (written and
 // checked by kernels) at every address; a pointer taken before the pause is written and read after
 // the resume; pause gives the memory back to the device (cudaMemGetInfo, and a cudaMalloc of it
-// succeeds while paused); regions paused one by one. Skips without a GPU.
+// succeeds while paused); regions paused one by one; offload to a file keeps every byte, through
+// at most two pinned slots, with 16 MiB and 256 MiB handles (a handle larger than a slot), and a
+// pause after named streams waits for their kernels. Skips without a GPU.
 #include <support/backend.hpp>
 
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
@@ -96,6 +98,58 @@ TEST(vmm_pool_pause_gpu, OffloadKeepsEveryByteAtEveryAddress)
   EXPECT_EQ(wrong_words(blocks[1].p, blocks[1].bytes, 77), 0U);
   EXPECT_EQ(wrong_words(blocks[3].p, blocks[3].bytes, 4), 0U);
   for (auto const& b : blocks) { pool.deallocate(b.p, b.bytes); }
+  pool.check_invariants();
+}
+
+TEST(vmm_pool_pause_gpu, OffloadToAFileKeepsEveryByteThroughTwoPinnedSlots)
+{
+  GPUMEM_SKIP_WITHOUT_GPU();
+  for (std::size_t handle : {16 * MiB, 256 * MiB}) {
+    mr::vmm_pool_memory_resource pool{
+        mr::vmm_pool_options{.reserve_bytes = std::size_t{8} << 30, .handle_bytes = handle}};
+    std::vector<block> blocks;
+    for (std::size_t n : {40 * MiB, 300 * MiB + 4096, 7 * MiB}) {
+      blocks.push_back({pool.allocate(n), n});
+      fill(blocks.back().p, n, static_cast<std::uint32_t>(blocks.size()));
+    }
+    auto const mapped = pool.stats().mapped_bytes;
+    auto const before = device_free_bytes();
+    ASSERT_TRUE(pool.pause(pause_mode::offload_to_file)) << handle;
+    auto const paused = pool.stats();
+    EXPECT_EQ(paused.mapped_bytes, 0U);
+    EXPECT_EQ(paused.offload_file_bytes, mapped);
+    EXPECT_LE(paused.staging_bytes, 128 * MiB);  // not the pool's size
+    EXPECT_GE(device_free_bytes(), before + mapped - 64 * MiB);
+    ASSERT_TRUE(pool.resume()) << handle;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      EXPECT_EQ(wrong_words(blocks[i].p, blocks[i].bytes, static_cast<std::uint32_t>(i + 1)), 0U)
+          << "handle " << handle << " block " << i;
+    }
+    fill(blocks[1].p, blocks[1].bytes, 99);  // a second cycle, new contents
+    ASSERT_TRUE(pool.pause(pause_mode::offload_to_file));
+    ASSERT_TRUE(pool.resume());
+    EXPECT_EQ(wrong_words(blocks[1].p, blocks[1].bytes, 99), 0U) << handle;
+    for (auto const& b : blocks) { pool.deallocate(b.p, b.bytes); }
+    pool.check_invariants();
+  }
+}
+
+TEST(vmm_pool_pause_gpu, APauseAfterNamedStreamsWaitsForTheirKernels)
+{
+  GPUMEM_SKIP_WITHOUT_GPU();
+  mr::vmm_pool_memory_resource pool{mr::vmm_pool_options{.reserve_bytes = std::size_t{8} << 30}};
+  cudaStream_t s{};
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  auto const n = 256 * MiB;
+  void* p      = pool.allocate(n, cuda_stream_view{s});
+  fill_words<<<1024, 256, 0, s>>>(static_cast<std::uint32_t*>(p), n / 4, 31);  // still running
+  cuda_stream_view const named[] = {cuda_stream_view{s}};
+  ASSERT_TRUE(pool.pause(pause_mode::offload, named));  // waits for s's kernel, then copies
+  ASSERT_TRUE(pool.resume());
+  EXPECT_EQ(wrong_words(p, n, 31), 0U);
+  pool.deallocate(p, n, cuda_stream_view{s});
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
   pool.check_invariants();
 }
 

@@ -76,6 +76,7 @@
 #include <gpumem/mr/capabilities.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <memory>
@@ -209,6 +210,12 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   /// (in_place_growth: the pool size follows the backing afterwards).
   template <class F>
   decltype(auto) with_idle(F&& f);
+  /// Under the grow lock: moves the free memory of the streams in `passed` to the idle list with
+  /// no device synchronization, then calls f(idle list). The caller has just synchronized those
+  /// streams and stopped allocations (the virtual-memory pool's pause, which gives all of its
+  /// memory back anyway: a block freed on them after that synchronization is moved too).
+  template <class F>
+  decltype(auto) with_idle_of(std::vector<cudaStream_t> const& passed, F&& f);
   /// Calls f() under the grow lock (state that only slow paths change can be read there).
   template <class F>
   void under_grow_lock(F&& f)

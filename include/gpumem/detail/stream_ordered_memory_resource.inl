@@ -212,6 +212,30 @@ decltype(auto) stream_ordered_memory_resource<D, L, G, P>::with_idle(F&& f)
 }
 
 template <class D, class L, class G, template <class> class P>
+template <class F>
+decltype(auto) stream_ordered_memory_resource<D, L, G, P>::with_idle_of(
+    std::vector<cudaStream_t> const& passed, F&& f)
+{
+  std::vector<stream_identity> named;
+  named.reserve(passed.size());
+  for (auto s : passed) { named.push_back(stream_identity::of(s)); }  // as the caller sees them
+  std::lock_guard lock{grow_mutex_};
+  L detached{prototype_};
+  streams_.for_each([&](stream_state& s) {
+    if (!s.maybe_free.load(std::memory_order_relaxed)) { return; }
+    if (std::find(named.begin(), named.end(), s.identity) == named.end()) { return; }
+    std::lock_guard slock{s.mutex};
+    detached.merge(s.list);
+    s.maybe_free.store(false, std::memory_order_relaxed);
+  });
+  std::lock_guard ulock{unowned_.mutex};
+  unowned_.list.merge(detached);
+  placement_.settle_idle();
+  auto src = source();
+  return growth_.track(src, [&]() -> decltype(auto) { return f(unowned_.list); });
+}
+
+template <class D, class L, class G, template <class> class P>
 void stream_ordered_memory_resource<D, L, G, P>::release_all() noexcept
 {
   std::lock_guard lock{grow_mutex_};

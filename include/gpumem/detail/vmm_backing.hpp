@@ -20,13 +20,16 @@
 //   release_spares()  releases the spare handles (pause, out of memory, destruction, on request).
 // Every driver call that may fail comes after the new idle list is built, and a failure unwinds:
 // the idle list and the tiling always agree with what is really mapped.
-//   pause(offload, stream)  gives every mapping's physical memory back (offload: its bytes copied
-//                     to pinned host memory first, copies overlapped with the unmaps); the mappings
+//   pause(mode, stream)  gives every mapping's physical memory back (offload: its bytes copied
+//                     to pinned host memory first, copies overlapped with the unmaps;
+//                     offload_to_file: copied through a ring of pinned slots to a temporary file,
+//                     each chunk unmapped once its bytes are in the file); the mappings
 //                     stay in mapped_ as the *layout* (absent: no handle), so the pool's blocks
 //                     keep their addresses. extend / release_idle refuse while paused.
 //   resume(stream)    creates, maps and grants access to the absent mappings at their addresses
-//                     and copies the offloaded bytes back; a failure unwinds what it mapped (the
-//                     backing stays paused, the host copy intact).
+//                     and copies the offloaded bytes back (from the file: through the same ring);
+//                     a failure unwinds what it mapped (the backing stays paused, the host copy or
+//                     the file intact).
 //
 // Invariants (check()):
 //   mapped_bytes_ == sum of mapping sizes; mappings and unmapped ranges are disjoint, lie in the
@@ -35,16 +38,20 @@
 //   sum of block sizes == mapped_bytes_.
 //   absent_bytes_ / absent_count_ == sum / count of absent mappings; !paused_ => none absent;
 //   staged_ => paused_ and the staging buffer holds every mapping (staging_bytes_ >=
-//   mapped_bytes_).
+//   mapped_bytes_); file_.is_open() => paused_ && !staged_ and the file holds every mapping at
+//   its `staged` offset.
 //   spares: their own (vmm_spares::check); no spare handle is mapped; paused_ => no spares.
 // Thread safety: none (the pool calls it under its grow lock).
 #pragma once
 
 #include <gpumem/detail/coalescing_free_list.hpp>
 #include <gpumem/detail/free_block.hpp>
+#include <gpumem/detail/offload_file.hpp>
+#include <gpumem/detail/pinned_ring.hpp>
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/detail/vmm_spares.hpp>
 #include <gpumem/mr/vmm_mapping_event.hpp>
+#include <gpumem/mr/vmm_pause.hpp>
 #include <gpumem/mr/vmm_pool_options.hpp>
 
 #include <cstddef>
@@ -116,22 +123,35 @@ class vmm_backing {
   };
   /// Whether a pause gave the memory back (until a resume succeeds).
   [[nodiscard]] bool paused() const noexcept { return paused_; }
-  /// Whether the paused memory's contents are held in host memory.
-  [[nodiscard]] bool offloaded() const noexcept { return staged_; }
+  /// Whether the paused memory's contents are held in host memory or in a file.
+  [[nodiscard]] bool offloaded() const noexcept { return staged_ || file_.is_open(); }
+  /// The size of the file holding the paused contents (0 when none is open).
+  [[nodiscard]] std::size_t offload_file_bytes() const noexcept
+  {
+    return file_.is_open() ? file_.bytes() : 0;
+  }
   /// Bytes of pinned host memory held for offloading (kept between pauses when asked).
   [[nodiscard]] std::size_t staging_bytes() const noexcept { return staging_bytes_; }
   /// The runs of adjacent mappings that have physical memory, in address order.
   [[nodiscard]] std::vector<run> present_runs() const;
   /// Gives every mapping's physical memory back (the device must be done with it). offload: its
-  /// bytes are copied to pinned host memory on `stream` first. Throws logic_error when paused,
-  /// out_of_memory when no host memory can be pinned (nothing changed), cuda_error when a copy
-  /// fails (what was given back is mapped and copied back again; if that fails too, the backing
-  /// stays paused with the host copy, and resume() finishes the job).
-  void pause(bool offload, cudaStream_t stream);
+  /// bytes are copied to pinned host memory on `stream` first; offload_to_file: to a new file in
+  /// the options' offload_directory, through at most file_slots x file_slot_bytes of pinned host
+  /// memory. Throws logic_error when paused, out_of_memory when no host memory can be pinned and
+  /// offload_file_error when the file cannot be created (nothing changed), cuda_error or
+  /// offload_file_error when a copy or a write fails (what was given back is mapped and copied
+  /// back again; if that fails too, the backing stays paused with the host copy or the file, and
+  /// resume() finishes the job).
+  void pause(pause_mode mode, cudaStream_t stream);
+  /// The pinned host memory an offload to a file uses at most: two slots of 64 MiB.
+  static constexpr std::size_t file_slot_bytes = std::size_t{64} << 20;
+  static constexpr std::size_t file_slots      = 2;
   /// Maps the paused layout again (new handles, the same addresses, access for the device and
-  /// peers) and copies the offloaded bytes back on `stream` (then synchronizes it). Throws
-  /// logic_error when not paused, out_of_memory / cuda_error when the device refuses: what this
-  /// call mapped is unmapped again and the backing stays paused with its host copy.
+  /// peers) and copies the offloaded bytes back on `stream` (then synchronizes it; from a file:
+  /// read into the pinned slots, then copied, and the file closed). Throws logic_error when not
+  /// paused, out_of_memory / cuda_error / offload_file_error when the device, the host or the file
+  /// refuses: what this call mapped is unmapped again and the backing stays paused with its host
+  /// copy or its file.
   /// keep_staging: the pinned host memory stays for the next pause; otherwise it is freed.
   /// Returns the runs it mapped.
   std::vector<run> resume(cudaStream_t stream, bool keep_staging);
@@ -188,11 +208,17 @@ class vmm_backing {
   };
   [[nodiscard]] std::vector<chunk> chunks(std::size_t limit) const;
   void offload_all(std::vector<chunk> const& order, cudaStream_t stream);
+  [[nodiscard]] std::size_t file_ring_bytes() const noexcept;
+  void write_all(std::vector<chunk> const& order, cudaStream_t stream);
+  void read_back(pinned_ring& ring, char* at, std::size_t offset, std::size_t bytes,
+                 cudaStream_t stream);
+  void undo_pause(std::size_t given_back, cudaStream_t stream) noexcept;
   void give_back(chunk const& c) noexcept;
   void drop(mapping& m, char* at) noexcept;
   void forget_handle(mapping& m) noexcept;
   std::map<char*, mapping>::iterator map_absent_run(std::map<char*, mapping>::iterator first,
-                                                    std::vector<char*>& done, cudaStream_t stream);
+                                                    std::vector<char*>& done, cudaStream_t stream,
+                                                    pinned_ring* ring);
   void unmap_again(std::vector<char*> const& done) noexcept;
   [[nodiscard]] std::vector<run> runs_of(std::vector<char*> const& addresses) const;
   void note(vmm_mapping_cause cause, bool mapped, char* at, std::size_t bytes,
@@ -218,6 +244,8 @@ class vmm_backing {
   bool staged_{};                          // the paused contents are in staging_
   void* staging_{};                        // pinned host memory for offloading
   std::size_t staging_bytes_{};
+  std::string offload_directory_;          // the options' (empty: TMPDIR, else /tmp)
+  offload_file file_;                      // open: the paused contents are in it (at `staged`)
   bool recording_{};                       // listeners exist: note the runs mapped and unmapped
   std::vector<vmm_mapping_event> events_;  // recorded for listeners (unmaps have no handles left)
   vmm_spares spares_;                      // unmapped handles kept for the next growth

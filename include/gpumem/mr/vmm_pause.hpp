@@ -5,13 +5,20 @@
 //                         addresses hold whatever the new physical memory holds)
 //   pause_mode::offload   the contents are first copied to pinned host memory and copied back on
 //                         resume, bit for bit
+//   pause_mode::offload_to_file
+//                         the contents are written to a temporary file (through a bounded pinned
+//                         host buffer, not one the pool's size) and read back on resume, bit for
+//                         bit: for contents larger than the host memory one wants to pin
 //
 // States: active --pause(discard)--> paused_discarded --resume()--> active
-//         active --pause(offload)--> paused_offloaded --resume()--> active
+//         active --pause(offload or offload_to_file)--> paused_offloaded --resume()--> active
 // pause() of a paused pool and resume() of an active pool change nothing and return false.
 #pragma once
 
 #include <gpumem/error.hpp>
+
+#include <string>
+#include <system_error>
 
 namespace gpumem {
 
@@ -19,6 +26,8 @@ namespace gpumem {
 enum class pause_mode {
   discard,  ///< contents lost
   offload,  ///< contents kept in pinned host memory until resume
+  /// contents kept in a temporary file (vmm_pool_options::offload_directory) until resume
+  offload_to_file,
 };
 
 /// The state of a pausable pool.
@@ -30,7 +39,15 @@ enum class pause_state {
 
 [[nodiscard]] constexpr char const* to_string(pause_mode mode) noexcept
 {
-  return mode == pause_mode::discard ? "discard" : "offload";
+  switch (mode) {
+    case pause_mode::discard:
+      return "discard";
+    case pause_mode::offload:
+      return "offload";
+    case pause_mode::offload_to_file:
+      return "offload to file";
+  }
+  return "unknown";
 }
 
 [[nodiscard]] constexpr char const* to_string(pause_state state) noexcept
@@ -51,6 +68,18 @@ enum class pause_state {
 class paused_error : public logic_error {
  public:
   using logic_error::logic_error;
+};
+
+/// The file of pause(pause_mode::offload_to_file) could not be created, written or read back
+/// (a missing directory, a full disk, an I/O error). what() names the file's directory, the
+/// bytes and the system's reason; code() is the errno. The pool is left as before the call: a
+/// failed pause leaves it active, a failed resume leaves it paused with its file intact.
+class offload_file_error : public std::system_error {
+ public:
+  offload_file_error(int error, std::string const& what)
+      : std::system_error{error, std::generic_category(), what}
+  {
+  }
 };
 
 }  // namespace gpumem

@@ -41,17 +41,21 @@
 // stream-ordered (its memory is released once the stream has passed the free).
 //
 // Pause and resume (docs/sleep.md): pause(mode) gives all of the pool's physical memory back to the
-// device — discarding its contents, or offloading them to pinned host memory — and keeps every
+// device — discarding its contents, or offloading them to pinned host memory or to a temporary
+// file (vmm_pool_options::offload_directory) — and keeps every
 // address: live allocations stay live (their pointers dangle until resume()), free memory stays
 // free, and resume() maps the same layout at the same addresses (copying offloaded contents back).
 // Free whole handles are trimmed first (given back for good, as trim_to(0)): a pause after a
 // model's weights were replaced strands nothing, and resume() maps only handles that hold
 // allocations. While paused, allocations throw paused_error; deallocations work (bookkeeping only);
 // trim_to and growth touch nothing. pause() first synchronizes the device: every stream that may
-// use the pool's memory (not only those that allocated) must be done with it. Single-handle
-// allocations are not paused. Allocations and frees may run on other threads meanwhile (the
-// bookkeeping stays consistent), but an allocation that races with pause() may return a block whose
-// memory is being given back, like one made just before it: stop allocating before pausing.
+// use the pool's memory (not only those that allocated) must be done with it; pause(mode, streams)
+// synchronizes only the streams named (each once), for a caller that knows which streams use the
+// memory (the blocks freed on them are trimmed too; those freed on others are paused).
+// Single-handle allocations are not paused. Allocations and frees may run on other threads
+// meanwhile (the bookkeeping stays consistent), but an allocation that races with pause() may
+// return a block whose memory is being given back, like one made just before it: stop allocating
+// before pausing.
 //
 // Map and unmap listeners (add_map_listener, add_unmap_listener; gpumem/mr/vmm_mapping_event.hpp)
 // hear of every physical mapping made (growth, resume: after) and removed (pause: before; moves
@@ -74,6 +78,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <thread>
 
 namespace gpumem::mr {
@@ -93,9 +98,11 @@ struct vmm_pool_stats {
   pause_state state{pause_state::active};
   std::size_t paused_bytes{};   ///< the layout's bytes a pause gave back (0 when active)
   std::size_t staging_bytes{};  ///< pinned host memory held for offloading
-  std::uint64_t pauses{};       ///< pause() calls that gave memory back
-  std::uint64_t resumes{};      ///< resume() calls that mapped it again
-  double pause_seconds{};       ///< time spent in those calls, in total
+  /// The file holding the contents of a pause(offload_to_file) (0 when none is open).
+  std::size_t offload_file_bytes{};
+  std::uint64_t pauses{};   ///< pause() calls that gave memory back
+  std::uint64_t resumes{};  ///< resume() calls that mapped it again
+  double pause_seconds{};   ///< time spent in those calls, in total
   double resume_seconds{};
   std::uint64_t listener_failures{};  ///< exceptions thrown by map / unmap listeners (caught)
 };
@@ -164,15 +171,25 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   /// bookkeeping; free handles are trimmed first, and resume() maps only the others again.
   /// Synchronizes the device first (the memory may be used by any stream). offload:
   /// the contents are copied to pinned host memory first (on the calling thread's default stream)
-  /// and restored by resume(); discard: they are lost. Returns false (and does nothing) when
-  /// already paused. Throws out_of_memory when no host memory can be pinned for an offload, and
-  /// cuda_error when a copy or the synchronization fails; the pool is then as before (or, if even
-  /// putting the memory back failed, paused with its contents offloaded: resume() again).
+  /// and restored by resume(); offload_to_file: written to a new unnamed file in the options'
+  /// offload_directory through two pinned buffers of at most 64 MiB each, read back by resume();
+  /// discard: they are lost. Returns false (and does nothing) when already paused. Throws
+  /// out_of_memory when no host memory can be pinned for an offload, offload_file_error when the
+  /// file cannot be created or written (naming its directory and size), and cuda_error when a copy
+  /// or the synchronization fails; the pool is then as before (or, if even putting the memory back
+  /// failed, paused with its contents offloaded: resume() again).
   bool pause(pause_mode mode);
+  /// As pause(mode), but synchronizes only `streams` (each once), not the device: the caller
+  /// names every stream that may still use the pool's memory (work queued on any other stream is
+  /// not waited for). Free blocks of those streams are trimmed before the pause as pause(mode)
+  /// trims every free block; blocks freed on other streams are paused with the rest. An empty
+  /// span synchronizes nothing (the caller has done it).
+  bool pause(pause_mode mode, std::span<cuda_stream_view const> streams);
   /// Maps the paused layout again at the same addresses (new physical memory) and copies offloaded
-  /// contents back. Returns false (and does nothing) when active. Throws out_of_memory or
-  /// cuda_error when the device refuses; what it mapped is given back again and the pool stays
-  /// paused with its offloaded contents: resume() may be retried.
+  /// contents back (from the file: then closed). Returns false (and does nothing) when active.
+  /// Throws out_of_memory or cuda_error when the device refuses, offload_file_error when the file
+  /// cannot be read; what it mapped is given back again and the pool stays paused with its
+  /// offloaded contents (or file): resume() may be retried.
   bool resume();
   [[nodiscard]] pause_state state() const noexcept { return state_.load(); }
   /// Calls fn after memory is mapped (growth, resume). Returns an id for remove_listener().
@@ -204,6 +221,10 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;
   [[noreturn]] void refuse_paused(std::size_t bytes) const;
+  /// pause(mode) when `streams` is null, else pause(mode, *streams).
+  bool pause_after(pause_mode mode, std::span<cuda_stream_view const> const* streams);
+  /// Freezes the pool after synchronizing `streams` (each once) and trims their free blocks.
+  void freeze_after(std::span<cuda_stream_view const> streams);
   /// Under the grow lock: what the backing mapped and unmapped goes to the listeners' queue.
   void queue_events() noexcept { listeners_.queue(backing_.take_events()); }
   [[nodiscard]] bool in_range(void const* ptr) const noexcept

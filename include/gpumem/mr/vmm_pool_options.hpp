@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace gpumem::mr {
@@ -34,6 +35,11 @@ struct vmm_pool_options {
   /// Keeps the pinned host memory of pause(offload) after resume() for the next offload (pinning
   /// host memory costs about as much time as the copy); false: freed by resume().
   bool keep_offload_staging{false};
+  /// Where pause(pause_mode::offload_to_file) writes the contents: a temporary file in this
+  /// directory, with no name (or unlinked at once: nothing is left behind, even if the process
+  /// dies), closed by resume() or the destructor. Empty: the TMPDIR environment variable, else
+  /// /tmp.
+  std::string offload_directory{};
   /// Physical memory exportable as POSIX file descriptors
   /// (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), as NCCL's user-buffer registration
   /// (ncclCommRegister) and other processes need.

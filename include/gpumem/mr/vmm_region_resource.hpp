@@ -1,6 +1,7 @@
 // gpumem/mr/vmm_region_resource.hpp — allocations routed by region: one virtual-memory pool per
 // region name ("tag"), so that each region's physical memory can be paused (given back, its
-// contents discarded or offloaded to host memory) and resumed at the same addresses on its own.
+// contents discarded or offloaded to host memory or a file) and resumed at the same addresses on
+// its own.
 //
 //   gpumem::mr::vmm_region_resource mr{options};
 //   {
@@ -32,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,11 +78,19 @@ class vmm_region_resource final : public device_memory_resource, public trimmabl
   /// Pauses region `tag` (see vmm_pool_memory_resource::pause). False when already paused.
   /// logic_error for a name no allocation or scope has used (existing()).
   bool pause(std::string_view tag, pause_mode mode) { return existing(tag).pause(mode); }
+  /// As pause(tag, mode), synchronizing only `streams` (each once), not the device (see
+  /// vmm_pool_memory_resource::pause(mode, streams)).
+  bool pause(std::string_view tag, pause_mode mode, std::span<cuda_stream_view const> streams)
+  {
+    return existing(tag).pause(mode, streams);
+  }
   /// Resumes region `tag`. False when active.
   bool resume(std::string_view tag) { return existing(tag).resume(); }
   /// Pauses every region; returns how many were paused by this call. Stops at the first failure
   /// (the regions paused before it stay paused).
   std::size_t pause_all(pause_mode mode);
+  /// As pause_all(mode), each region synchronizing only `streams`, not the device.
+  std::size_t pause_all(pause_mode mode, std::span<cuda_stream_view const> streams);
   /// Resumes every region; returns how many. Stops at the first failure.
   std::size_t resume_all();
   /// Releases the free memory of every region's pool (its trim_to(0)); paused regions hold none.
