@@ -120,8 +120,16 @@ std::string vmm_backing::describe() const
 vmm_backing::target vmm_backing::plan(coalescing_free_list const& idle, std::size_t n) const
 {
   target best{};
+  // The cheapest; of equal cost, one growing downward: the free list carves a block's high end,
+  // and a downward growth's request sits at the high end of its new memory (place()), so a cold
+  // pass fills the range downward as a warm pass does. The warm pass then finds the cold pass's
+  // layout (no free memory moved), and the rest of a last granule lies at the low end, where the
+  // next growth joins it.
   auto consider = [&](target const& t) {
-    if (best.at == nullptr || t.cost < best.cost) { best = t; }
+    if (best.at == nullptr || t.cost < best.cost ||
+        (t.cost == best.cost && t.downward && !best.downward)) {
+      best = t;
+    }
   };
   for (auto const& [u, bytes] : unmapped_) {
     auto const lo = idle.ending_at(u).size;  // 0 when no free block ends there
