@@ -56,7 +56,8 @@ same addresses on its own. ``with resource.region("kv_cache"):`` routes this thr
 outside any region they go to region "default". Frees find their region by address.
 
 Every region's pool gets ``reserve_bytes`` (None: twice the device memory) of address space,
-physical handles of up to ``handle_bytes`` (None: 256 MiB; pause and resume cost the driver's calls
+physical handles of ``handle_bytes`` (None: 256 MiB; up to twice that between the ends of one
+growth; pause and resume cost the driver's calls
 once per handle, so larger handles sleep and wake faster, smaller ones give memory back in finer
 steps), ``keep_offload_staging`` (keep the pinned host copy of an offloaded region after resume
 for the next offload: pinning costs as much time as the copy) and ``offload_directory`` (where

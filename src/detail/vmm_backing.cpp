@@ -121,8 +121,16 @@ std::string vmm_backing::describe() const
 vmm_backing::target vmm_backing::plan(coalescing_free_list const& idle, std::size_t n) const
 {
   target best{};
+  // The cheapest; of equal cost, one growing downward: the free list carves a block's high end,
+  // and a downward growth's request sits at the high end of its new memory (place()), so a cold
+  // pass fills the range downward as a warm pass does. The warm pass then finds the cold pass's
+  // layout (no free memory moved), and the rest of a last granule lies at the low end, where the
+  // next growth joins it.
   auto consider = [&](target const& t) {
-    if (best.at == nullptr || t.cost < best.cost) { best = t; }
+    if (best.at == nullptr || t.cost < best.cost ||
+        (t.cost == best.cost && t.downward && !best.downward)) {
+      best = t;
+    }
   };
   for (auto const& [u, bytes] : unmapped_) {
     auto const lo = idle.ending_at(u).size;  // 0 when no free block ends there
@@ -231,14 +239,24 @@ void vmm_backing::take_spares(target& t, std::size_t& remaining, std::vector<pie
   }
 }
 
-// New memory as handles of at most handle_bytes_: a freed range can later be moved handle by
-// handle, so a small live block pins at most one handle, not a whole growth.
+// New memory as handles of at most handle_bytes_ at its two ends and up to twice that between
+// them (handles are mapped in this order, at increasing addresses). A freed range can later be
+// moved handle by handle, so a small live block pins at most one handle, not a whole growth; the
+// ends are where a small block sits beside a large one, and the middle of a large growth is memory
+// one large request covers whole: half the driver calls there (each costs per handle).
 void vmm_backing::create_pieces(std::size_t bytes, std::vector<piece>& out)
 {
   auto const first = out.size();
+  auto const edge  = handle_bytes_;
+  // The next handle, of `left` bytes still to create: the last edge-sized ones are the high end.
+  auto next = [edge, first, &out](std::size_t left) {
+    bool const at_end =
+        out.size() == first || left <= edge || edge > SIZE_MAX / 3 || left - edge <= 2 * edge;
+    return at_end ? std::min(left, edge) : 2 * edge;
+  };
   try {
     while (bytes > 0) {
-      auto const n = std::min(bytes, handle_bytes_);
+      auto const n = next(bytes);
       out.push_back({runtime_->vmm_create(n, device_, properties_), n, nullptr});
       bytes -= n;
     }

@@ -54,7 +54,8 @@ std::vector<factory_entry> leaves()
         {"busy_growth", count_text(vmm.busy_growth_percent),
          "the same while the stream's work still runs (nothing can move: fewer, larger growths)"},
         {"handle", size_or_none(vmm.handle_bytes, 0),
-         "largest physical handle, or none for one per growth"},
+         "largest physical handle at a growth's ends (twice that between), or none for one "
+         "per growth"},
         {"release_threshold", size_or_none(vmm.release_threshold_bytes, SIZE_MAX),
          "free bytes kept mapped at a growth, or none for all"},
         {"spares", size_to_string(vmm.spare_bytes),

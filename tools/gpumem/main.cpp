@@ -194,7 +194,8 @@ void command_line::define_replay_options(CLI::App& app, replay_command_options& 
   app.add_flag("--driver-calls", o.driver_calls,
                "also count and time each stack's calls into CUDA (creates, maps,\n"
                "access grants, unmaps, releases, synchronizations, ...) in its\n"
-               "first replay, which starts cold (a fresh stack)");
+               "first replay, which starts cold (a fresh stack), and in one more\n"
+               "replay over the same stack, warm (not for a stack that logs)");
 }
 
 /// --list-resources: a listing instead of a run, so it goes alone.

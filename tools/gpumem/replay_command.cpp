@@ -83,6 +83,25 @@ trace::replay_result replay_once(trace_run& tr, std::string const& path,
   return std::move(both.result);
 }
 
+/// --driver-calls: the driver calls of one more replay over `stack`, which has just replayed the
+/// trace cold (the warm pass a training loop makes from its second step on). Not for a stack with
+/// a logging layer: its log would hold the trace twice. Empty when the replay fails.
+std::optional<trace::driver_call_counts> warm_calls(trace_run& tr, std::string const& path,
+                                                    std::string const& spec_text,
+                                                    spec::resource_stack& stack, target& dev,
+                                                    replay_command_options const& options,
+                                                    progress_bar& bar)
+{
+  for (auto const& layer : spec::parse_resource_spec(spec_text).layers) {
+    if (layer.name == "logging") { return std::nullopt; }
+  }
+  dev.meter().count_driver_calls(true);
+  auto warm = replay_once(tr, path, stack, dev, options, bar);
+  dev.synchronize();
+  if (warm.failure) { return std::nullopt; }
+  return warm.driver_calls;
+}
+
 /// Replays `path` over `spec_text` on fresh stacks until `options.repeats` replays are timed (a
 /// replay that also profiled the trace is not timed: the profiling thread shares the host). The
 /// figures come from the first replay; one that failed or ran out of memory is not repeated.
@@ -117,6 +136,9 @@ resource_run run_one(trace_run& tr, std::string const& path, std::string const& 
     if (run.result.failure) {
       if (run.seconds.empty()) { run.seconds.push_back(run.result.seconds); }
       break;
+    }
+    if (options.driver_calls) {
+      run.warm_driver_calls = warm_calls(tr, path, spec_text, stack, dev, options, bar);
     }
   }
   return run;

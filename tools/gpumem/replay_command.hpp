@@ -39,6 +39,10 @@ struct resource_run {
   /// [size, bytes the stack gives a request of that size] for the trace's sizes where that is
   /// not the size rounded up to 256 B (the page lays blocks out with it, as the replay does).
   std::vector<std::pair<std::size_t, std::size_t>> granted;
+  /// --driver-calls: the calls of one more replay over the same stack, warm (nothing released in
+  /// between); empty without the option, after a failure, or for a stack that logs (see
+  /// run_one).
+  std::optional<trace::driver_call_counts> warm_driver_calls;
 };
 
 struct trace_run {

@@ -162,6 +162,21 @@ void write_verdict(json_writer& w, verdict const& v, trace_run const& t)
   w.end_object();
 }
 
+/// Calls into CUDA by kind: {"create": {"calls": n, "seconds": s}, ...}, every kind.
+void write_driver_calls(json_writer& w, trace::driver_call_counts const& c)
+{
+  w.begin_object();
+  for (std::size_t i = 0; i < trace::driver_call_kinds; ++i) {
+    auto const& k = c.of[i];
+    w.key(std::string{to_string(static_cast<trace::driver_call>(i))});
+    w.begin_object();
+    w.member("calls", k.calls);
+    w.member("seconds", six_digits(static_cast<double>(k.nanoseconds) * 1e-9));
+    w.end_object();
+  }
+  w.end_object();
+}
+
 void write_failure(json_writer& w, std::optional<trace::replay_failure> const& failure)
 {
   w.key("failure");
@@ -328,16 +343,11 @@ void write_run(json_writer& w, resource_run const& r, trace::trace_profile const
   }
   if (res.driver_calls) {
     w.key("driver_calls");  // the cold replay's calls into CUDA, by kind
-    w.begin_object();
-    for (std::size_t i = 0; i < trace::driver_call_kinds; ++i) {
-      auto const& k = res.driver_calls->of[i];
-      w.key(std::string{to_string(static_cast<trace::driver_call>(i))});
-      w.begin_object();
-      w.member("calls", k.calls);
-      w.member("seconds", six_digits(static_cast<double>(k.nanoseconds) * 1e-9));
-      w.end_object();
-    }
-    w.end_object();
+    write_driver_calls(w, *res.driver_calls);
+  }
+  if (r.warm_driver_calls) {
+    w.key("warm_driver_calls");  // those of one more replay over the same stack
+    write_driver_calls(w, *r.warm_driver_calls);
   }
   write_figures(w, figures);
   if (timelines) {

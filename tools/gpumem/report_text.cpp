@@ -100,6 +100,9 @@ void write_row(std::ostream& out, resource_run const& r, trace::trace_profile co
   if (r.result.driver_calls) {
     out << "    CUDA calls, cold: " << describe_driver_calls(*r.result.driver_calls) << "\n";
   }
+  if (r.warm_driver_calls) {
+    out << "    CUDA calls, warm: " << describe_driver_calls(*r.warm_driver_calls) << "\n";
+  }
   if (auto const why = reservation_of(r, p)) { out << "    reservation: " << why->note << "\n"; }
 }
 

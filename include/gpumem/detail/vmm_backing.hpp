@@ -7,10 +7,12 @@
 // pool synchronized before handing it over), which it may change:
 //   extend(idle, n, may_move)
 //                     makes idle hold a block of n bytes: picks the unmapped range whose mapping
-//                     joins the most free memory already mapped next to it, fills it first with
+//                     joins the most free memory already mapped next to it (of equal cost, one
+//                     growing downward: see place()), fills it first with
 //                     handles taken from free holes elsewhere (unmapped there, mapped here: address
-//                     fragmentation never costs physical memory), and only then with a new handle
-//                     (plus growth_percent of what is mapped, to amortize the driver calls);
+//                     fragmentation never costs physical memory), and only then with new handles
+//                     (handle_bytes at the ends, twice that between; plus growth_percent of what
+//                     is mapped, to amortize the driver calls);
 //                     without may_move, only with spares and new handles (plus
 //                     busy_growth_percent). Spare handles (below) are mapped before any new one is
 //                     created; a growth that still creates releases the spares it could not use.
@@ -107,7 +109,9 @@ class vmm_backing {
   /// Where in `block` (a block extend() returned) a request of n bytes goes: at its low end when
   /// unmapped address space follows it, so that the rest joins the next growth there; else at its
   /// high end (the free list's own placement). A growth per request of a slightly odd size then
-  /// wastes less than one granule in all, not one per request.
+  /// wastes less than one granule in all, not one per request. extend() prefers a downward growth
+  /// among equal-cost ones: the request then sits at the high end, where a warm pass's best fit
+  /// cuts it again, so a repeated workload finds its cold layout without moving memory.
   [[nodiscard]] char* place(free_block const& block, std::size_t n) const noexcept;
   /// See the top of this file; returns the bytes unmapped (some may be kept as spares).
   std::size_t release_idle(coalescing_free_list& idle, std::size_t keep_mapped_bytes) noexcept;

@@ -25,8 +25,9 @@
 //
 // Defaults: the reservation is twice the device's memory (address space is cheap), granules are
 // the device's recommended granularity (2 MiB on current GPUs), new memory comes in handles of at
-// most 16 MiB (a small live block pins at most one handle), no growth beyond a need, and the
-// release threshold is unlimited (like cuda_async_memory_resource's default).
+// most 16 MiB at the ends of a growth and 32 MiB between them (a small live block pins at most one
+// handle), no growth beyond a need, and the release threshold is unlimited (like
+// cuda_async_memory_resource's default).
 //
 // Errors: cuda_error naming the attribute when the device has no virtual memory management;
 // logic_error for a granularity that is not a multiple of the device's; out_of_memory naming the

@@ -18,8 +18,11 @@ struct vmm_pool_options {
   /// The same, for a growth while the one stream using the pool still has work running: no free
   /// memory can move then, so each such growth is new memory and costs its driver calls in full.
   unsigned busy_growth_percent{12};
-  std::size_t handle_bytes{std::size_t{16} << 20};  ///< largest physical handle; 0: one per growth
-  std::size_t release_threshold_bytes{SIZE_MAX};    ///< free memory kept mapped at a growth
+  /// Largest physical handle at either end of a growth's new memory; between its ends, handles
+  /// are up to twice as large (memory one large request covers whole: fewer driver calls). 0: one
+  /// handle per growth.
+  std::size_t handle_bytes{std::size_t{16} << 20};
+  std::size_t release_threshold_bytes{SIZE_MAX};  ///< free memory kept mapped at a growth
   /// Physical handles that a trim or the release threshold unmaps are kept, unmapped, up to this
   /// many bytes, and a later growth maps them again instead of creating new ones (no cuMemCreate).
   /// They are device memory the pool holds (stats: spare_bytes, held_bytes). Four handles of the

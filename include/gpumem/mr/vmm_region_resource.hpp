@@ -45,7 +45,8 @@ class vmm_region_resource final : public device_memory_resource, public trimmabl
   static constexpr char const* default_region = "default";
 
   /// The options a region's pool gets unless told otherwise: vmm_pool's defaults, except
-  /// - handles of up to 256 MiB: pause and resume cost the driver's create + map + grant (and
+  /// - handles of 256 MiB (up to 512 MiB between the ends of one growth, see vmm_pool_options::
+  ///   handle_bytes): pause and resume cost the driver's create + map + grant (and
   ///   unmap + release) once per handle, so a region of large tensors (weights, KV cache) wakes
   ///   16 times faster than with 16 MiB handles; a region gives memory back in whole handles;
   /// - the pinned host copy of an offloaded region kept after resume: pinning host memory costs

@@ -189,9 +189,10 @@ else fail "bench text (rc=$rc)"; fi
 
 if run 0 replay "$tests/golden.csv" -r vmm_pool -r pool --simulate --driver-calls --repeat 1 --no-progress &&
    has "CUDA calls, cold: " out.txt && grep -qE 'CUDA calls, cold: .*create [1-9][0-9]* \(' out.txt &&
+   has "CUDA calls, warm: " out.txt &&
    run 0 replay "$tests/golden.csv" -r vmm_pool --simulate --driver-calls --repeat 1 --json &&
-   python3 -c 'import json; d=json.load(open("out.txt")); c=d["traces"][0]["results"][0]["driver_calls"]; assert c["create"]["calls"] > 0 and c["map"]["calls"] > 0 and "seconds" in c["set_access"], c'; then
-  ok "--driver-calls: the cold replay's CUDA calls in the table and the JSON"
+   python3 -c 'import json; d=json.load(open("out.txt")); r=d["traces"][0]["results"][0]; c=r["driver_calls"]; w=r["warm_driver_calls"]; assert c["create"]["calls"] > 0 and c["map"]["calls"] > 0 and "seconds" in c["set_access"], c; assert w["create"]["calls"] < c["create"]["calls"] and "calls" in w["map"], w'; then
+  ok "--driver-calls: the cold and warm replays' CUDA calls in the table and the JSON"
 else fail "--driver-calls (rc=$rc)"; fi
 
 # The PyTorch peers' plumbing, with a stand-in for the child script: its JSON answer becomes the

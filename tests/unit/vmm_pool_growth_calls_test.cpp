@@ -1,0 +1,107 @@
+// The driver calls of vmm_pool_memory_resource's growth: how a growth cuts new memory into handles,
+// and the bundled training traces (tools/gpumem/traces) replayed twice on one pool over the
+// simulated device: the cold (first) pass takes its memory in few handles, the warm (second) pass
+// finds the layout the cold pass left and makes no driver call, and the footprint stays lean.
+#include "suballocator_test_helpers.hpp"
+
+#include <gpumem/detail/host_runtime.hpp>
+#include <gpumem/mr/vmm_pool_memory_resource.hpp>
+#include <gpumem/replay/replay.hpp>
+#include <gpumem/runtime/metered_runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+
+#ifndef GPUMEM_TEST_TRACE_DIR
+#error "GPUMEM_TEST_TRACE_DIR names the bundled traces' folder (tests/CMakeLists.txt)"
+#endif
+
+namespace gpumem::test {
+namespace {
+
+// The ends of a growth's new memory are handles of handle_bytes (a small block beside a large one
+// pins one of them); between them, twice that: half the creates, maps and access grants there.
+TEST(vmm_pool_growth, ALargeGrowthHasHandlesOfTwiceHandleBytesBetweenItsEnds)
+{
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 1024 * MiB}};
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes = 2048 * MiB}, rt};  // handles of 16 MiB
+  void* p = pool.allocate(160 * MiB);                                    // 16 + 3 x 32 + 3 x 16 MiB
+  EXPECT_EQ(rt.calls().vmm_create, 7U);
+  EXPECT_EQ(rt.calls().vmm_map, 7U);
+  EXPECT_EQ(pool.stats().handles, 7U);
+  EXPECT_EQ(pool.stats().held_bytes, 160 * MiB);
+  void* q = pool.allocate(40 * MiB);  // 16 + 16 + 8 MiB: no middle
+  EXPECT_EQ(rt.calls().vmm_create, 10U);
+  pool.deallocate(q, 40 * MiB);
+  pool.deallocate(p, 160 * MiB);
+  pool.check_invariants();
+  rt.check_invariants();
+}
+
+TEST(vmm_pool_growth, OneHandlePerGrowthStaysOne)
+{
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 1024 * MiB}};
+  mr::vmm_pool_memory_resource pool{{.reserve_bytes = 2048 * MiB, .handle_bytes = 0}, rt};
+  void* p = pool.allocate(500 * MiB);
+  EXPECT_EQ(rt.calls().vmm_create, 1U);
+  pool.deallocate(p, 500 * MiB);
+  pool.check_invariants();
+}
+
+struct trace_case {
+  char const* name;
+  double max_held_over_live;       // the cold pass's, with this tree's growth (design.md)
+  std::uint64_t max_cold_handles;  // handles the cold pass creates
+};
+void PrintTo(trace_case const& c, std::ostream* os)
+{
+  *os << c.name;
+}
+
+struct vmm_pool_trace : ::testing::TestWithParam<trace_case> {
+  detail::host_runtime rt{detail::host_runtime_options{
+      .capacity_bytes = std::size_t{80} << 30, .backed = false, .auto_complete = true}};
+  trace::metered_runtime meter{rt};
+};
+
+std::string describe(trace::driver_call_counts const& c)
+{
+  std::string out;
+  for (std::size_t k = 0; k < trace::driver_call_kinds; ++k) {
+    if (c.of[k].calls == 0) { continue; }
+    out += std::string{trace::to_string(static_cast<trace::driver_call>(k))} + " " +
+           std::to_string(c.of[k].calls) + "; ";
+  }
+  return out;
+}
+
+TEST_P(vmm_pool_trace, AWarmPassMakesNoDriverCallAndTheColdPassFewHandles)
+{
+  auto const profile =
+      trace::profile_trace(std::string{GPUMEM_TEST_TRACE_DIR} + "/" + GetParam().name + ".csv");
+  mr::vmm_pool_memory_resource pool{{}, meter};
+  meter.count_driver_calls(true);
+  auto const cold       = trace::replay(profile, pool, "vmm_pool", nullptr, meter);
+  auto const cold_calls = meter.driver_calls();
+  auto const warm       = trace::replay(profile, pool, "vmm_pool", nullptr, meter);
+  auto const warm_calls = meter.driver_calls() - cold_calls;
+  ASSERT_FALSE(cold.failure.has_value());
+  ASSERT_FALSE(warm.failure.has_value());
+  EXPECT_GT(cold_calls[trace::driver_call::create].calls, 0U);
+  EXPECT_LE(cold_calls[trace::driver_call::create].calls, GetParam().max_cold_handles)
+      << describe(cold_calls);
+  EXPECT_EQ(warm_calls.total_calls(), 0U) << describe(warm_calls);
+  EXPECT_LE(cold.footprint_ratio(profile), GetParam().max_held_over_live);
+  EXPECT_EQ(warm.peak_held_bytes, cold.peak_held_bytes);
+  pool.check_invariants();
+}
+
+INSTANTIATE_TEST_SUITE_P(traces, vmm_pool_trace,
+                         ::testing::Values(trace_case{"gpt2_train", 1.0080, 560},
+                                           trace_case{"resnet50_train", 1.0055, 520}),
+                         [](auto const& info) { return std::string{info.param.name}; });
+
+}  // namespace
+}  // namespace gpumem::test
