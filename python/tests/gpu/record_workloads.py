@@ -118,61 +118,13 @@ def train_varlen(torch, tg):
 
 
 def train_checkpoint(torch, tg):
-    from torch.nn import functional as F
-    from torch.utils.checkpoint import checkpoint
-
-    class Checkpointed(tg.TinyGPT):
-        def forward(self, tokens, caches=None, start=0):
-            t = tokens.size(1)
-            pos = torch.arange(start, start + t, device=tokens.device)
-            x = self.tok(tokens) + self.pos(pos)
-            for block in self.blocks:
-                x = checkpoint(block, x, use_reentrant=False)
-            return self.head(self.ln(x))
-
-    model = Checkpointed(layers=12).cuda()
+    model = tg.CheckpointedGPT(layers=12).cuda()
     _train(torch, tg, model, lambda s, g: tg.SHAPES[s % len(tg.SHAPES)], 24, 4)
-    del F
     torch.cuda.synchronize()
 
 
 def train_moe(torch, tg):
-    from torch import nn
-    from torch.nn import functional as F
-
-    class MoE(nn.Module):
-        def __init__(self, width, experts=8, top=2):
-            super().__init__()
-            self.top = top
-            self.router = nn.Linear(width, experts, bias=False)
-            self.experts = nn.ModuleList(
-                nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
-                for _ in range(experts))
-
-        def forward(self, x):
-            b, t, c = x.shape
-            flat = x.reshape(-1, c)
-            weights, chosen = F.softmax(self.router(flat).float(), -1).topk(self.top, -1)
-            out = torch.zeros_like(flat)
-            for e, expert in enumerate(self.experts):  # tokens per expert vary step by step
-                rows, slot = (chosen == e).nonzero(as_tuple=True)
-                if rows.numel() == 0:
-                    continue
-                y = expert(flat[rows]) * weights[rows, slot].unsqueeze(-1).to(flat.dtype)
-                out.index_add_(0, rows, y)
-            return out.view(b, t, c)
-
-    class MoEBlock(tg.Block):
-        def __init__(self, width, heads):
-            super().__init__(width, heads)
-            self.mlp = MoE(width)
-
-    class MoEGPT(tg.TinyGPT):
-        def __init__(self):
-            super().__init__(width=512, layers=6, heads=8)
-            self.blocks = nn.ModuleList(MoEBlock(512, 8) for _ in range(6))
-
-    model = MoEGPT().cuda()
+    model = tg.MoEGPT().cuda()
     _train(torch, tg, model, lambda s, g: tg.SHAPES[s % len(tg.SHAPES)], 24, 5)
     torch.cuda.synchronize()
 

@@ -65,6 +65,60 @@ class TinyGPT(nn.Module):
         return self.head(self.ln(x))
 
 
+class CheckpointedGPT(TinyGPT):
+    """TinyGPT with activation checkpointing per block: activations are recomputed in backward."""
+
+    def forward(self, tokens, caches=None, start=0):
+        from torch.utils.checkpoint import checkpoint
+
+        if caches is not None:
+            return super().forward(tokens, caches, start)
+        t = tokens.size(1)
+        pos = torch.arange(start, start + t, device=tokens.device)
+        x = self.tok(tokens) + self.pos(pos)
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return self.head(self.ln(x))
+
+
+class MoE(nn.Module):
+    """A mixture-of-experts MLP: `experts` GELU MLPs, each token routed to its `top` best; the
+    tokens per expert vary step by step (so do the sizes of the expert's activations)."""
+
+    def __init__(self, width: int, experts: int = 8, top: int = 2):
+        super().__init__()
+        self.top = top
+        self.router = nn.Linear(width, experts, bias=False)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+            for _ in range(experts))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        flat = x.reshape(-1, c)
+        weights, chosen = F.softmax(self.router(flat).float(), -1).topk(self.top, -1)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            if rows.numel() == 0:
+                continue
+            y = expert(flat[rows]) * weights[rows, slot].unsqueeze(-1).to(flat.dtype)
+            out.index_add_(0, rows, y)
+        return out.view(b, t, c)
+
+
+class MoEGPT(TinyGPT):
+    """A decoder whose blocks' MLPs are MoE layers: 6 layers, 512 wide, 8 heads, 8 experts."""
+
+    def __init__(self, width: int = 512, layers: int = 6, heads: int = 8):
+        super().__init__(width=width, layers=layers, heads=heads)
+        for block in self.blocks:
+            block.mlp = MoE(width)
+
+
+MODELS = {"gpt": TinyGPT, "checkpoint": CheckpointedGPT, "moe": MoEGPT}
+
+
 def allocator_name() -> str:
     """'torch' (PyTorch's caching allocator), 'torch expandable_segments' (the same with
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or what gpumem.torch installed."""

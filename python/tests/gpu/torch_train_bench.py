@@ -15,7 +15,7 @@ import statistics
 
 import torch
 
-from tiny_gpt import (TinyGPT, allocator_name, device_used_bytes, setup_determinism, token_batches,
+from tiny_gpt import (MODELS, allocator_name, device_used_bytes, setup_determinism, token_batches,
                       train_step)
 
 
@@ -23,11 +23,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--layers", type=int, default=None, help="default: the model's own")
+    ap.add_argument("--model", choices=sorted(MODELS), default="gpt",
+                    help="gpt: GPT-2 small; checkpoint: the same with activation checkpointing per "
+                         "block; moe: a mixture-of-experts decoder (8 experts, top 2)")
     args = ap.parse_args()
 
     setup_determinism(args.seed)
-    model = TinyGPT(layers=args.layers).cuda()
+    kwargs = {} if args.layers is None else {"layers": args.layers}
+    model = MODELS[args.model](**kwargs).cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=False, foreach=True)
     losses, times = [], []
     for tokens in token_batches(args.steps, args.seed):
@@ -38,6 +42,7 @@ def main() -> None:
     # torch.cuda's statistics work under gpumem too (gpumem.torch.use() points them at gpumem's)
     print(json.dumps({
         "script": "train",
+        "model": args.model,
         "allocator": allocator_name(),
         "steps": args.steps,
         "losses": [round(x, 6) for x in losses],
