@@ -145,7 +145,7 @@ class VmmPoolMemoryResource(_StreamOrdered):
                  granularity_bytes: Optional[int] = None, growth_percent: int = 0,
                  release_threshold_bytes: Optional[int] = None, device: Optional[int] = None,
                  runtime: Optional[Runtime] = None, peer_devices: list[int] = ...,
-                 all_peers: bool = False, busy_growth_percent: int = 12,
+                 all_peers: bool = False, busy_growth_percent: int = 0,
                  keep_offload_staging: bool = False, spare_bytes: int = 67108864,
                  shareable_handles: bool = False, gpu_direct_rdma: bool = False,
                  offload_directory: Optional[str] = None) -> None: ...

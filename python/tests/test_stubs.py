@@ -121,9 +121,9 @@ def test_stub_defaults_match_the_bound_defaults():
 
 
 def test_the_vmm_pool_defaults_come_from_the_options():
-    # busy_growth_percent's default (12) is written once, in the C++ vmm_pool_options.
+    # busy_growth_percent's default (0) is written once, in the C++ vmm_pool_options.
     sig = bound_signatures(gpumem.VmmPoolMemoryResource.__init__, "__init__")[0]
-    assert sig["busy_growth_percent"] == 12
+    assert sig["busy_growth_percent"] == 0
     assert sig["growth_percent"] == 0
     assert sig["keep_offload_staging"] is False
 
