@@ -85,6 +85,37 @@ def _function_address(lib, name: str) -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
+def matching_library(lib, communicators_version, path: str = "") -> object:
+    """``lib`` when its NCCL version is the one the communicators run on (``communicators_version``,
+    PyTorch's ``torch.cuda.nccl.version()``; None: unknown, not checked), else RuntimeError: the
+    functions of one NCCL must not be called on another NCCL's communicator (PyTorch's wheels carry
+    an NCCL of their own, which a separately installed ``nvidia-nccl`` does not replace)."""
+    if communicators_version is None:
+        return lib
+    found = nccl_version(lib)
+    wanted = tuple(int(x) for x in tuple(communicators_version)[:3])
+    if found != wanted:
+        where = f" ({path})" if path else ""
+        raise RuntimeError(
+            "gpumem.torch.nccl_registration: the NCCL library found" + where + " is version "
+            + ".".join(map(str, found)) + ", but PyTorch's communicators run on NCCL "
+            + ".".join(map(str, wanted)) + "; registering through another NCCL's functions is not "
+            "safe. Make the library PyTorch loads the one found (the nvidia-nccl package of that "
+            "version), or register with PyTorch's own ProcessGroupNCCL.register_mem_pool")
+    return lib
+
+
+def torch_nccl_version():
+    """PyTorch's NCCL version (a tuple), or None when PyTorch cannot say."""
+    try:
+        import torch
+
+        v = torch.cuda.nccl.version()
+    except Exception:  # noqa: BLE001  (no CUDA build, no NCCL: nothing to compare with)
+        return None
+    return tuple(v) if isinstance(v, (tuple, list)) else None
+
+
 def communicator(process_group) -> int:
     """The address of the ncclComm_t behind a PyTorch NCCL process group (None: the default)."""
     import torch

@@ -669,8 +669,10 @@ def nccl_registration(process_group, pool, *, unit: str | None = None, device: i
     from . import _torch_nccl
 
     comm = _torch_nccl.communicator(process_group)
-    return _torch_nccl.registration(pool, comm, _torch_nccl.nccl_library(), unit, device,
-                                    lambda p: _pool_of.get(id(p)))
+    lib = _torch_nccl.nccl_library()
+    lib = _torch_nccl.matching_library(lib, _torch_nccl.torch_nccl_version(),
+                                       getattr(lib, "_name", ""))
+    return _torch_nccl.registration(pool, comm, lib, unit, device, lambda p: _pool_of.get(id(p)))
 
 
 # -- torch.multiprocessing (python/gpumem/_torch_sharing.py) --------------------------------------

@@ -193,6 +193,17 @@ def test_nccl_versions_and_units():
     assert _torch_nccl.nccl_version(FakeNccl(2804)) == (2, 8, 4)
 
 
+def test_an_nccl_other_than_the_communicators_is_refused():
+    # PyTorch's wheels carry their own NCCL: a separately installed nvidia-nccl of another version
+    # must not be called on PyTorch's communicators.
+    lib = FakeNccl(23203)
+    with pytest.raises(RuntimeError, match=r"version 2\.32\.3, but PyTorch's communicators run "
+                                           r"on NCCL 2\.28\.9"):
+        _torch_nccl.matching_library(lib, (2, 28, 9), "/site/nvidia/nccl/lib/libnccl.so.2")
+    assert _torch_nccl.matching_library(lib, (2, 32, 3)) is lib
+    assert _torch_nccl.matching_library(lib, None) is lib  # PyTorch cannot say: not checked
+
+
 def test_no_nccl_library_is_a_clear_error():
     with pytest.raises(RuntimeError, match="no NCCL library could be loaded"):
         _torch_nccl.nccl_library(paths=["/nonexistent/libnccl.so.2"])
