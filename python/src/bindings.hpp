@@ -92,4 +92,19 @@ inline char const* pause_state_name(pause_state s) noexcept
   return "unknown";
 }
 
+/// The pause counters of a vmm_pool's statistics (mr::vmm_pool_stats), into `d` (pools and
+/// regions report them alike).
+template <class Stats>
+void put_pause_stats(py::dict& d, Stats const& s)
+{
+  d["state"]              = pause_state_name(s.state);
+  d["paused_bytes"]       = s.paused_bytes;
+  d["staging_bytes"]      = s.staging_bytes;
+  d["offload_file_bytes"] = s.offload_file_bytes;
+  d["pauses"]             = s.pauses;
+  d["resumes"]            = s.resumes;
+  d["pause_seconds"]      = s.pause_seconds;
+  d["resume_seconds"]     = s.resume_seconds;
+}
+
 }  // namespace gpumem::python

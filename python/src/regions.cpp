@@ -126,16 +126,9 @@ for the next offload: pinning costs as much time as the copy) and ``offload_dire
           [](R& r, std::string const& tag) {
             auto const s = r.stats(tag);
             py::dict d;
-            d["state"]              = pause_state_name(s.state);
-            d["mapped_bytes"]       = s.mapped_bytes;
-            d["paused_bytes"]       = s.paused_bytes;
-            d["free_bytes"]         = s.free_bytes;
-            d["staging_bytes"]      = s.staging_bytes;
-            d["offload_file_bytes"] = s.offload_file_bytes;
-            d["pauses"]             = s.pauses;
-            d["resumes"]            = s.resumes;
-            d["pause_seconds"]      = s.pause_seconds;
-            d["resume_seconds"]     = s.resume_seconds;
+            d["mapped_bytes"] = s.mapped_bytes;
+            d["free_bytes"]   = s.free_bytes;
+            put_pause_stats(d, s);
             return d;
           },
           py::arg("tag"),

@@ -172,14 +172,7 @@ writes. Takes memory from the runtime directly (no upstream).
             d["held_bytes"]                = s.held_bytes;
             d["single_handle_allocations"] = s.single_handle_allocations;
             d["single_handle_bytes"]       = s.single_handle_bytes;
-            d["state"]                     = pause_state_name(s.state);
-            d["paused_bytes"]              = s.paused_bytes;
-            d["staging_bytes"]             = s.staging_bytes;
-            d["offload_file_bytes"]        = s.offload_file_bytes;
-            d["pauses"]                    = s.pauses;
-            d["resumes"]                   = s.resumes;
-            d["pause_seconds"]             = s.pause_seconds;
-            d["resume_seconds"]            = s.resume_seconds;
+            put_pause_stats(d, s);
             return d;
           },
           "{'mapped_bytes', 'reserved_bytes', 'free_bytes', 'largest_free_bytes', 'handles', "

@@ -2,7 +2,7 @@
 // state machine, offload keeping every byte at every address, discard losing the contents, the
 // typed error for allocations while paused, frees while paused, failures unwound (staging, copies,
 // creates, maps), map and unmap listeners (order, outside the locks, allocating from the pool).
-#include "suballocator_test_helpers.hpp"
+#include "vmm_pause_fixture.hpp"
 
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
@@ -18,61 +18,7 @@ namespace {
 
 using vmm_pool = mr::vmm_pool_memory_resource;
 
-struct vmm_pool_pause : ::testing::Test {
-  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 128 * MiB}};
-  cudaStream_t a = rt.create_stream();
-
-  vmm_pool make(mr::vmm_pool_options o = {})
-  {
-    if (o.reserve_bytes == 0) { o.reserve_bytes = 256 * MiB; }
-    o.handle_bytes = 4 * MiB;
-    return vmm_pool{o, rt};
-  }
-  void check(vmm_pool const& pool)
-  {
-    pool.check_invariants();
-    rt.check_invariants();
-    EXPECT_EQ(rt.vmm_state().misuse_count, 0U);
-  }
-  /// Fills [p, p + n) with bytes that depend on the seed.
-  static void fill(void* p, std::size_t n, unsigned seed)
-  {
-    std::mt19937 gen{seed};
-    auto* bytes = static_cast<unsigned char*>(p);
-    for (std::size_t i = 0; i < n; ++i) { bytes[i] = static_cast<unsigned char>(gen()); }
-  }
-  static bool holds(void const* p, std::size_t n, unsigned seed)
-  {
-    std::vector<unsigned char> want(n);
-    fill(want.data(), n, seed);
-    return std::memcmp(p, want.data(), n) == 0;
-  }
-  struct block {
-    void* p;
-    std::size_t n;
-  };
-  /// Live blocks over several handles, each filled with its own bytes.
-  std::vector<block> populate(vmm_pool& pool)
-  {
-    std::vector<block> blocks;
-    for (std::size_t n : {3 * MiB, 10 * MiB, MiB + 512, 17 * MiB}) {
-      blocks.push_back({pool.allocate(n, a), n});
-      fill(blocks.back().p, n, static_cast<unsigned>(blocks.size()));
-    }
-    return blocks;
-  }
-  void expect_intact(std::vector<block> const& blocks)
-  {
-    for (std::size_t i = 0; i < blocks.size(); ++i) {
-      rt.vmm_check_mapped(blocks[i].p, blocks[i].n);
-      EXPECT_TRUE(holds(blocks[i].p, blocks[i].n, static_cast<unsigned>(i + 1))) << "block " << i;
-    }
-  }
-  void release(vmm_pool& pool, std::vector<block> const& blocks)
-  {
-    for (auto const& b : blocks) { pool.deallocate(b.p, b.n, a); }
-  }
-};
+struct vmm_pool_pause : vmm_pause_fixture {};
 
 TEST_F(vmm_pool_pause, EveryTransitionOfTheStateMachine)
 {
