@@ -170,6 +170,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   }
   /// Free memory over all lists (takes every list's lock in turn).
   [[nodiscard]] free_stats get_free_stats() const;
+  /// Every free block of every list (each list's lock taken in turn, as get_free_stats does: with
+  /// other threads allocating, a snapshot that may miss or repeat a block moving between lists).
+  [[nodiscard]] std::vector<free_block> free_blocks() const;
   void check_invariants() const;
   [[nodiscard]] bool lean() const noexcept override { return Growth::lean; }
   void add_before_growth(hook fn, void* context) override

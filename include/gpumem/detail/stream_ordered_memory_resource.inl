@@ -270,6 +270,19 @@ free_stats stream_ordered_memory_resource<D, L, G, P>::get_free_stats() const
 }
 
 template <class D, class L, class G, template <class> class P>
+std::vector<free_block> stream_ordered_memory_resource<D, L, G, P>::free_blocks() const
+{
+  std::vector<free_block> blocks;
+  auto visit = [&](stream_state& s) {
+    std::lock_guard lock{s.mutex};
+    s.list.for_each([&](free_block b) { blocks.push_back(b); });
+  };
+  streams_.for_each(visit);
+  visit(unowned_);
+  return blocks;
+}
+
+template <class D, class L, class G, template <class> class P>
 void stream_ordered_memory_resource<D, L, G, P>::check_invariants() const
 {
   std::lock_guard lock{grow_mutex_};
