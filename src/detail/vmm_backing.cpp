@@ -465,6 +465,18 @@ std::size_t vmm_backing::release_idle(coalescing_free_list& idle,
   }
 }
 
+std::size_t vmm_backing::movable_bytes(std::vector<free_block> const& free) const noexcept
+{
+  std::size_t bytes{};
+  for (auto const& b : free) {
+    for (auto it = mapped_.lower_bound(b.ptr);
+         it != mapped_.end() && it->first + it->second.bytes <= b.end(); ++it) {
+      if (it->second.present) { bytes += it->second.bytes; }
+    }
+  }
+  return bytes;
+}
+
 // -- invariants ----------------------------------------------------------------------------------
 
 void vmm_backing::check(std::vector<free_block> const& blocks) const

@@ -346,6 +346,9 @@ vmm_pool_stats vmm_pool_memory_resource::stats() const
   s.largest_free_bytes = free.largest_bytes;
   // The backing changes only under the grow lock: read it there.
   const_cast<vmm_pool_memory_resource*>(this)->under_grow_lock([&] {
+    auto const blocks    = free_blocks();  // no growth or trim moves them meanwhile
+    s.movable_free_bytes = std::min(backing_.movable_bytes(blocks), s.free_bytes);
+    s.pinned_free_bytes  = s.free_bytes - s.movable_free_bytes;
     s.mapped_bytes       = backing_.physical_bytes();
     s.paused_bytes       = backing_.mapped_bytes() - backing_.physical_bytes();
     s.reserved_bytes     = backing_.range().size;

@@ -337,6 +337,33 @@ TEST_F(vmm_pool_test, StatsReportTheFootprint)
   pool.deallocate(p, 3 * MiB, a);
 }
 
+// Free memory in a handle that also holds an allocation is pinned (only a request that fits there
+// can use it); a handle wholly inside free blocks, of any list, is movable (a growth maps it where
+// it needs memory, a trim releases it).
+TEST_F(vmm_pool_test, StatsTellPinnedFromMovableFreeMemory)
+{
+  auto pool = make();
+  void* x   = pool.allocate(8 * MiB, a);
+  void* y   = pool.allocate(8 * MiB, a);  // two growths, a handle of 8 MiB each
+  ASSERT_EQ(pool.stats().handles, 2U);
+  auto expect = [&](std::size_t movable, std::size_t pinned) {
+    auto const s = pool.stats();
+    EXPECT_EQ(s.movable_free_bytes, movable);
+    EXPECT_EQ(s.pinned_free_bytes, pinned);
+    EXPECT_EQ(s.movable_free_bytes + s.pinned_free_bytes, s.free_bytes);
+  };
+  expect(0, 0);
+  pool.deallocate(x, 8 * MiB, a);
+  expect(8 * MiB, 0);
+  void* small = pool.allocate(MiB, a);  // cut from x's free handle
+  expect(0, 7 * MiB);
+  pool.deallocate(y, 8 * MiB, b);  // into stream b's own list
+  expect(8 * MiB, 7 * MiB);
+  pool.deallocate(small, MiB, a);
+  expect(16 * MiB, 0);
+  check(pool);
+}
+
 TEST(vmm_pool_peers, PeerDevicesGetAccessToEveryMapping)
 {
   detail::host_runtime rt{

@@ -11,28 +11,41 @@
 // with several streams on several host threads each stream's own list comes first, as in
 // per_stream_placement (the idle list's lock is shared by every thread, and taking it on every
 // allocation stopped scaling). With several streams on one host thread (a training loop with a
-// side stream for data or a weight average) nothing contends for that lock: the idle list (free
-// memory every stream may take without waiting, joined by each reclaim) keeps coming first, which
-// packs the streams' blocks together (a recorded three-stream training trace held 1.11x its live
-// bytes with each stream's list first, 1.03x with the idle list first).
+// side stream for data or a weight average) nothing contends for that lock, and the first stream
+// (the loop's compute stream) keeps solo mode's rules: its allocations take the idle list first
+// and its frees go there (pending), so its blocks refill the holes between live ones and a
+// repeated step keeps its layout. Every other stream takes its own list first, so that its
+// recurring blocks (the next batch, the next average) reuse its last ones instead of taking those
+// holes; where it does take from the idle list (its slow path, a growth for it) it waits for the
+// first stream's queued work first (an event: no synchronization). The first allocation from
+// another host thread settles them too and ends this for good: each stream's own list first, frees
+// to their own lists. (A recorded three-stream training trace held 1.11x its live bytes with each
+// stream's list first, 1.052x with the idle list first for every stream and frees to their own
+// lists, 1.026x this way.)
 //
 // State (besides the core's idle list):
-//   solo_      the solo stream's state, set once by the first allocation
+//   solo_      the solo stream's state, set once by the first allocation (after solo mode, the
+//              first stream)
 //   over_      solo mode has ended; only goes false -> true (under the grow lock and the idle
 //              list's lock, after the synchronization)
-//   pending_   the idle list may hold memory the solo stream's queued work still uses (written
+//   pending_   the idle list may hold memory the first stream's queued work still uses (written
 //              under the idle list's lock)
 //   thread_    the host thread of the first allocation; many_threads_: another thread has
-//              allocated since solo mode ended (only goes false -> true)
-// Invariants: over_ => !pending_;  !pending_ => every block in the idle list is idle for the
-// device (check_invariants() checks the first; the second is what settle_idle() restores).
+//              allocated since solo mode ended (only goes false -> true, under the grow lock and
+//              the idle list's lock, after the synchronization)
+// Invariants: many_threads_ => !pending_;  !pending_ => every block in the idle list is idle for
+// the device (check_invariants() checks the first; the second is what settle_idle() restores);
+// only the first stream takes a block from the idle list while pending_.
 //
 // The core asks (State: its per-stream state, with mutex, list and identity):
 //   1. idle_first(mine)         hot path: serve `mine` from the idle list first?
 //   2. free_to_idle(mine, b)    a free on `mine`: taken into the idle list? (noexcept)
-//   3. idle_in_use()            under both locks: may queued work still use idle blocks?
-//   4. settle_idle()            under the idle list's lock: make every idle block idle
-//   5. check_invariants(name)
+//   3. order_for(mine)          under the idle list's lock, when `mine`'s slow path took a block
+//                               there: `mine` waits for the first stream's pending frees
+//   4. idle_in_use(mine)        under both locks, for a growth on `mine`: may queued work still
+//                               use idle blocks? (and orders `mine` after it)
+//   5. settle_idle()            under the idle list's lock: make every idle block idle
+//   6. check_invariants(name)
 // Thread safety: as the core; see each member for the locks it needs.
 #pragma once
 
@@ -57,48 +70,80 @@ class one_stream_placement {
   ~one_stream_placement()
   {
     if (event_ != nullptr) { runtime_->event_destroy(event_); }
+    if (order_event_ != nullptr) { runtime_->event_destroy(order_event_); }
   }
   one_stream_placement(one_stream_placement const&)            = delete;
   one_stream_placement& operator=(one_stream_placement const&) = delete;
 
   /// True while `mine` is the solo stream (the first allocation claims it); another stream's
   /// first allocation ends solo mode (may throw what the synchronization throws: solo mode goes
-  /// on then).
+  /// on then). After solo mode: true for the first stream while one host thread allocates.
   bool idle_first(State& mine)
   {
     if (!over_.load(std::memory_order_acquire)) { return still_solo(mine); }
-    return one_thread();
+    return one_thread() && solo_.load(std::memory_order_relaxed) == &mine;
   }
 
   /// True while every allocation since solo mode ended came from the host thread that made the
-  /// first one (one relaxed load and a thread-id compare; the first other thread ends it).
-  bool one_thread() noexcept
+  /// first one (one relaxed load and a thread-id compare; the first other thread ends it, after a
+  /// synchronization: may throw what that throws, and the allocation fails).
+  bool one_thread()
   {
     if (many_threads_.load(std::memory_order_relaxed)) { return false; }
     if (thread_.load(std::memory_order_relaxed) == std::this_thread::get_id()) { return true; }
-    many_threads_.store(true, std::memory_order_relaxed);
+    end_one_thread();
     return false;
   }
 
-  /// A free on the solo stream goes into the idle list and marks it pending. False: not solo.
+  /// A free on the first stream goes into the idle list and marks it pending, until another host
+  /// thread allocates. False: another stream, or several threads.
   bool free_to_idle(State& mine, free_block const& block) noexcept
   {
-    if (over_.load(std::memory_order_acquire) || solo_.load(std::memory_order_relaxed) != &mine) {
+    if (solo_.load(std::memory_order_relaxed) != &mine ||
+        many_threads_.load(std::memory_order_relaxed)) {
       return false;
     }
     std::lock_guard lock{idle_->mutex};
-    if (over_.load(std::memory_order_relaxed)) { return false; }  // ended meanwhile
+    if (many_threads_.load(std::memory_order_relaxed)) { return false; }  // ended meanwhile
     idle_->list.insert(block);
     pending_.store(true, std::memory_order_relaxed);
     return true;
   }
 
-  /// Under the grow lock and the idle list's lock: true when solo frees are pending and the solo
-  /// stream still has work queued (a growth then takes new memory only, and moves nothing).
-  bool idle_in_use() noexcept { return pending_.load(std::memory_order_relaxed) && stream_busy(); }
+  /// Under the idle list's lock, when `mine` took a block from it outside the hot path: while the
+  /// first stream's frees are pending and `mine` is another stream, `mine` waits for the first
+  /// stream's queued work (an event recorded on it now: every pending free was made before;
+  /// two driver calls), or, where that event cannot be recorded from this thread, the device is
+  /// synchronized. Throws what those calls throw.
+  void order_for(State& mine)
+  {
+    if (!pending_.load(std::memory_order_relaxed)) { return; }
+    auto* const first = solo_.load(std::memory_order_relaxed);
+    if (first == &mine) { return; }
+    if (!first->identity.recordable_here()) {
+      settle_idle();
+      return;
+    }
+    if (order_event_ == nullptr) { order_event_ = runtime_->event_create(); }
+    runtime_->event_record(order_event_, first->identity.stream);
+    runtime_->stream_wait_event(mine.identity.stream, order_event_);
+  }
 
-  /// Under the idle list's lock: synchronizes the device when solo frees are pending. Throws what
-  /// the synchronization throws (pending_ kept).
+  /// Under the grow lock and the idle list's lock, for a growth on `mine`: true when the first
+  /// stream's frees are pending and it still has work queued (the growth then takes new memory
+  /// only, and moves nothing; another stream than the first waits for that work, as the memory
+  /// it is handed may join pending frees).
+  bool idle_in_use(State& mine)
+  {
+    if (!pending_.load(std::memory_order_relaxed) || !stream_busy()) { return false; }
+    if (solo_.load(std::memory_order_relaxed) != &mine) {
+      runtime_->stream_wait_event(mine.identity.stream, event_);  // stream_busy() recorded it
+    }
+    return true;
+  }
+
+  /// Under the idle list's lock: synchronizes the device when first-stream frees are pending.
+  /// Throws what the synchronization throws (pending_ kept).
   void settle_idle()
   {
     if (!pending_.load(std::memory_order_relaxed)) { return; }
@@ -108,8 +153,8 @@ class one_stream_placement {
 
   void check_invariants(char const* resource) const
   {
-    GPUMEM_INVARIANT(!(over_.load() && pending_.load()), resource,
-                     "solo frees pending after solo mode ended");
+    GPUMEM_INVARIANT(!(many_threads_.load() && pending_.load()), resource,
+                     "first-stream frees pending after a second host thread allocated");
   }
 
  private:
@@ -126,6 +171,17 @@ class one_stream_placement {
     if (expected == &mine) { return true; }
     end();
     return false;
+  }
+
+  /// Another host thread allocates: the first stream's frees stop going to the idle list, and
+  /// those pending there are settled (the other threads' streams may take them).
+  [[gnu::cold, gnu::noinline]] void end_one_thread()
+  {
+    std::lock_guard lock{*grow_mutex_};
+    std::lock_guard ilock{idle_->mutex};
+    if (many_threads_.load(std::memory_order_relaxed)) { return; }
+    settle_idle();  // throws (e.g. during a graph capture): one-thread mode goes on
+    many_threads_.store(true, std::memory_order_relaxed);
   }
 
   [[gnu::cold, gnu::noinline]] void end()
@@ -160,7 +216,8 @@ class one_stream_placement {
   std::atomic<bool> pending_{false};  // written under idle_->mutex
   std::atomic<std::thread::id> thread_{};
   std::atomic<bool> many_threads_{false};
-  cudaEvent_t event_{};  // stream_busy()'s question; guarded by the grow lock
+  cudaEvent_t event_{};        // stream_busy()'s question; guarded by the grow lock
+  cudaEvent_t order_event_{};  // order_for()'s; guarded by the idle list's lock
 };
 
 }  // namespace gpumem::detail

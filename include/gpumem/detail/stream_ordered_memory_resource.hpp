@@ -105,8 +105,9 @@ struct per_stream_placement {
   {
     return false;
   }
-  static constexpr bool idle_in_use() noexcept { return false; }
+  static constexpr bool idle_in_use(State& /*mine*/) noexcept { return false; }
   static constexpr void settle_idle() noexcept {}
+  static constexpr void order_for(State& /*mine*/) noexcept {}
   static constexpr void check_invariants(char const* /*resource*/) noexcept {}
 };
 
@@ -170,6 +171,9 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   }
   /// Free memory over all lists (takes every list's lock in turn).
   [[nodiscard]] free_stats get_free_stats() const;
+  /// Every free block of every list (each list's lock taken in turn, as get_free_stats does: with
+  /// other threads allocating, a snapshot that may miss or repeat a block moving between lists).
+  [[nodiscard]] std::vector<free_block> free_blocks() const;
   void check_invariants() const;
   [[nodiscard]] bool lean() const noexcept override { return Growth::lean; }
   void add_before_growth(hook fn, void* context) override
@@ -346,17 +350,29 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   void record(stream_state& mine, free_block const& block);
   [[gnu::cold, gnu::noinline]] free_block allocate_slow(stream_state& mine, std::size_t size,
                                                         cuda_stream_view stream);
+  /// The idle list's best fit (the hot path: the placement put `mine` there first).
   free_block take_unowned(std::size_t size);
+  /// The same for `mine`'s slow path (see the .inl).
+  free_block take_unowned(stream_state& mine, std::size_t size);
   free_block steal(stream_state& mine, std::size_t size, cuda_stream_view stream);
   void adopt_stolen(stream_state& mine, stream_state& donor, steal_policy& taken) noexcept;
   void order_after(stream_state& other, cuda_stream_view stream);
   [[gnu::cold, gnu::noinline]] bool reclaim();
   free_block after_growth_hook(stream_state& mine, std::size_t size);
-  free_block grow_before_reclaim(std::size_t size, cuda_stream_view stream);
-  [[gnu::cold, gnu::noinline]] free_block grow(std::size_t size, cuda_stream_view stream)
+  free_block grow_before_reclaim(stream_state& mine, std::size_t size, cuda_stream_view stream);
+  /// What the growth asks the placement, for a growth on `mine`.
+  struct placement_for {
+    Placement<stream_state>* placement;
+    stream_state* mine;
+    bool idle_in_use() { return placement->idle_in_use(*mine); }
+    void settle_idle() { placement->settle_idle(); }
+  };
+  [[gnu::cold, gnu::noinline]] free_block grow(stream_state& mine, std::size_t size,
+                                               cuda_stream_view stream)
   {
     auto src = source(stream);
-    return growth_.grow(src, unowned_, size, placement_);
+    placement_for asked{&placement_, &mine};
+    return growth_.grow(src, unowned_, size, asked);
   }
 
   runtime* runtime_;

@@ -36,18 +36,18 @@ free_block stream_ordered_memory_resource<D, L, G, P>::allocate_slow(stream_stat
                                                                      std::size_t size,
                                                                      cuda_stream_view stream)
 {
-  if (auto b = take_unowned(size); b.valid()) { return b; }
+  if (auto b = take_unowned(mine, size); b.valid()) { return b; }
   if (auto b = steal(mine, size, stream); b.valid()) { return b; }
   std::lock_guard lock{grow_mutex_};
-  if (auto b = take_unowned(size); b.valid()) { return b; }  // another thread grew meanwhile
+  if (auto b = take_unowned(mine, size); b.valid()) { return b; }  // another thread grew meanwhile
   if constexpr (steal_policy::grows_before_reclaim) {
-    if (auto b = grow_before_reclaim(size, stream); b.valid()) { return b; }
+    if (auto b = grow_before_reclaim(mine, size, stream); b.valid()) { return b; }
   }
   if (reclaim()) {
-    if (auto b = take_unowned(size); b.valid()) { return b; }
+    if (auto b = take_unowned(mine, size); b.valid()) { return b; }
   }
   if (auto b = after_growth_hook(mine, size); b.valid()) { return b; }
-  return grow(size, stream);
+  return grow(mine, size, stream);
 }
 
 // Under the grow lock, for a steal policy whose donors keep their last blocks (same_size_steal):
@@ -56,15 +56,16 @@ free_block stream_ordered_memory_resource<D, L, G, P>::allocate_slow(stream_stat
 // as short as this one. Their blocks are reclaimed (a device synchronization) only when the
 // upstream has no memory; with none to reclaim, the upstream's error goes to the caller.
 template <class D, class L, class G, template <class> class P>
-free_block stream_ordered_memory_resource<D, L, G, P>::grow_before_reclaim(std::size_t size,
+free_block stream_ordered_memory_resource<D, L, G, P>::grow_before_reclaim(stream_state& mine,
+                                                                           std::size_t size,
                                                                            cuda_stream_view stream)
 {
   try {
-    return grow(size, stream);
+    return grow(mine, size, stream);
   } catch (out_of_memory const&) {
     if (!reclaim()) { throw; }
   }
-  return take_unowned(size);
+  return take_unowned(mine, size);
 }
 
 // Under the grow lock: the hook's frees land in their streams' lists (this thread's cache frees
@@ -78,8 +79,8 @@ free_block stream_ordered_memory_resource<D, L, G, P>::after_growth_hook(stream_
   for (auto const& h : growth_hooks_) { gave_back = h.fn(h.context) || gave_back; }
   if (!gave_back) { return {}; }
   if (auto b = take_from(mine, size); b.valid()) { return b; }
-  if (auto b = take_unowned(size); b.valid()) { return b; }
-  if (reclaim()) { return take_unowned(size); }
+  if (auto b = take_unowned(mine, size); b.valid()) { return b; }
+  if (reclaim()) { return take_unowned(mine, size); }
   return {};
 }
 
@@ -88,6 +89,25 @@ free_block stream_ordered_memory_resource<D, L, G, P>::take_unowned(std::size_t 
 {
   std::lock_guard lock{unowned_.mutex};
   return unowned_.list.take(size);
+}
+
+// The slow path's: under the idle list's lock, a block taken is ordered for `mine` by the
+// placement (after another stream's queued work that may still use it).
+template <class D, class L, class G, template <class> class P>
+free_block stream_ordered_memory_resource<D, L, G, P>::take_unowned(stream_state& mine,
+                                                                    std::size_t size)
+{
+  std::lock_guard lock{unowned_.mutex};
+  auto const b = unowned_.list.take(size);
+  if (b.valid()) {
+    try {
+      placement_.order_for(mine);
+    } catch (...) {
+      unowned_.list.insert(b);
+      throw;
+    }
+  }
+  return b;
 }
 
 // The steal policy decides which donors keep their blocks and what a steal takes along with the
@@ -267,6 +287,19 @@ free_stats stream_ordered_memory_resource<D, L, G, P>::get_free_stats() const
   std::lock_guard lock{unowned_.mutex};
   total.add(unowned_.list.stats());
   return total;
+}
+
+template <class D, class L, class G, template <class> class P>
+std::vector<free_block> stream_ordered_memory_resource<D, L, G, P>::free_blocks() const
+{
+  std::vector<free_block> blocks;
+  auto visit = [&](stream_state& s) {
+    std::lock_guard lock{s.mutex};
+    s.list.for_each([&](free_block b) { blocks.push_back(b); });
+  };
+  streams_.for_each(visit);
+  visit(unowned_);
+  return blocks;
 }
 
 template <class D, class L, class G, template <class> class P>

@@ -113,6 +113,10 @@ class vmm_backing {
   /// among equal-cost ones: the request then sits at the high end, where a warm pass's best fit
   /// cuts it again, so a repeated workload finds its cold layout without moving memory.
   [[nodiscard]] char* place(free_block const& block, std::size_t n) const noexcept;
+  /// Of the free blocks given (the pool's, from every list, in any order), the bytes of the
+  /// handles that lie wholly inside one of them: free memory a growth may move and a trim may
+  /// release. The rest of the free bytes share a handle with an allocation (pinned).
+  [[nodiscard]] std::size_t movable_bytes(std::vector<free_block> const& free) const noexcept;
   /// See the top of this file; returns the bytes unmapped (some may be kept as spares).
   std::size_t release_idle(coalescing_free_list& idle, std::size_t keep_mapped_bytes) noexcept;
   void check(std::vector<free_block> const& blocks) const;

@@ -90,6 +90,13 @@ struct vmm_pool_stats {
   std::size_t reserved_bytes{};  ///< address space reserved
   std::size_t free_bytes{};      ///< mapped and not handed out
   std::size_t largest_free_bytes{};
+  /// Of free_bytes, those in handles that hold no allocation (wholly inside one free block): a
+  /// growth moves them where it needs memory, a trim gives them back.
+  std::size_t movable_free_bytes{};
+  /// free_bytes - movable_free_bytes: free memory inside handles that an allocation also touches,
+  /// which only an allocation that fits there can use (at a peak, what the pool holds beyond its
+  /// live bytes is mostly this).
+  std::size_t pinned_free_bytes{};
   std::size_t handles{};        ///< physical allocations mapped
   std::size_t spare_bytes{};    ///< physical handles kept unmapped for a growth
   std::size_t spare_handles{};  ///< how many
