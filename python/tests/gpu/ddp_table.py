@@ -5,6 +5,7 @@ NCCL), in turn, --runs times; prints each run's JSON line, then a markdown table
 device memory used at its peak, the median step time and the final mean loss of every run.
 
     python python/tests/gpu/ddp_table.py [--gpus 2] [--runs 2] [--steps 20] [--layers 12]
+        [--configs torch,gpumem] [--gpumem vmm_pool --gpumem pool]   # other gpumem specs too
 
 About 3 minutes on two H100s with the defaults (most of it the start of each run). Exits 1 when a
 run failed or the losses differ between runs."""
@@ -34,6 +35,13 @@ CONFIGS = {
 }
 
 
+def add_gpumem_spec(spec: str) -> str:
+    """A configuration `-m gpumem.torch` with GPUMEM_TORCH_ALLOC=`spec`; returns its name."""
+    name = f"gpumem={spec}"
+    CONFIGS[name] = (f"`-m gpumem.torch` (`{spec}`)", ["-m", "gpumem.torch"], [], None)
+    return name
+
+
 def run(name: str, args) -> dict:
     """One torchrun of torch_ddp_bench.py under configuration `name`: rank 0's JSON line, or a
     line with "error"."""
@@ -43,6 +51,8 @@ def run(name: str, args) -> dict:
            str(args.layers), *after]
     env = dict(os.environ, **NO_MULTICAST)
     env.pop("GPUMEM_TORCH_ALLOC", None)  # gpumem's default spec for -m gpumem.torch
+    if name.startswith("gpumem="):
+        env["GPUMEM_TORCH_ALLOC"] = name[len("gpumem="):]
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if conf is not None:
         env["PYTORCH_CUDA_ALLOC_CONF"] = conf
@@ -91,9 +101,13 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--configs", default=",".join(CONFIGS),
                     help="comma-separated, from " + ", ".join(CONFIGS))
+    ap.add_argument("--gpumem", action="append", default=[], metavar="SPEC",
+                    help="also `-m gpumem.torch` with this GPUMEM_TORCH_ALLOC spec (repeatable), "
+                         "after the --configs ones")
     ap.add_argument("--timeout", type=float, default=150, help="seconds per run")
     args = ap.parse_args()
     names = [c for c in args.configs.split(",") if c]
+    names += [add_gpumem_spec(spec) for spec in args.gpumem]
     unknown = [c for c in names if c not in CONFIGS]
     if unknown:
         print(f"ddp_table: unknown configuration {unknown}; known: {', '.join(CONFIGS)}",

@@ -7,6 +7,7 @@ deleted and the cache emptied (memory a region strands shows there).
 
     pip install --no-index torch_memory_saver-0.0.10-*.whl   # the peer (a wheel from PyPI)
     python python/tests/gpu/pause_peer_bench.py [--cases 1,8,32] [--rounds 3] [--peer gpumem]
+        [--warm-up SECONDS]
 
 --peer gpumem runs the same code through `gpumem.torch.torch_memory_saver` (its regions then come
 from gpumem's vmm_pool; PYTHONPATH must find the gpumem package).
@@ -56,6 +57,8 @@ def run_case(saver, peer: str, gib: int, backup: bool, rounds: int) -> dict:
         if backup:
             out["intact"] = all(int(t[0]) == i % 251 and int(t[-1]) == i % 251
                                 for i, t in enumerate(tensors))
+        out["pause_ms_rounds"] = [round(t * 1e3, 3) for t in pauses]
+        out["resume_ms_rounds"] = [round(t * 1e3, 3) for t in resumes]
         out["pause_ms"] = statistics.median(pauses) * 1e3
         out["resume_ms"] = statistics.median(resumes) * 1e3
         out["pause_gib_s"] = gib / statistics.median(pauses)
@@ -102,6 +105,23 @@ def run_replace(saver, peer: str, count: int = 16, mib: int = 256) -> dict:
     return out
 
 
+def keep_busy(seconds: float) -> float:
+    """Matrix products on the GPU for `seconds` before anything is timed, so that every peer's
+    process starts its timed rounds on a GPU that has just been working (clocks up); returns the
+    seconds spent."""
+    if seconds <= 0:
+        return 0.0
+    a = torch.randn(4096, 4096, device="cuda")
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(8):
+            a = torch.tanh(a @ a)
+        torch.cuda.synchronize()
+    del a
+    torch.cuda.empty_cache()
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="1,8,32", help="GiB per case, from 1, 8, 32")
@@ -112,6 +132,8 @@ def main() -> None:
     ap.add_argument("--replace", action="store_true",
                     help="only the load-then-replace case: 16 weights of 256 MiB replaced by "
                          "257 MiB ones, originals freed, paused, resumed")
+    ap.add_argument("--warm-up", type=float, default=0.0,
+                    help="seconds of matrix products on the GPU before the first case (default 0)")
     args = ap.parse_args()
     if args.peer == "gpumem":
         import gpumem.torch
@@ -122,6 +144,9 @@ def main() -> None:
         from torch_memory_saver import torch_memory_saver as saver
         saver.hook_mode = "torch"
     torch.cuda.init()
+    busy = keep_busy(args.warm_up)
+    if busy:
+        print(json.dumps({"peer": args.peer, "warm_up_s": round(busy, 2)}), flush=True)
     if args.replace:
         print(json.dumps(run_replace(saver, args.peer)), flush=True)
         return
