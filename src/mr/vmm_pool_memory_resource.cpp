@@ -129,6 +129,17 @@ std::size_t vmm_pool_memory_resource::release_spares() noexcept
   return released;
 }
 
+std::size_t vmm_pool_memory_resource::release_offload_staging() noexcept
+{
+  std::size_t released{};
+  under_grow_lock([&] {
+    auto const before = backing_.staging_bytes();
+    backing_.release_staging();  // keeps a buffer that holds a pause's contents
+    released = before - backing_.staging_bytes();
+  });
+  return released;
+}
+
 vmm_export vmm_pool_memory_resource::export_single_handle(void const* ptr) const
 {
   auto [fd, bytes] = singles_.export_fd(ptr);

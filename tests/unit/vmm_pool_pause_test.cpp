@@ -98,6 +98,33 @@ TEST_F(vmm_pool_pause, AWritePastAPauseThroughAnOldPointerIsReadBackAfterTheNext
   check(pool);
 }
 
+// trim() (empty_cache) frees the kept staging buffer, but never one that holds a pause's contents.
+TEST_F(vmm_pool_pause, TrimFreesTheKeptStagingButNotAPausesContents)
+{
+  auto pool = make({.keep_offload_staging = true});
+  auto* p   = static_cast<unsigned char*>(pool.allocate(9 * MiB, a));
+  p[MiB]    = 0x5a;
+  ASSERT_TRUE(pool.pause(pause_mode::offload));
+  pool.trim();  // paused: the buffer holds the contents
+  EXPECT_GE(pool.stats().staging_bytes, 9 * MiB);
+  EXPECT_EQ(pool.release_offload_staging(), 0U);
+  ASSERT_TRUE(pool.resume());
+  EXPECT_EQ(p[MiB], 0x5a);
+  EXPECT_GE(pool.stats().staging_bytes, 9 * MiB);  // kept for the next pause
+  pool.trim();
+  EXPECT_EQ(pool.stats().staging_bytes, 0U);
+  EXPECT_EQ(pool.release_offload_staging(), 0U);  // nothing left to free
+  p[2 * MiB] = 0x6b;
+  ASSERT_TRUE(pool.pause(pause_mode::offload));  // pins a new buffer
+  ASSERT_TRUE(pool.resume());
+  EXPECT_EQ(p[MiB], 0x5a);
+  EXPECT_EQ(p[2 * MiB], 0x6b);
+  EXPECT_GT(pool.release_offload_staging(), 0U);
+  EXPECT_EQ(pool.stats().staging_bytes, 0U);
+  pool.deallocate(p, 9 * MiB, a);
+  check(pool);
+}
+
 // The host stand-in gives a new handle fresh (zeroed) memory; on a GPU its contents are undefined.
 TEST_F(vmm_pool_pause, DiscardLosesTheContentsButKeepsTheAddresses)
 {

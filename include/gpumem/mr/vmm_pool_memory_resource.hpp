@@ -150,16 +150,22 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   /// unmapped.
   std::size_t trim_to(std::size_t bytes);
   /// Gives every free granule back to the device, spares included (trim_to(0), then
-  /// release_spares()): what empty_cache, free_all_blocks and an out-of-memory retry above the pool
-  /// ask for, when memory is wanted elsewhere (another pool's growth must not fail for spares held
-  /// here). trim_to(n) and the release threshold keep spares.
+  /// release_spares()), and the pinned host buffer that keep_offload_staging kept after a resume
+  /// (release_offload_staging()): what empty_cache, free_all_blocks and an out-of-memory retry
+  /// above the pool ask for, when memory is wanted elsewhere (another pool's growth must not fail
+  /// for spares held here; the buffer's mapping for the device takes device memory too, about
+  /// 0.2 % of its size). trim_to(n) and the release threshold keep both.
   void trim() override
   {
     (void)trim_to(0);
     (void)release_spares();
+    (void)release_offload_staging();
   }
   /// Releases the spare handles (see the top of this file). Returns the bytes released.
   std::size_t release_spares() noexcept;
+  /// Frees the pinned host buffer kept for the next pause(offload) (keep_offload_staging), unless
+  /// a pause holds the pool's contents in it. Returns the bytes freed.
+  std::size_t release_offload_staging() noexcept;
   [[nodiscard]] std::size_t release_threshold() const noexcept { return threshold_.load(); }
   void set_release_threshold(std::size_t bytes) noexcept { threshold_.store(bytes); }
 
