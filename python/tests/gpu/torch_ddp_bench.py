@@ -134,6 +134,14 @@ class BucketPool:
                 pass
 
 
+def allocator_counts() -> dict:
+    """Allocations and the device memory obtained / given back so far (memory_stats counters)."""
+    stats = torch.cuda.memory_stats()
+    return {"allocations": stats.get("allocation.all.allocated", 0),
+            "device_allocs": stats.get("num_device_alloc", 0),
+            "device_frees": stats.get("num_device_free", 0)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
@@ -175,6 +183,8 @@ def main() -> None:
         losses.append(loss)
         times.append(ms)
         peak_used = max(peak_used, device_used_bytes())
+        if i == 2:  # the steps timed for the median start after this one
+            counts_before = allocator_counts()
         if buckets is not None and i == 0:
             rebuilt = buckets.rebuild(model)
             if args.register == "torch":  # the segments the pool holds now, buckets included
@@ -184,7 +194,11 @@ def main() -> None:
     dist.all_reduce(mean)
     mine = {"rank": rank, "device_used_mib": round(peak_used / 2**20, 1),
             "peak_reserved_mib": round(torch.cuda.max_memory_reserved() / 2**20, 1),
-            "median_step_ms": round(statistics.median(times[3:] or times), 3)}
+            "median_step_ms": round(statistics.median(times[3:] or times), 3),
+            "step_ms": [round(t, 2) for t in times]}
+    if len(times) > 3:  # what the allocator did during the timed steps
+        after = allocator_counts()
+        mine["timed_steps"] = {k: after[k] - counts_before[k] for k in after}
     if buckets is not None:
         mine["bucket_pool"] = {**buckets.report(), "rebuilt_in_pool": rebuilt}
         buckets.close()
