@@ -134,6 +134,14 @@ def allocator_name() -> str:
     return "torch"
 
 
+def allocator_counts() -> dict:
+    """Allocations and the device memory obtained / given back so far (memory_stats counters)."""
+    stats = torch.cuda.memory_stats()
+    return {"allocations": stats.get("allocation.all.allocated", 0),
+            "device_allocs": stats.get("num_device_alloc", 0),
+            "device_frees": stats.get("num_device_free", 0)}
+
+
 def setup_determinism(seed: int) -> None:
     import os
 

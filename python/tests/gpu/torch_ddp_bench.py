@@ -30,8 +30,8 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
-from tiny_gpt import (TinyGPT, allocator_name, device_used_bytes, setup_determinism,  # noqa: E402
-                      token_batches, train_step)
+from tiny_gpt import (TinyGPT, allocator_counts, allocator_name, device_used_bytes,  # noqa: E402
+                      setup_determinism, token_batches, train_step)
 
 BUCKET_SPEC = "vmm_pool:peers=all,shareable=1,rdma=1"  # handles NCCL can register
 
@@ -132,14 +132,6 @@ class BucketPool:
                 backend().deregister_mem_pool(self.pool)
             except Exception:  # noqa: BLE001  (nothing to do about it at the end)
                 pass
-
-
-def allocator_counts() -> dict:
-    """Allocations and the device memory obtained / given back so far (memory_stats counters)."""
-    stats = torch.cuda.memory_stats()
-    return {"allocations": stats.get("allocation.all.allocated", 0),
-            "device_allocs": stats.get("num_device_alloc", 0),
-            "device_frees": stats.get("num_device_free", 0)}
 
 
 def main() -> None:

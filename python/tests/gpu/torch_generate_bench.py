@@ -16,7 +16,8 @@ import time
 
 import torch
 
-from tiny_gpt import TinyGPT, allocator_name, device_used_bytes, setup_determinism
+from tiny_gpt import (TinyGPT, allocator_counts, allocator_name, device_used_bytes,
+                      setup_determinism)
 
 
 @torch.no_grad()
@@ -42,7 +43,9 @@ def main() -> None:
     prefill_ms = (time.perf_counter() - t0) * 1e3
     out = [logits[:, -1].argmax(-1, keepdim=True)]
     position = args.prompt
-    for _ in range(args.tokens - 1):
+    for i in range(args.tokens - 1):
+        if i == 8:
+            counts_before = allocator_counts()  # what the allocator does over the later tokens
         t0 = time.perf_counter()
         logits = model(out[-1], caches, start=position)
         out.append(logits[:, -1].argmax(-1, keepdim=True))
@@ -62,6 +65,8 @@ def main() -> None:
         "device_used_mib": round(device_used_bytes() / 2**20, 1),
         "prefill_ms": round(prefill_ms, 2),
         "median_token_ms": round(statistics.median(times), 3),
+        "after_token_9": {k: v - counts_before[k] for k, v in allocator_counts().items()}
+        if args.tokens > 9 else {},
     }), flush=True)
 
 
