@@ -594,6 +594,13 @@ void simulated_device::stream_synchronize(cudaStream_t stream)
   state_->synchronized();
 }
 
+bool simulated_device::stream_capturing(cudaStream_t stream)
+{
+  std::lock_guard lock{state_->mutex};
+  auto const& s = state_->resolve(stream);
+  return state_->capturing != nullptr && (state_->capturing == &s || &s == &state_->legacy);
+}
+
 void simulated_device::device_synchronize()
 {
   std::lock_guard lock{state_->mutex};
