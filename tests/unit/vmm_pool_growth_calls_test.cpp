@@ -175,32 +175,18 @@ TEST(vmm_pool_recorded, ASideStreamTakesItsOwnListFirstAndTheFirstStreamFreesToT
 {
   unpacked_trace const trace{"train_multistream"};
   if (trace.path().empty()) { GTEST_SKIP() << "gzip could not unpack the recorded trace"; }
-  detail::host_runtime rt{detail::host_runtime_options{
-      .capacity_bytes = std::size_t{80} << 30, .backed = false, .auto_complete = true}};
-  trace::metered_runtime meter{rt};
-  std::map<std::uint64_t, cudaStream_t> streams;
-  trace::replay_options options;
-  options.stream_of = [&](std::uint64_t id) -> cudaStream_t {
-    if (id == 0) { return nullptr; }
-    auto [it, fresh] = streams.try_emplace(id, nullptr);
-    if (fresh) { it->second = rt.create_stream(); }
-    return it->second;
-  };
-  auto const profile = trace::profile_trace(trace.path());
-  ASSERT_EQ(profile.streams.size(), 3U);
-  mr::vmm_pool_memory_resource pool{{}, meter};
-  meter.count_driver_calls(true);
-  auto const cold = trace::replay(profile, pool, "vmm_pool", nullptr, meter, options);
+  multistream_replay replay{trace.path()};
+  ASSERT_EQ(replay.profile.streams.size(), 3U);
+  mr::vmm_pool_memory_resource pool{{}, replay.meter};
+  auto const [cold, calls] = replay.pass(pool);
   ASSERT_FALSE(cold.failure.has_value());
-  auto const calls = meter.driver_calls();
-  EXPECT_LE(cold.footprint_ratio(profile), 1.03);
+  EXPECT_LE(cold.footprint_ratio(replay.profile), 1.03);
   EXPECT_LE(calls[trace::driver_call::create].calls, 372U) << describe(calls);
   EXPECT_LE(calls[trace::driver_call::unmap].calls, 200U) << describe(calls);
   // A second pass over the same pool finds the first one's layout: the first stream's frees join
   // the idle list at once (with them in its own list until a growth: 316 maps, 7 creates).
-  auto const warm = trace::replay(profile, pool, "vmm_pool", nullptr, meter, options);
+  auto const [warm, warm_calls] = replay.pass(pool);
   ASSERT_FALSE(warm.failure.has_value());
-  auto const warm_calls = meter.driver_calls() - calls;
   EXPECT_EQ(warm_calls[trace::driver_call::create].calls, 0U) << describe(warm_calls);
   EXPECT_LE(warm_calls[trace::driver_call::map].calls, 150U) << describe(warm_calls);
   pool.check_invariants();
