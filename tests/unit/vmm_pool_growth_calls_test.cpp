@@ -196,7 +196,7 @@ TEST(vmm_pool_recorded, ASideStreamTakesItsOwnListFirstAndTheFirstStreamFreesToT
 // compute stream's next allocation (an event per stream), so all free memory coalesces there and
 // each step finds the layout of the last one of its shape: no warm pass grows, moves a handle or
 // synchronizes the device. With the side streams' frees left in their lists until a reclaim, the
-// warm passes made 116, 249 and 255 unmaps and 26, 39 and 29 device synchronizations, and held
+// warm passes made 116, 249 and 251 unmaps and 26, 39 and 29 device synchronizations, and held
 // 1.026x, then 1.037x the live bytes.
 TEST(vmm_pool_recorded, TheWarmPassesOfAThreeStreamTraceMoveNoHandleAndNeverSynchronize)
 {
