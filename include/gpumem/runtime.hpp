@@ -107,6 +107,11 @@ class runtime {
   virtual void stream_wait_event(cudaStream_t stream, cudaEvent_t event) = 0;
   virtual void stream_synchronize(cudaStream_t stream)                   = 0;
   virtual void device_synchronize()                                      = 0;
+  /// True when `stream` is being captured into a CUDA graph, or when a capture forbids it now
+  /// (the legacy default stream during a global-mode capture of another stream): an event record
+  /// or wait on it would fail and break the capture (cudaStreamIsCapturing). Not pure: a runtime
+  /// that cannot tell says false.
+  [[nodiscard]] virtual bool stream_capturing(cudaStream_t stream);
   /// Copies `bytes` from `src` to `dst` on `stream` (cudaMemcpyAsync, direction from the pointers:
   /// device, pinned or pageable host memory). Throws cuda_error when a range is not accessible
   /// (e.g. device address space with nothing mapped). Not pure: a runtime that cannot copy

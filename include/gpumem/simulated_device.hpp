@@ -180,6 +180,8 @@ class simulated_device final : public runtime {
   void stream_wait_event(cudaStream_t stream, cudaEvent_t event) override;
   void stream_synchronize(cudaStream_t stream) override;
   void device_synchronize() override;
+  /// True for the stream being captured, and for the legacy default stream during any capture.
+  [[nodiscard]] bool stream_capturing(cudaStream_t stream) override;
   /// Copies at once (as if the stream had reached the copy); in `backed` mode the bytes really
   /// move, simulated memory only checks. Throws cuda_error when a range lies in reserved address
   /// space that is not wholly mapped and accessible (CUDA refuses such a copy).

@@ -244,6 +244,12 @@ void metered_runtime::event_synchronize(cudaEvent_t event)
   inner().event_synchronize(event);
 }
 
+bool metered_runtime::stream_capturing(cudaStream_t stream)
+{
+  call_scope const call{*this, driver_call::other};
+  return inner().stream_capturing(stream);
+}
+
 void metered_runtime::stream_wait_event(cudaStream_t stream, cudaEvent_t event)
 {
   call_scope const call{*this, driver_call::stream_wait};

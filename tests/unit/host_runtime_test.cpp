@@ -88,6 +88,41 @@ TEST(host_runtime, a_wait_holds_later_work_until_the_event_is_ready)
   rt.event_destroy(e);
 }
 
+// As in CUDA, a wait is work of its stream: an event recorded after it completes only once the
+// wait is satisfied, and a stream that waits on that event waits for the first stream too (the
+// virtual-memory pool orders a side stream after the compute stream's wait on another stream).
+TEST(host_runtime, an_event_recorded_after_a_wait_covers_what_was_waited_for)
+{
+  host_runtime rt;
+  auto a = rt.create_stream();
+  auto b = rt.create_stream();
+  auto c = rt.create_stream();
+  auto e = rt.event_create();
+  auto f = rt.event_create();
+  rt.enqueue(a);
+  rt.event_record(e, a);
+  rt.stream_wait_event(b, e);  // nothing enqueued on b after the wait yet
+  rt.event_record(f, b);
+  EXPECT_FALSE(rt.event_query(f)) << "f is recorded after b's wait for a";
+  rt.stream_wait_event(c, f);
+  rt.enqueue(c);
+  rt.complete(b);
+  rt.complete(c);
+  EXPECT_EQ(rt.completed(c), 0u) << "c runs before a's work is done";
+  rt.complete(a);
+  EXPECT_TRUE(rt.event_query(f));
+  rt.complete(c);
+  EXPECT_EQ(rt.completed(c), 1u);
+  rt.enqueue(a);
+  rt.event_record(e, a);
+  rt.stream_wait_event(b, e);
+  rt.event_record(f, b);
+  rt.event_synchronize(f);  // the host waits for a's work too
+  EXPECT_EQ(rt.completed(a), 2u);
+  rt.event_destroy(e);
+  rt.event_destroy(f);
+}
+
 TEST(host_runtime, synchronizing_completes_the_work_waited_for_and_its_dependencies)
 {
   host_runtime rt;

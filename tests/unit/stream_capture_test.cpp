@@ -60,6 +60,19 @@ TEST_F(capture_test, ForbiddenCallsAreRefusedAndBreakTheCapture)
   up.rt.event_destroy(ev);
 }
 
+// What a caller asks before an event record or wait that a capture would refuse.
+TEST_F(capture_test, StreamCapturingTellsTheCapturedStreamAndTheLegacyStream)
+{
+  EXPECT_FALSE(up.rt.stream_capturing(a));
+  EXPECT_FALSE(up.rt.stream_capturing(nullptr));
+  up.rt.begin_global_capture(b);
+  EXPECT_TRUE(up.rt.stream_capturing(b));
+  EXPECT_FALSE(up.rt.stream_capturing(a));
+  EXPECT_TRUE(up.rt.stream_capturing(nullptr)) << "the legacy stream is forbidden meanwhile";
+  EXPECT_TRUE(up.rt.end_capture(b)) << "asking does not break the capture";
+  EXPECT_FALSE(up.rt.stream_capturing(b));
+}
+
 TEST_F(capture_test, CaptureMisuseIsALogicError)
 {
   EXPECT_THROW((void)up.rt.end_capture(a), gpumem::logic_error);

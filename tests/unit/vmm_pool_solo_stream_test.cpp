@@ -208,6 +208,85 @@ TEST_F(vmm_pool_solo, AfterSoloModeTheOtherStreamsOfOneThreadTakeTheirOwnListFir
   check();
 }
 
+// b's free stays in b's list (b's next allocation would reuse it with no call); the first stream's
+// next allocation hands it over to the idle list, where it joins the free memory beside it, and
+// orders `a` after b's work on it (an event recorded on b, waited on by a: no synchronization).
+// With b's frees left in its list until a reclaim, the recorded three-stream trace's warm passes
+// moved handles and synchronized the device at every step of its peak shape
+// (vmm_pool_recorded.TheWarmPassesOfAThreeStreamTraceMoveNoHandleAndNeverSynchronize).
+TEST_F(vmm_pool_solo, AfterSoloModeTheFirstStreamsNextAllocationTakesTheOtherStreamsFrees)
+{
+  void* x = pool.allocate(6 * MiB, a);
+  pool.deallocate(x, 6 * MiB, a);       // solo: into the idle list
+  void* y = pool.allocate(2 * MiB, b);  // ends solo mode: the idle list's high end
+  void* w = pool.allocate(4 * MiB, a);  // the rest of the idle list
+  rt.enqueue(b);                        // work on b still uses y
+  pool.deallocate(y, 2 * MiB, b);       // b's own list
+  auto const calls = rt.calls();
+  void* z = pool.allocate(2 * MiB, a);  // the idle list is empty: y's block, after b's work
+  EXPECT_EQ(z, y);
+  EXPECT_EQ(rt.calls().synchronize, calls.synchronize);
+  EXPECT_EQ(rt.calls().event_record, calls.event_record + 1);
+  EXPECT_EQ(rt.calls().stream_wait_event, calls.stream_wait_event + 1);
+  EXPECT_EQ(pool.stats().mapped_bytes, 6 * MiB) << "no growth";
+  rt.enqueue(a);
+  rt.complete(a);
+  EXPECT_LT(rt.completed(a), rt.enqueued(a)) << "a may use y's block before b's work is done";
+  rt.complete_all();
+  pool.deallocate(z, 2 * MiB, a);
+  pool.deallocate(w, 4 * MiB, a);
+  auto const before = rt.calls();
+  void* v           = pool.allocate(6 * MiB, a);  // the handed-over block coalesced with the rest
+  EXPECT_EQ(rt.calls().synchronize, before.synchronize);
+  EXPECT_EQ(pool.stats().mapped_bytes, 6 * MiB) << "no growth";
+  pool.deallocate(v, 6 * MiB, a);
+  check();
+}
+
+// While the first stream is being captured into a CUDA graph, nothing is handed over: an event
+// recorded outside the capture cannot be waited on inside it (CUDA refuses, and the capture
+// breaks). b's block stays in b's list, and the capture stays valid.
+TEST_F(vmm_pool_solo, DuringACaptureOfTheFirstStreamNothingIsHandedOver)
+{
+  void* x = pool.allocate(6 * MiB, a);
+  pool.deallocate(x, 6 * MiB, a);
+  void* y = pool.allocate(2 * MiB, b);  // ends solo mode
+  void* w = pool.allocate(2 * MiB, a);
+  pool.deallocate(y, 2 * MiB, b);  // b's own list
+  auto const calls = rt.calls();
+  rt.begin_global_capture(a);
+  void* z = pool.allocate(2 * MiB, a);  // the idle list's last 2 MiB: no call
+  EXPECT_EQ(rt.calls().event_record, calls.event_record);
+  EXPECT_EQ(rt.calls().stream_wait_event, calls.stream_wait_event);
+  EXPECT_TRUE(rt.end_capture(a)) << "the allocation broke the capture";
+  EXPECT_NE(z, y);
+  EXPECT_EQ(pool.allocate(2 * MiB, b), y) << "still in b's list";
+  pool.deallocate(y, 2 * MiB, b);
+  pool.deallocate(z, 2 * MiB, a);
+  pool.deallocate(w, 2 * MiB, a);
+  check();
+}
+
+// The same when the first stream is the legacy default stream and another stream is captured: a
+// global-mode capture forbids any event record or wait on the legacy stream.
+TEST_F(vmm_pool_solo, DuringACaptureTheLegacyFirstStreamTakesNothingOver)
+{
+  cudaStream_t const legacy{};
+  void* x = pool.allocate(6 * MiB, legacy);
+  pool.deallocate(x, 6 * MiB, legacy);
+  void* y = pool.allocate(2 * MiB, b);  // ends solo mode
+  void* w = pool.allocate(2 * MiB, legacy);
+  pool.deallocate(y, 2 * MiB, b);
+  rt.begin_global_capture(a);
+  void* z = nullptr;
+  EXPECT_NO_THROW(z = pool.allocate(2 * MiB, legacy));
+  EXPECT_TRUE(rt.end_capture(a)) << "the allocation broke the capture";
+  EXPECT_NE(z, y);
+  if (z != nullptr) { pool.deallocate(z, 2 * MiB, legacy); }
+  pool.deallocate(w, 2 * MiB, legacy);
+  check();
+}
+
 // Once another host thread allocates, each stream's own list comes first again (the idle list's
 // lock would be contended by every thread on every allocation).
 TEST_F(vmm_pool_solo, AfterSoloModeASecondThreadMakesEachStreamsOwnListComeFirst)

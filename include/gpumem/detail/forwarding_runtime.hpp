@@ -50,6 +50,7 @@ class forwarding_runtime : public runtime {
   }
   void stream_synchronize(cudaStream_t stream) override { inner_->stream_synchronize(stream); }
   void device_synchronize() override { inner_->device_synchronize(); }
+  bool stream_capturing(cudaStream_t stream) override { return inner_->stream_capturing(stream); }
   void memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream) override
   {
     inner_->memcpy_async(dst, src, bytes, stream);

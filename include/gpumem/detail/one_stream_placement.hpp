@@ -17,11 +17,16 @@
 // repeated step keeps its layout. Every other stream takes its own list first, so that its
 // recurring blocks (the next batch, the next average) reuse its last ones instead of taking those
 // holes; where it does take from the idle list (its slow path, a growth for it) it waits for the
-// first stream's queued work first (an event: no synchronization). The first allocation from
+// first stream's queued work first (an event: no synchronization). The other streams' frees go to
+// their own lists (their next allocations reuse them with no call), and the first stream's next
+// allocation hands them over to the idle list, ordered after them by an event per stream: so all
+// free memory coalesces in the idle list between the first stream's allocations, and a repeated
+// step keeps its layout (no reclaim, no growth, no handle moved). The first allocation from
 // another host thread settles them too and ends this for good: each stream's own list first, frees
 // to their own lists. (A recorded three-stream training trace held 1.11x its live bytes with each
 // stream's list first, 1.052x with the idle list first for every stream and frees to their own
-// lists, 1.026x this way.)
+// lists, 1.026x with the other streams' frees left in their lists until a reclaim, and its warm
+// passes moved 116-255 handles each; 1.012x with the handover, and no warm pass grows.)
 //
 // State (besides the core's idle list):
 //   solo_      the solo stream's state, set once by the first allocation (after solo mode, the
@@ -33,9 +38,14 @@
 //   thread_    the host thread of the first allocation; many_threads_: another thread has
 //              allocated since solo mode ended (only goes false -> true, under the grow lock and
 //              the idle list's lock, after the synchronization)
+//   handover_  after solo mode, another stream has freed since the first stream last allocated:
+//              the first stream's next allocation takes those frees into the idle list (the core's
+//              hand_over); set by those frees, cleared by that allocation (on thread_)
 // Invariants: many_threads_ => !pending_;  !pending_ => every block in the idle list is idle for
 // the device (check_invariants() checks the first; the second is what settle_idle() restores);
-// only the first stream takes a block from the idle list while pending_.
+// pending_ => the first stream's queued work covers every idle block's last use (its own frees,
+// and the frees handed over, after which it waits); only the first stream takes a block from the
+// idle list without waiting while pending_.
 //
 // The core asks (State: its per-stream state, with mutex, list and identity):
 //   1. idle_first(mine)         hot path: serve `mine` from the idle list first?
@@ -45,7 +55,11 @@
 //   4. idle_in_use(mine)        under both locks, for a growth on `mine`: may queued work still
 //                               use idle blocks? (and orders `mine` after it)
 //   5. settle_idle()            under the idle list's lock: make every idle block idle
-//   6. check_invariants(name)
+//   6. take_handover()          hot path, after idle_first(mine) said yes: hand the other
+//                               streams' frees over to the idle list first? (clears the request)
+//   7. accept_handover()        under the idle list's lock, when the core has ordered the first
+//                               stream after another stream's frees: may they join the idle list?
+//   8. check_invariants(name)
 // Thread safety: as the core; see each member for the locks it needs.
 #pragma once
 
@@ -96,16 +110,40 @@ class one_stream_placement {
   }
 
   /// A free on the first stream goes into the idle list and marks it pending, until another host
-  /// thread allocates. False: another stream, or several threads.
+  /// thread allocates. False: another stream (its own list takes the block; after solo mode, the
+  /// first stream's next allocation hands it over to the idle list), or several threads.
   bool free_to_idle(State& mine, free_block const& block) noexcept
   {
-    if (solo_.load(std::memory_order_relaxed) != &mine ||
-        many_threads_.load(std::memory_order_relaxed)) {
+    if (solo_.load(std::memory_order_relaxed) != &mine) {
+      ask_handover();
       return false;
     }
+    if (many_threads_.load(std::memory_order_relaxed)) { return false; }
     std::lock_guard lock{idle_->mutex};
     if (many_threads_.load(std::memory_order_relaxed)) { return false; }  // ended meanwhile
     idle_->list.insert(block);
+    pending_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+
+  /// Hot path, for the first stream once idle_first() said yes: true when another stream has freed
+  /// since the first stream's last allocation and this is the one host thread (the core then hands
+  /// those frees over to the idle list); clears the request. One relaxed load when there is none.
+  bool take_handover() noexcept
+  {
+    if (!handover_.load(std::memory_order_relaxed)) [[likely]] { return false; }
+    if (thread_.load(std::memory_order_relaxed) != std::this_thread::get_id()) { return false; }
+    handover_.store(false, std::memory_order_relaxed);
+    return true;
+  }
+
+  /// Under the idle list's lock, when the core has made the first stream wait for another
+  /// stream's frees (an event recorded on that stream after them): true when they may join the
+  /// idle list, now pending (the first stream's queued work covers them); false once several
+  /// host threads allocate (they stay in their stream's list).
+  bool accept_handover() noexcept
+  {
+    if (many_threads_.load(std::memory_order_relaxed)) { return false; }
     pending_.store(true, std::memory_order_relaxed);
     return true;
   }
@@ -158,6 +196,18 @@ class one_stream_placement {
   }
 
  private:
+  /// A free on another stream than the first, after solo mode and while one host thread
+  /// allocates: the first stream's next allocation hands the free blocks of the other streams
+  /// over to the idle list (a relaxed load, and a store when no handover is asked yet).
+  void ask_handover() noexcept
+  {
+    if (!over_.load(std::memory_order_relaxed) || many_threads_.load(std::memory_order_relaxed) ||
+        handover_.load(std::memory_order_relaxed)) {
+      return;
+    }
+    handover_.store(true, std::memory_order_relaxed);
+  }
+
   bool still_solo(State& mine)
   {
     // A plain load first: the solo stream's own allocations (every one, while solo) make no
@@ -216,8 +266,9 @@ class one_stream_placement {
   std::atomic<bool> pending_{false};  // written under idle_->mutex
   std::atomic<std::thread::id> thread_{};
   std::atomic<bool> many_threads_{false};
-  cudaEvent_t event_{};        // stream_busy()'s question; guarded by the grow lock
-  cudaEvent_t order_event_{};  // order_for()'s; guarded by the idle list's lock
+  std::atomic<bool> handover_{false};  // cleared on thread_ only
+  cudaEvent_t event_{};                // stream_busy()'s question; guarded by the grow lock
+  cudaEvent_t order_event_{};          // order_for()'s; guarded by the idle list's lock
 };
 
 }  // namespace gpumem::detail

@@ -23,7 +23,8 @@
 //
 // allocate(size, S), in this order:
 //   1. hit: S's own list, S's mutex only, no runtime call (Placement may look in the idle list
-//      first);
+//      first, after having the other streams' frees handed over to it: hand_over, which makes
+//      runtime calls);
 //   2. the idle list;
 //   3. steal from another stream A's list: record A's event now (after the free, so it covers
 //      it), make S wait on it, take the block (and what the steal policy takes along). Skipped for
@@ -60,7 +61,8 @@
 // range (register_range()) and reaches the idle memory at a synchronization point (with_idle()).
 //
 // Thread safety: allocate/deallocate from any thread. check_invariants() needs no concurrent
-// allocate/deallocate. Lock order: grow_mutex_ < registry < a stream's mutex < table_ shards.
+// allocate/deallocate. Lock order: grow_mutex_ < registry < a stream's mutex < the idle list's
+// mutex (only hand_over holds both) < table_ shards.
 #pragma once
 
 #include <gpumem/detail/allocation_table.hpp>
@@ -108,6 +110,8 @@ struct per_stream_placement {
   static constexpr bool idle_in_use(State& /*mine*/) noexcept { return false; }
   static constexpr void settle_idle() noexcept {}
   static constexpr void order_for(State& /*mine*/) noexcept {}
+  static constexpr bool take_handover() noexcept { return false; }
+  static constexpr bool accept_handover() noexcept { return false; }
   static constexpr void check_invariants(char const* /*resource*/) noexcept {}
 };
 
@@ -338,6 +342,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   free_block take_first(stream_state& mine, std::size_t size)
   {
     if (placement_.idle_first(mine)) {
+      if (placement_.take_handover()) [[unlikely]] { hand_over(mine); }
       if (auto b = take_unowned(size); b.valid()) { return b; }
     }
     return take_from(mine, size);  // built in place: no copy of the block
@@ -358,6 +363,7 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   void adopt_stolen(stream_state& mine, stream_state& donor, steal_policy& taken) noexcept;
   void order_after(stream_state& other, cuda_stream_view stream);
   [[gnu::cold, gnu::noinline]] bool reclaim();
+  [[gnu::cold, gnu::noinline]] void hand_over(stream_state& first);
   free_block after_growth_hook(stream_state& mine, std::size_t size);
   free_block grow_before_reclaim(stream_state& mine, std::size_t size, cuda_stream_view stream);
   /// What the growth asks the placement, for a growth on `mine`.

@@ -210,6 +210,35 @@ bool stream_ordered_memory_resource<D, L, G, P>::reclaim()
   return true;
 }
 
+// One host thread, several streams (one_stream_placement): the frees that the other streams made
+// since the first stream's last allocation join the idle list, where they coalesce with all free
+// memory, and the first stream is ordered after them: per stream, an event recorded on it now
+// (after its frees) and a wait on the first stream (two driver calls, no host wait). A stream
+// whose event this thread cannot record (another thread's per-thread stream) keeps its blocks, as
+// does every stream while it or the first stream is being captured into a CUDA graph (an event
+// from outside a capture cannot be waited on inside it: one cudaStreamIsCapturing each) and once
+// several threads allocate. Holds a stream's lock and then the idle list's (the lock order's one
+// nesting of the two).
+template <class D, class L, class G, template <class> class P>
+void stream_ordered_memory_resource<D, L, G, P>::hand_over(stream_state& first)
+{
+  auto const to = first.identity.stream;
+  if (!first.identity.recordable_here() || runtime_->stream_capturing(to)) { return; }
+  streams_.for_each([&](stream_state& s) {
+    if (&s == &first || !s.maybe_free.load(std::memory_order_relaxed) ||
+        !s.identity.recordable_here() || runtime_->stream_capturing(s.identity.stream)) {
+      return;
+    }
+    std::lock_guard lock{s.mutex};
+    if (s.list.empty()) { return; }
+    order_after(s, to);  // throws: nothing moved
+    std::lock_guard ilock{unowned_.mutex};
+    if (!placement_.accept_handover()) { return; }
+    unowned_.list.merge(s.list);
+    s.maybe_free.store(false, std::memory_order_relaxed);
+  });
+}
+
 template <class D, class L, class G, template <class> class P>
 void stream_ordered_memory_resource<D, L, G, P>::adopt_chunk(free_block chunk)
 {

@@ -97,6 +97,7 @@ class metered_runtime final : public detail::forwarding_runtime {
   void stream_wait_event(cudaStream_t stream, cudaEvent_t event) override;
   void stream_synchronize(cudaStream_t stream) override;
   void device_synchronize() override;
+  bool stream_capturing(cudaStream_t stream) override;  // counted as `other`
   void memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream) override;
   void memset_async(void* dst, int value, std::size_t bytes, cudaStream_t stream) override;
 

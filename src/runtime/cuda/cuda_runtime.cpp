@@ -5,6 +5,7 @@
 
 #include <gpumem/detail/format.hpp>
 #include <gpumem/detail/runtime.hpp>
+#include <gpumem/detail/stream_capture.hpp>
 #include <gpumem/error.hpp>
 
 namespace gpumem::detail {
@@ -137,6 +138,18 @@ class cuda_runtime_impl final : public runtime {
   }
 
   void device_synchronize() override { GPUMEM_CUDA_TRY(cudaDeviceSynchronize()); }
+  bool stream_capturing(cudaStream_t stream) override
+  {
+    cudaStreamCaptureStatus status{};
+    auto const err = cudaStreamIsCapturing(stream, &status);
+    if (err == cudaSuccess) { return status != cudaStreamCaptureStatusNone; }
+    if (detail::is_stream_capture_error(err)) {  // the legacy stream during another's capture
+      (void)cudaGetLastError();
+      return true;
+    }
+    GPUMEM_CUDA_TRY(err);
+    return true;
+  }
   void memcpy_async(void* dst, void const* src, std::size_t bytes, cudaStream_t stream) override
   {
     GPUMEM_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
@@ -332,6 +345,11 @@ vmm_allocation_info runtime::vmm_allocation_at(void const* ptr)
   throw cuda_error{
       cudaErrorNotSupported,
       detail::format("the ", name(), " runtime cannot describe the physical allocation at ", ptr)};
+}
+
+bool runtime::stream_capturing(cudaStream_t)
+{
+  return false;
 }
 
 void runtime::memcpy_async(void*, void const*, std::size_t bytes, cudaStream_t)

@@ -168,6 +168,13 @@ struct simulated_device::state {
 
   static bool satisfied(wait_rec const& w) { return w.dep->completed >= w.dep_at; }
 
+  /// The work `e` captured has completed: its stream's, and what that stream waited for.
+  static bool done(event_rec const& e)
+  {
+    return e.stream == nullptr ||
+           (e.stream->completed >= e.position && std::ranges::all_of(e.waited, satisfied));
+  }
+
   /// Completes `s` as far as its unsatisfied waits allow, without forcing other streams.
   static void advance(stream_rec& s)
   {
@@ -535,8 +542,10 @@ void simulated_device::event_record(cudaEvent_t event, cudaStream_t stream)
   auto& e = state_->resolve(event);
   auto& s = state_->resolve(stream);
   state_->forbid_legacy_during_capture(s, "cudaEventRecord");
+  std::erase_if(s.waits, state::satisfied);
   e.stream   = &s;
   e.position = s.enqueued;
+  e.waited   = s.waits;
 }
 
 bool simulated_device::event_query(cudaEvent_t event)
@@ -544,8 +553,7 @@ bool simulated_device::event_query(cudaEvent_t event)
   std::lock_guard lock{state_->mutex};
   ++state_->calls.event_query;
   state_->forbid_during_capture("cudaEventQuery");
-  auto const& e = state_->resolve(event);
-  return e.stream == nullptr || e.stream->completed >= e.position;
+  return state::done(state_->resolve(event));
 }
 
 void simulated_device::event_synchronize(cudaEvent_t event)
@@ -555,6 +563,7 @@ void simulated_device::event_synchronize(cudaEvent_t event)
   state_->forbid_during_capture("cudaEventSynchronize");
   auto const& e = state_->resolve(event);
   if (e.stream != nullptr) { state::sync_to(*e.stream, e.position); }
+  for (auto const& w : e.waited) { state::sync_to(*w.dep, w.dep_at); }
   state_->synchronized();
 }
 
@@ -568,8 +577,11 @@ void simulated_device::stream_wait_event(cudaStream_t stream, cudaEvent_t event)
   if (e.stream == nullptr || e.stream == &s) { return; }
   auto& known = s.waited_on[e.stream];
   known       = std::max(known, e.position);
-  if (e.stream->completed >= e.position) { return; }
+  if (state::done(e)) { return; }
   s.waits.push_back({s.enqueued, e.stream, e.position});
+  for (auto const& w : e.waited) {  // transitively: what e's stream waited for before the record
+    if (!state::satisfied(w)) { s.waits.push_back({s.enqueued, w.dep, w.dep_at}); }
+  }
 }
 
 void simulated_device::stream_synchronize(cudaStream_t stream)
@@ -580,6 +592,13 @@ void simulated_device::stream_synchronize(cudaStream_t stream)
   auto& s = state_->resolve(stream);
   state::sync_to(s, s.enqueued);
   state_->synchronized();
+}
+
+bool simulated_device::stream_capturing(cudaStream_t stream)
+{
+  std::lock_guard lock{state_->mutex};
+  auto const& s = state_->resolve(stream);
+  return state_->capturing != nullptr && (state_->capturing == &s || &s == &state_->legacy);
 }
 
 void simulated_device::device_synchronize()

@@ -29,6 +29,10 @@ struct stream_rec {
 struct event_rec {
   stream_rec* stream{};  // null until recorded
   std::uint64_t position{};
+  /// The waits of `stream` unsatisfied when it was recorded. As in CUDA, a wait is work of its
+  /// stream ("all future work" waits, an event recorded later included): the event completes
+  /// only once they are satisfied too, and a stream that waits on it waits for them as well.
+  std::vector<wait_rec> waited;
 };
 
 }  // namespace gpumem::detail::host_model
