@@ -43,11 +43,6 @@ std::vector<std::string> traces()
   return out;
 }
 
-std::uint64_t calls(trace::driver_call_counts const& c, trace::driver_call kind)
-{
-  return c.of[static_cast<std::size_t>(kind)].calls;
-}
-
 // Arg: passes. Each iteration replays the trace that many times over one fresh pool.
 void passes(benchmark::State& state, std::string const& path)
 {
@@ -78,10 +73,10 @@ void passes(benchmark::State& state, std::string const& path)
       }
       auto const c            = r.driver_calls.value_or(trace::driver_call_counts{});
       (p == 1 ? first : last) = r.footprint_ratio(profile);
-      if (p > 1 && calls(c, trace::driver_call::create) > 0) { ++growing_passes; }
-      maps   = calls(c, trace::driver_call::map);
-      grants = calls(c, trace::driver_call::set_access);
-      syncs  = calls(c, trace::driver_call::device_synchronize);
+      if (p > 1 && c[trace::driver_call::create].calls > 0) { ++growing_passes; }
+      maps   = c[trace::driver_call::map].calls;
+      grants = c[trace::driver_call::set_access].calls;
+      syncs  = c[trace::driver_call::device_synchronize].calls;
     }
     pool.check_invariants();
   }
