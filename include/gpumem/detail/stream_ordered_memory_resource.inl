@@ -226,11 +226,11 @@ void stream_ordered_memory_resource<D, L, G, P>::hand_over(stream_state& first)
   if (!first.identity.recordable_here() || runtime_->stream_capturing(to)) { return; }
   streams_.for_each([&](stream_state& s) {
     if (&s == &first || !s.maybe_free.load(std::memory_order_relaxed) ||
-        !s.identity.recordable_here() || runtime_->stream_capturing(s.identity.stream)) {
+        !s.identity.recordable_here()) {
       return;
     }
     std::lock_guard lock{s.mutex};
-    if (s.list.empty()) { return; }
+    if (s.list.empty() || runtime_->stream_capturing(s.identity.stream)) { return; }
     order_after(s, to);  // throws: nothing moved
     std::lock_guard ilock{unowned_.mutex};
     if (!placement_.accept_handover()) { return; }
