@@ -18,6 +18,9 @@
 //                      points called directly, alternately, in one process
 //   suspect/<what>:    the 16 MiB cycle with one thing changed from cycle/16, to find what can
 //                      make a cycle cost ~1 ms instead of tens of microseconds (see `suspects`)
+//   growth_threads/<MiB>/<threads>: 1 GiB made ready (create + map, one access grant per thread
+//                      over its share) by 1 to 8 threads at once: whether growth gains from doing
+//                      the driver calls in parallel (wall time; us_per_handle)
 #include <gpumem/runtime.hpp>
 #include <gpumem/simulated_device.hpp>
 
@@ -27,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -630,6 +634,56 @@ void map_many_one_access(benchmark::State& state)
   state.SetLabel(rt().name());
 }
 
+/// 1 GiB (64 MiB on the host stand-in) of `mib`-MiB handles made ready by `threads` threads at
+/// once, each creating and mapping its share of one reservation and granting access over it with
+/// one call. Time: from the moment the threads are released to the last one's end (the threads are
+/// started, and have a current context, before). The handles are unmapped and released untimed.
+void growth_threads(benchmark::State& state)
+{
+  auto const each    = static_cast<std::size_t>(state.range(0)) * MiB;
+  auto const threads = static_cast<std::size_t>(state.range(1));
+  auto const total   = (on_gpu() ? std::size_t{1024} : std::size_t{64}) * MiB;
+  auto const count   = total / each;
+  auto& c            = calls_for(false);
+  void* base         = c.reserve(total);
+  std::vector<gpumem::vmm_handle> hs(count);
+  auto at = [&](std::size_t i) { return static_cast<char*>(base) + i * each; };
+  double sum_us = 0;
+  for (auto _ : state) {
+    std::atomic<bool> go{false};
+    std::atomic<std::size_t> ready{0};
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        if (on_gpu()) { (void)cudaSetDevice(0); (void)cudaFree(nullptr); }  // a current context
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) { std::this_thread::yield(); }
+        auto const lo = count * t / threads, hi = count * (t + 1) / threads;
+        for (auto i = lo; i < hi; ++i) {
+          hs[i] = c.create(each, {});
+          c.map(at(i), each, hs[i]);
+        }
+        if (hi > lo) { c.set_access(at(lo), (hi - lo) * each, 0); }
+      });
+    }
+    while (ready.load() < threads) { std::this_thread::yield(); }
+    auto const t0 = clock_type::now();
+    go.store(true, std::memory_order_release);
+    for (auto& th : pool) { th.join(); }
+    auto const us = since_us(t0);
+    state.SetIterationTime(us * 1e-6);
+    sum_us += us;
+    for (std::size_t i = 0; i < count; ++i) {
+      c.unmap(at(i), each);
+      c.release(hs[i]);
+    }
+  }
+  c.unreserve(base, total);
+  state.counters["us_per_handle"] =
+      rounded(sum_us / static_cast<double>(state.iterations() * count));
+  state.SetLabel(rt().name());
+}
+
 void idle_device_synchronize(benchmark::State& state)
 {
   for (auto _ : state) { rt().device_synchronize(); }
@@ -658,6 +712,11 @@ BENCHMARK(map_many_one_access)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(idle_device_synchronize)->Iterations(10000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(growth_threads)
+    ->ArgsProduct({{2, 16, 64}, {1, 2, 4, 8}})
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 int const registered = [] {
   for (std::size_t mib : {2, 16, 64}) {

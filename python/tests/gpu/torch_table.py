@@ -1,9 +1,10 @@
 """Runs the PyTorch benchmarks (torch_train_bench.py with each --model, torch_generate_bench.py)
 under PyTorch's allocator, PyTorch's allocator with expandable segments and gpumem
 (`python -m gpumem.torch`, with any specs given), each run in its own process, the configurations
-in turn, --runs times; prints each run's JSON line, then a markdown table: device memory in use at
-the end of the run (what the allocator holds then: its peak for these workloads), the median step
-or token time, and whether every configuration computed the same losses or tokens.
+in turn (each round starts one configuration later, so none always runs first), --runs times;
+prints each run's JSON line, then a markdown table: device memory in use at the end of each run
+(what the allocator holds then: its peak for these workloads), each run's median step or token
+time and the median of those, and whether every configuration computed the same losses or tokens.
 
     python python/tests/gpu/torch_table.py [--runs 2] [--workloads train,checkpoint,moe,generate]
         [--gpumem vmm_pool:peers=all --gpumem vmm_pool:peers=all,busy_growth=0]
@@ -13,6 +14,7 @@ PYTHONPATH must find the gpumem package. Exits 1 when a run failed or results di
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -60,8 +62,8 @@ def result_key(r: dict):
 
 
 def table(results: list, configs: list, workloads: list) -> str:
-    rows = ["| workload | allocator | device used (MiB) | median step / token (ms) |",
-            "| --- | --- | --- | --- |"]
+    rows = ["| workload | allocator | device used (MiB) | median step / token (ms) | median of runs |",
+            "| --- | --- | --- | --- | --- |"]
     for w in workloads:
         for name, _, _ in configs:
             rs = [r for r in results if r["workload"] == w and r["config"] == name]
@@ -69,7 +71,9 @@ def table(results: list, configs: list, workloads: list) -> str:
                              for r in rs)
             ms = ", ".join(str(r.get("median_step_ms", r.get("median_token_ms")))
                            if "error" not in r else "failed" for r in rs)
-            rows.append(f"| {w} | {name} | {used} | {ms} |")
+            ok = [r.get("median_step_ms", r.get("median_token_ms")) for r in rs if "error" not in r]
+            mid = f"{statistics.median(ok):.2f}" if ok else "failed"
+            rows.append(f"| {w} | {name} | {used} | {ms} | {mid} |")
     return "\n".join(rows)
 
 
@@ -87,9 +91,9 @@ def main() -> None:
             sys.exit(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
     configs = configurations(args.gpumem or ["vmm_pool:peers=all"])
     results = []
-    for _ in range(args.runs):
+    for i in range(args.runs):
         for w in workloads:
-            for c in configs:
+            for c in configs[i % len(configs):] + configs[:i % len(configs)]:
                 r = run(w, c, args.timeout)
                 print(json.dumps(r), flush=True)
                 results.append(r)
