@@ -6,7 +6,7 @@ prints each run's JSON line, then a markdown table: device memory in use at the 
 (what the allocator holds then: its peak for these workloads), each run's median step or token
 time and the median of those, and whether every configuration computed the same losses or tokens.
 
-    python python/tests/gpu/torch_table.py [--runs 2] [--workloads train,checkpoint,moe,generate]
+    python python/tests/gpu/torch_table.py [--runs 2] [--workloads train,checkpoint,moe,generate,alloc]
         [--gpumem vmm_pool:peers=all --gpumem vmm_pool:peers=all,busy_growth=0]
 
 PYTHONPATH must find the gpumem package. Exits 1 when a run failed or results differ."""
@@ -24,7 +24,9 @@ WORKLOADS = {  # name -> script and arguments
     "checkpoint": ["torch_train_bench.py", "--steps", "20", "--model", "checkpoint"],
     "moe": ["torch_train_bench.py", "--steps", "20", "--model", "moe"],
     "generate": ["torch_generate_bench.py", "--tokens", "192"],
+    "alloc": ["torch_alloc_bench.py"],
 }
+METRICS = ("median_step_ms", "median_token_ms", "median_pair_us")  # the first one a run reports
 
 
 def configurations(gpumem_specs: list) -> list:
@@ -61,17 +63,21 @@ def result_key(r: dict):
     return r.get("losses") or r.get("tokens_sha256")
 
 
+def metric(r: dict):
+    return next((r[m] for m in METRICS if m in r), None)
+
+
 def table(results: list, configs: list, workloads: list) -> str:
-    rows = ["| workload | allocator | device used (MiB) | median step / token (ms) | median of runs |",
+    rows = ["| workload | allocator | device used (MiB) | median step / token (ms), allocation (us) "
+            "| median of runs |",
             "| --- | --- | --- | --- | --- |"]
     for w in workloads:
         for name, _, _ in configs:
             rs = [r for r in results if r["workload"] == w and r["config"] == name]
             used = ", ".join(f"{r['device_used_mib']:,.1f}" if "error" not in r else "failed"
                              for r in rs)
-            ms = ", ".join(str(r.get("median_step_ms", r.get("median_token_ms")))
-                           if "error" not in r else "failed" for r in rs)
-            ok = [r.get("median_step_ms", r.get("median_token_ms")) for r in rs if "error" not in r]
+            ms = ", ".join(str(metric(r)) if "error" not in r else "failed" for r in rs)
+            ok = [metric(r) for r in rs if "error" not in r]
             mid = f"{statistics.median(ok):.2f}" if ok else "failed"
             rows.append(f"| {w} | {name} | {used} | {ms} | {mid} |")
     return "\n".join(rows)
