@@ -142,7 +142,9 @@ def main() -> None:
             fill(rt, ptr, count, float(d + 1))
         all_reduce(nccl, rt, comms, streams, ptrs, count)
         want = float(sum(range(1, ndev + 1)))
-        sums_ok &= all(all_equal(rt, ptr, count, want) for ptr in ptrs)
+        for d, ptr in enumerate(ptrs):  # read on the block's own device (no peer access granted)
+            check(rt.cudaSetDevice(d), "cudaSetDevice")
+            sums_ok &= all_equal(rt, ptr, count, want)
     out = {"nccl": ".".join(map(str, version)), "unit": unit, "gpus": ndev, "block_mib": args.mib,
            "sums_ok": sums_ok, "ranks": []}
     for d in range(ndev):
