@@ -546,7 +546,8 @@ _open_slots: dict = {}   # slot -> spec, for pools alive or whose segments PyTor
 _closing: set = set()    # slots whose MemPool is gone, closed once PyTorch gave their segments back
 
 
-def mem_pool(spec: str | None = None, *, runtime=None):
+def mem_pool(spec: str | None = None, *, runtime=None, use_on_oom: bool = False,
+             no_split: bool = False):
     """A ``torch.cuda.MemPool`` whose segments come from a gpumem stack built from ``spec`` (None:
     ``DEFAULT_SPEC``), beside PyTorch's own allocator for the rest of the process::
 
@@ -560,9 +561,13 @@ def mem_pool(spec: str | None = None, *, runtime=None):
     (up to ``gpumem_torch_pool_slots()``, 16). For memory registered with NCCL
     (``nccl_registration``, or ``register_mem_pool``) make the handles as NCCL asks:
     ``mem_pool("vmm_pool:peers=all,shareable=1,rdma=1")``. ``runtime``: a ``gpumem.HostRuntime``
-    (tests).
-    Needs a PyTorch whose ``torch.cuda.MemPool`` takes an allocator (2.5 and later). Raises
-    AllocatorConfigError for a bad spec, RuntimeError when every slot is taken."""
+    (tests). ``use_on_oom`` and ``no_split`` are ``torch.cuda.MemPool``'s own switches (the pool
+    as a last resort when an allocation outside it runs out of memory; one tensor per segment, as
+    PyTorch's symmetric memory wants), passed on when set.
+    Needs a PyTorch whose ``torch.cuda.MemPool`` takes an allocator (2.5 and later), and for the
+    two switches one whose ``MemPool`` has them. Raises AllocatorConfigError for a bad spec,
+    RuntimeError when every slot is taken, TypeError when this PyTorch's ``MemPool`` lacks a
+    switch that was set."""
     import torch
 
     spec = _check_spec(DEFAULT_SPEC if spec is None else spec, spec, "mem_pool()")
@@ -582,7 +587,7 @@ def mem_pool(spec: str | None = None, *, runtime=None):
     try:
         allocator = torch.cuda.memory.CUDAPluggableAllocator(
             library_path(), f"gpumem_torch_pool_malloc_{slot}", f"gpumem_torch_pool_free_{slot}")
-        pool = torch.cuda.MemPool(allocator.allocator())
+        pool = _make_mem_pool(torch, allocator, use_on_oom=use_on_oom, no_split=no_split)
     except Exception:
         lib.gpumem_torch_pool_close(slot)
         _open_slots.pop(slot, None)
@@ -595,6 +600,20 @@ def mem_pool(spec: str | None = None, *, runtime=None):
     _live_pools[slot] = weakref.ref(pool)
     _guard_sharing()
     return pool
+
+
+def _make_mem_pool(torch, allocator, **switches):
+    """torch.cuda.MemPool over ``allocator``, with the switches that are set (only those: an
+    older MemPool takes none)."""
+    chosen = {k: True for k, v in switches.items() if v}
+    try:
+        return torch.cuda.MemPool(allocator.allocator(), **chosen)
+    except TypeError as e:
+        if not chosen:
+            raise
+        raise TypeError(f"gpumem.torch.mem_pool: this PyTorch's torch.cuda.MemPool does not take "
+                        f"{' or '.join(chosen)} ({e}); use a PyTorch that has it, or leave it "
+                        "unset") from None
 
 
 _pool_of: dict = {}  # id(MemPool) -> slot, while the MemPool lives

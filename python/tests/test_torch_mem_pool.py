@@ -92,9 +92,14 @@ def test_bad_specs_and_a_full_table_are_refused(host, slots):
 
 FAKE_MEMPOOL = '''
 class MemPool:
-    def __init__(self, allocator=None):
-        calls.append(("MemPool", allocator))
+    def __init__(self, allocator=None, use_on_oom=False, no_split=False):
+        calls.append(("MemPool", allocator, use_on_oom, no_split))
         self.allocator = allocator
+
+
+class OldMemPool:  # a PyTorch whose MemPool has neither switch
+    def __init__(self, allocator=None):
+        calls.append(("OldMemPool", allocator))
 
 cuda.MemPool = MemPool
 '''
@@ -139,3 +144,28 @@ def test_mem_pool_gives_pytorch_a_pool_over_its_own_slot(fake_torch_with_mempool
     assert lines[2].startswith("refused: spec 'pool:initial=lots': ") and "initial" in lines[2]
     assert lines[3].startswith("refused: spec 'bogus': unknown resource 'bogus'")
     assert lines[4] == "False 1"  # the pool that went gave its slot back
+
+
+def test_mem_pool_passes_pytorchs_switches_on_and_says_when_pytorch_lacks_them(
+        fake_torch_with_mempool):
+    out = run("""
+        import torch, gpumem, gpumem.torch as gt
+        host = gpumem.HostRuntime(capacity_bytes=64 << 20)
+        kept = [gt.mem_pool(runtime=host), gt.mem_pool(runtime=host, no_split=True),
+                gt.mem_pool(runtime=host, use_on_oom=True)]
+        print([c[2:] for c in torch.calls if c[0] == "MemPool"])
+        before = len(gt._open_slots)
+        torch.cuda.MemPool = torch.OldMemPool
+        kept.append(gt.mem_pool(runtime=host))         # no switch set: works with it
+        try:
+            gt.mem_pool(runtime=host, no_split=True)
+        except TypeError as e:
+            print("refused:", e)
+        print(len(gt._open_slots) - before)            # the refused pool's slot was given back
+    """, fake_torch_with_mempool)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "[(False, False), (False, True), (True, False)]"
+    assert lines[1].startswith("refused: gpumem.torch.mem_pool: this PyTorch's torch.cuda.MemPool "
+                               "does not take no_split (")
+    assert lines[2] == "1"

@@ -103,3 +103,39 @@ def test_the_mem_pool_bench_measures_each_configuration():
             assert r["gpumem_held_peak_bytes"] >= r["pool_reserved_peak_bytes"], r
     train = [r["losses"] for r in lines if r["workload"] == "train" and "losses" in r]
     assert all(x == train[0] for x in train), train  # the same steps under every configuration
+
+
+NO_SPLIT = textwrap.dedent("""
+    import json, torch
+    import gpumem.torch as gt
+
+    def segment_of(pool_id, p):
+        for s in torch.cuda.memory_snapshot():
+            if tuple(s.get("segment_pool_id", (0, 0))) == tuple(pool_id) and \\
+                    s["address"] <= p < s["address"] + s["total_size"]:
+                return s["address"]
+        return None
+
+    out = {}
+    for no_split in (False, True):
+        pool = gt.mem_pool(no_split=no_split)
+        with torch.cuda.use_mem_pool(pool):
+            a = torch.ones(1000, device="cuda")
+            b = torch.ones(1000, device="cuda")
+        out[str(no_split)] = {"same_segment": segment_of(pool.id, a.data_ptr()) ==
+                              segment_of(pool.id, b.data_ptr()),
+                              "segments": gt.mem_pool_stats(pool)["segments"],
+                              "sum": float((a + b).sum())}
+        del a, b
+    print("RESULT " + json.dumps(out), flush=True)
+""")
+
+
+def test_a_no_split_mem_pool_gives_each_tensor_a_segment_of_its_own():
+    # PyTorch's own switch, passed on by mem_pool(no_split=True): two small tensors share a
+    # segment in a plain pool and get one each in a no-split pool
+    r = run_for_json(["-c", NO_SPLIT])
+    print(r)
+    assert r["False"]["same_segment"] and r["False"]["segments"] == 1, r
+    assert not r["True"]["same_segment"] and r["True"]["segments"] == 2, r
+    assert r["False"]["sum"] == r["True"]["sum"] == 2000.0
