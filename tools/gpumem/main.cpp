@@ -271,9 +271,10 @@ void command_line::define_bench()
       "bench",
       "allocation microbenchmarks\n\n"
       "Workloads: pair (alloc+free of one size), random_small, random_large, threads (1..16\n"
-      "threads, each on its own stream), replay (each trace cold then warm). On a GPU the peers\n"
-      "cuda (cudaMalloc), cuda_malloc_async (release threshold at maximum) and cub_caching\n"
-      "(CUB's CachingDeviceAllocator) always run beside the chosen resources.");
+      "threads, each on its own stream), replay (each trace cold, then warm: the median of 3\n"
+      "passes). On a GPU the peers cuda (cudaMalloc), cuda_malloc_async (release threshold at\n"
+      "maximum) and cub_caching (CUB's CachingDeviceAllocator) always run beside the chosen\n"
+      "resources.");
   auto& o = bench_;
   repeatable(app->add_option("-r,--resource", o.resources,
                              "a stack to measure (repeatable; default: every suballocator)"))

@@ -4,9 +4,9 @@
     torch_peer.py [--expandable] TRACE
 
 Replays TRACE (the CSV gpumem replays: Thread,Time,Action,Pointer,Size,Stream) through PyTorch's
-allocator three times in this process, as the tool replays its own stacks: cold (the allocator
-fresh), warm (again, nothing released), and once more reading cudaMemGetInfo after every
-allocation. --expandable sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before PyTorch
+allocator in this process, as the tool replays its own stacks: cold (the allocator fresh), warm
+(three more passes, nothing released; their median), and once more reading cudaMemGetInfo after
+every allocation. --expandable sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before PyTorch
 starts (otherwise expandable_segments:False). The loop runs in C++ (a small extension built with
 torch.utils.cpp_extension), so no Python runs between two allocations.
 
@@ -17,6 +17,7 @@ or, when it cannot run (no PyTorch, no GPU, the extension does not build), {"ski
 """
 import json
 import os
+import statistics
 import sys
 
 
@@ -168,7 +169,8 @@ def main(argv):
     torch.cuda.synchronize()
     before = ext.device_used()
     cold, _ = ext.replay_pass(kind, slot, size, stream, slots, handles, False)
-    warm, _ = ext.replay_pass(kind, slot, size, stream, slots, handles, False)
+    warm = statistics.median(ext.replay_pass(kind, slot, size, stream, slots, handles, False)[0]
+                             for _ in range(3))  # as the tool's own stacks: 3 warm passes
     _, used = ext.replay_pass(kind, slot, size, stream, slots, handles, True)
     torch.cuda.synchronize()
     peak_used = max(0.0, used - before)
