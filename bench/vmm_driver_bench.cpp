@@ -647,7 +647,7 @@ void growth_threads(benchmark::State& state)
   auto& c            = calls_for(false);
   void* base         = c.reserve(total);
   std::vector<gpumem::vmm_handle> hs(count);
-  auto at = [&](std::size_t i) { return static_cast<char*>(base) + i * each; };
+  auto at       = [&](std::size_t i) { return static_cast<char*>(base) + i * each; };
   double sum_us = 0;
   for (auto _ : state) {
     std::atomic<bool> go{false};
@@ -655,7 +655,10 @@ void growth_threads(benchmark::State& state)
     std::vector<std::thread> pool;
     for (std::size_t t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
-        if (on_gpu()) { (void)cudaSetDevice(0); (void)cudaFree(nullptr); }  // a current context
+        if (on_gpu()) {
+          (void)cudaSetDevice(0);
+          (void)cudaFree(nullptr);
+        }  // a current context
         ready.fetch_add(1);
         while (!go.load(std::memory_order_acquire)) { std::this_thread::yield(); }
         auto const lo = count * t / threads, hi = count * (t + 1) / threads;

@@ -419,8 +419,8 @@ bench_table replay_workload(bench_context const& c)
       std::nth_element(warm_ns.begin(), warm_ns.begin() + warm_passes / 2, warm_ns.end());
       auto const warm_median = warm_ns[warm_passes / 2];
       put(t, row, s, cold.ns_per_operation(), 0);
-      t.cells[row][s] = fmt(cold.ns_per_operation()) + " / " + fmt(warm_median) + " / " +
-                        fmt(ratio, 3);
+      t.cells[row][s] =
+          fmt(cold.ns_per_operation()) + " / " + fmt(warm_median) + " / " + fmt(ratio, 3);
       t.values[row][s + ":warm_ns"]         = warm_median;
       t.values[row][s + ":footprint_ratio"] = ratio;
     });
