@@ -655,10 +655,10 @@ void growth_threads(benchmark::State& state)
     std::vector<std::thread> pool;
     for (std::size_t t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
-        if (on_gpu()) {
+        if (on_gpu()) {  // a current context, made before the clock starts
           (void)cudaSetDevice(0);
           (void)cudaFree(nullptr);
-        }  // a current context
+        }
         ready.fetch_add(1);
         while (!go.load(std::memory_order_acquire)) { std::this_thread::yield(); }
         auto const lo = count * t / threads, hi = count * (t + 1) / threads;
