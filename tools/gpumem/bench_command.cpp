@@ -3,6 +3,7 @@
 #include "checked_output.hpp"
 #include "commands.hpp"
 #include "device.hpp"
+#include "figures.hpp"
 #include "json_writer.hpp"
 #include "progress.hpp"
 #include "replay_command.hpp"
@@ -389,9 +390,9 @@ void add_torch_peers(bench_context const& c, bench_table& t, std::vector<std::st
 bench_table replay_workload(bench_context const& c)
 {
   constexpr int warm_passes = 3;  // replays after the cold one; the table gives their median
-  bench_table t{
-      "replay: cold ns/event / warm ns/event (median of 3 passes) / peak held / peak live "
-      "(PyTorch peers: peak device used, read after every allocation, / peak live)"};
+  bench_table t{"replay: cold ns/event / warm ns/event (median of " + std::to_string(warm_passes) +
+                " passes) / peak held / peak live (PyTorch peers: peak device used, read after "
+                "every allocation, / peak live)"};
   auto traces = c.options.traces.empty() ? bundled_traces() : c.options.traces;
   for (auto const& path : traces) {
     auto const profile = trace::profile_trace(path);
@@ -400,28 +401,28 @@ bench_table replay_workload(bench_context const& c)
       trace::replay_options ro;
       ro.stream_of = [&](std::uint64_t id) { return b.dev.stream_of(id); };
       sampling_profile::measured_scope measured;
-      auto const cold = trace::replay(profile, b.stack, b.dev.meter(), ro);
-      if (cold.failure) {
-        put_error(t, row, s, "out of memory: " + cold.failure->message);
-        return;
-      }
-      auto ratio = cold.footprint_ratio(profile);
-      std::vector<double> warm_ns;  // the median of warm_passes passes: one pass is noisy
-      for (int pass = 0; pass < warm_passes; ++pass) {
-        auto const warm = trace::replay(profile, b.stack, b.dev.meter(), ro);
-        if (warm.failure) {
-          put_error(t, row, s, "out of memory: " + warm.failure->message);
+      double cold_ns = 0;
+      double ratio   = 0;  // the largest of the passes
+      std::vector<double> warm_seconds;
+      std::uint64_t operations = 0;
+      for (int pass = 0; pass <= warm_passes; ++pass) {  // pass 0: cold, over a fresh stack
+        auto const r = trace::replay(profile, b.stack, b.dev.meter(), ro);
+        if (r.failure) {
+          put_error(t, row, s, "out of memory: " + r.failure->message);
           return;
         }
-        ratio = std::max(ratio, warm.footprint_ratio(profile));
-        warm_ns.push_back(warm.ns_per_operation());
+        ratio = std::max(ratio, r.footprint_ratio(profile));
+        if (pass == 0) {
+          cold_ns = r.ns_per_operation();
+        } else {
+          warm_seconds.push_back(r.seconds);
+          operations = r.operations;
+        }
       }
-      std::nth_element(warm_ns.begin(), warm_ns.begin() + warm_passes / 2, warm_ns.end());
-      auto const warm_median = warm_ns[warm_passes / 2];
-      put(t, row, s, cold.ns_per_operation(), 0);
-      t.cells[row][s] =
-          fmt(cold.ns_per_operation()) + " / " + fmt(warm_median) + " / " + fmt(ratio, 3);
-      t.values[row][s + ":warm_ns"]         = warm_median;
+      auto const warm_ns = timing_of(warm_seconds, operations).median;
+      put(t, row, s, cold_ns, 0);
+      t.cells[row][s]               = fmt(cold_ns) + " / " + fmt(warm_ns) + " / " + fmt(ratio, 3);
+      t.values[row][s + ":warm_ns"] = warm_ns;
       t.values[row][s + ":footprint_ratio"] = ratio;
     });
   }
