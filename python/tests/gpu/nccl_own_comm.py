@@ -31,6 +31,7 @@ from gpumem._torch_nccl import nccl_library, nccl_version, unit_for  # noqa: E40
 MiB = 1 << 20
 NCCL_FLOAT32, NCCL_SUM = 7, 0  # ncclDataType_t ncclFloat32, ncclRedOp_t ncclSum
 H2D, D2H = 1, 2  # cudaMemcpyKind
+ROW = 1 << 16  # floats copied per cudaMemcpy
 
 
 def cuda_runtime() -> ctypes.CDLL:
@@ -61,21 +62,16 @@ def check(code: int, what: str) -> None:
 
 
 def fill(rt, ptr: int, count: int, value: float) -> None:
-    host = (ctypes.c_float * count)(*([value] * count)) if count <= 1 << 16 else None
-    if host is None:  # a large block: one row of values copied again and again
-        row = (ctypes.c_float * (1 << 16))(*([value] * (1 << 16)))
-        for off in range(0, count, 1 << 16):
-            n = min(1 << 16, count - off)
-            check(rt.cudaMemcpy(ptr + 4 * off, row, 4 * n, H2D), "cudaMemcpy")
-        return
-    check(rt.cudaMemcpy(ptr, host, 4 * count, H2D), "cudaMemcpy")
+    row = (ctypes.c_float * ROW)(*([value] * ROW))
+    for off in range(0, count, ROW):
+        check(rt.cudaMemcpy(ptr + 4 * off, row, 4 * min(ROW, count - off), H2D), "cudaMemcpy")
 
 
 def all_equal(rt, ptr: int, count: int, value: float) -> bool:
-    row = (ctypes.c_float * (1 << 16))()
-    want = bytes((ctypes.c_float * (1 << 16))(*([value] * (1 << 16))))
-    for off in range(0, count, 1 << 16):
-        n = min(1 << 16, count - off)
+    row = (ctypes.c_float * ROW)()
+    want = bytes((ctypes.c_float * ROW)(*([value] * ROW)))
+    for off in range(0, count, ROW):
+        n = min(ROW, count - off)
         check(rt.cudaMemcpy(row, ptr + 4 * off, 4 * n, D2H), "cudaMemcpy")
         if bytes(row)[:4 * n] != want[:4 * n]:
             return False
