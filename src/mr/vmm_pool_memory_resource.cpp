@@ -41,7 +41,14 @@ detail::free_block vmm_pool_memory_resource::grow_in_place(detail::coalescing_fr
   backing_.set_recording(listeners_.any());
   struct queue_on_exit {  // what was mapped and unmapped, whether the growth returns or throws
     vmm_pool_memory_resource* self;
-    ~queue_on_exit() { self->queue_events(); }
+    ~queue_on_exit()
+    {
+      self->queue_events();
+      // The layout changed: the next moment the whole pool is free again may take it home.
+      if (self->options_.return_home) {
+        self->placement().watch_for_empty(self->backing_.mapped_bytes());
+      }
+    }
   } const queue{this};
   if (!may_move) {  // new memory only; out_of_memory lets the caller settle and move
     return take_grown(idle, backing_.extend(idle, size, false), size);
@@ -149,6 +156,7 @@ vmm_export vmm_pool_memory_resource::export_single_handle(void const* ptr) const
 void* vmm_pool_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view stream)
 {
   if (frozen_.load(std::memory_order_acquire)) [[unlikely]] { refuse_paused(bytes); }
+  if (placement().take_emptied()) [[unlikely]] { return_home(stream); }
   void* ptr{};
   try {
     ptr = base::do_allocate(bytes, stream);
@@ -158,6 +166,40 @@ void* vmm_pool_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view 
   }
   if (listeners_.pending()) [[unlikely]] { listeners_.deliver(); }
   return ptr;
+}
+
+void vmm_pool_memory_resource::return_home(cuda_stream_view stream) noexcept
+{
+  try {
+    bool away = false;
+    under_grow_lock([&] { away = !frozen_.load() && backing_.away_from_home(); });
+    if (!away) { return; }
+    auto const move = [this](detail::coalescing_free_list& idle) { move_home(idle); };
+    if (get_runtime().stream_capturing(stream.value()) || !with_idle_when_done(stream, move)) {
+      // The stream's work still runs (or is being captured): the next such moment tries again.
+      under_grow_lock([&] { placement().watch_for_empty(backing_.mapped_bytes()); });
+    }
+  } catch (
+      ...) {  // NOLINT(bugprone-empty-catch): the layout stays as it is; the allocation goes on
+  }
+  if (listeners_.pending()) { listeners_.deliver(); }
+}
+
+void vmm_pool_memory_resource::move_home(detail::coalescing_free_list& idle)
+{
+  if (frozen_.load() || idle.free_bytes() != backing_.mapped_bytes()) {
+    return;  // paused, or no longer wholly free (another thread allocated meanwhile)
+  }
+  backing_.set_recording(listeners_.any());
+  struct queue_on_exit {  // what was mapped and unmapped, whether the moves succeed or throw
+    vmm_pool_memory_resource* self;
+    ~queue_on_exit() { self->queue_events(); }
+  } const queue{this};
+  auto const moved = backing_.return_home(idle);
+  if (moved != 0) {
+    home_returns_.fetch_add(1, std::memory_order_relaxed);
+    home_moved_handles_.fetch_add(moved, std::memory_order_relaxed);
+  }
 }
 
 void vmm_pool_memory_resource::refuse_paused(std::size_t bytes) const
@@ -377,6 +419,8 @@ vmm_pool_stats vmm_pool_memory_resource::stats() const
   s.resumes                   = resumes_.load();
   s.pause_seconds             = static_cast<double>(pause_ns_.load()) * 1e-9;
   s.resume_seconds            = static_cast<double>(resume_ns_.load()) * 1e-9;
+  s.home_returns              = home_returns_.load();
+  s.home_moved_handles        = home_moved_handles_.load();
   s.listener_failures         = listeners_.failures();
   return s;
 }

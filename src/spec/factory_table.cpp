@@ -60,6 +60,9 @@ std::vector<factory_entry> leaves()
          "free bytes kept mapped at a growth, or none for all"},
         {"spares", size_to_string(vmm.spare_bytes),
          "physical handles kept, unmapped, after a trim for the next growth (0: none)"},
+        {"home", flag_text(vmm.return_home),
+         "when all memory is free again, moved memory goes back where it was the last time "
+         "(repeated jobs keep their footprint)"},
         {"peers", vmm.all_peers ? "all" : "none",
          "other devices given access: all (every peer-capable one) or none"},
         {"shareable", flag_text(vmm.shareable_handles),
@@ -76,6 +79,7 @@ std::vector<factory_entry> leaves()
          o.all_peers         = peers == "all";
          o.shareable_handles = a.flag("shareable");
          o.gpu_direct_rdma   = a.flag("rdma");
+         o.return_home       = a.flag("home");
          auto bytes_or       = [&](char const* key, std::size_t none, std::size_t least = 1) {
            return a.text(key) == "none" ? none : a.bytes(key, least, most_device_bytes);
          };

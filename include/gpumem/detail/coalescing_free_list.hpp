@@ -74,6 +74,7 @@ class coalescing_free_list {
   void merge(coalescing_free_list& other);
 
   [[nodiscard]] bool empty() const noexcept { return size_count_ == 0; }
+  [[nodiscard]] std::size_t free_bytes() const noexcept { return free_bytes_; }
   [[nodiscard]] free_stats stats() const noexcept;
   /// Calls f(free_block) for every block, in increasing (size, address) order.
   template <class F>

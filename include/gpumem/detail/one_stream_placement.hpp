@@ -41,6 +41,9 @@
 //   handover_  after solo mode, another stream has freed since the first stream last allocated:
 //              the first stream's next allocation takes those frees into the idle list (the core's
 //              hand_over); set by those frees, cleared by that allocation (on thread_)
+//   watched_bytes_, emptied_  the pool's question "when is all of my memory free again?": a
+//              free into the idle list that leaves watched_bytes_ free there sets emptied_ and
+//              stops watching; the pool's next allocation clears it (hints: the pool checks)
 // Invariants: many_threads_ => !pending_;  !pending_ => every block in the idle list is idle for
 // the device (check_invariants() checks the first; the second is what settle_idle() restores);
 // pending_ => the first stream's queued work covers every idle block's last use (its own frees,
@@ -60,6 +63,9 @@
 //   7. accept_handover()        under the idle list's lock, when the core has ordered the first
 //                               stream after another stream's frees: may they join the idle list?
 //   8. check_invariants(name)
+// and the pool alone (through the core's placement()): watch_for_empty(bytes) / take_emptied(),
+// when a free on the first stream left the whole pool free (the pool then puts its layout back:
+// vmm_home_layout.hpp).
 // Thread safety: as the core; see each member for the locks it needs.
 #pragma once
 
@@ -123,6 +129,26 @@ class one_stream_placement {
     if (many_threads_.load(std::memory_order_relaxed)) { return false; }  // ended meanwhile
     idle_->list.insert(block);
     pending_.store(true, std::memory_order_relaxed);
+    if (auto const w = watched_bytes_.load(std::memory_order_relaxed);
+        w != 0 && idle_->list.free_bytes() == w) [[unlikely]] {
+      watched_bytes_.store(0, std::memory_order_relaxed);
+      emptied_.store(true, std::memory_order_relaxed);
+    }
+    return true;
+  }
+
+  /// The pool asks to hear of the next free on the first stream that leaves `pool_bytes` (all
+  /// of its memory) free in the idle list: take_emptied() then says so once. Any thread; a stale
+  /// or racing answer is only a hint (the pool checks under its locks).
+  void watch_for_empty(std::size_t pool_bytes) noexcept
+  {
+    watched_bytes_.store(pool_bytes, std::memory_order_relaxed);
+  }
+  /// Hot path: true once after such a free (one relaxed load when there was none).
+  bool take_emptied() noexcept
+  {
+    if (!emptied_.load(std::memory_order_relaxed)) [[likely]] { return false; }
+    emptied_.store(false, std::memory_order_relaxed);
     return true;
   }
 
@@ -266,9 +292,11 @@ class one_stream_placement {
   std::atomic<bool> pending_{false};  // written under idle_->mutex
   std::atomic<std::thread::id> thread_{};
   std::atomic<bool> many_threads_{false};
-  std::atomic<bool> handover_{false};  // cleared on thread_ only
-  cudaEvent_t event_{};                // stream_busy()'s question; guarded by the grow lock
-  cudaEvent_t order_event_{};          // order_for()'s; guarded by the idle list's lock
+  std::atomic<bool> handover_{false};         // cleared on thread_ only
+  std::atomic<std::size_t> watched_bytes_{};  // watch_for_empty's pool size (0: none watched)
+  std::atomic<bool> emptied_{false};          // a free left watched_bytes_ free in the idle list
+  cudaEvent_t event_{};                       // stream_busy()'s question; guarded by the grow lock
+  cudaEvent_t order_event_{};                 // order_for()'s; guarded by the idle list's lock
 };
 
 }  // namespace gpumem::detail

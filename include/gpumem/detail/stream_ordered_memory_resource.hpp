@@ -224,6 +224,16 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   /// memory back anyway: a block freed on them after that synchronization is moved too).
   template <class F>
   decltype(auto) with_idle_of(std::vector<cudaStream_t> const& passed, F&& f);
+  /// Under the grow lock and the idle list's lock, f(idle list) when no queued work on `stream`
+  /// may still use an idle block (the placement's pending frees are done: it synchronizes then,
+  /// without waiting for that work), and returns true; returns false, calling nothing, while such
+  /// work still runs. The other streams' free memory stays where it is (no reclaim). In-place
+  /// growth: the pool size follows the backing afterwards.
+  template <class F>
+  bool with_idle_when_done(cuda_stream_view stream, F&& f);
+  /// The placement, for a Derived that asks it what only it knows (one_stream_placement's
+  /// watch_for_empty / take_emptied).
+  auto& placement() noexcept { return placement_; }
   /// Calls f() under the grow lock (state that only slow paths change can be read there).
   template <class F>
   void under_grow_lock(F&& f)

@@ -262,6 +262,20 @@ decltype(auto) stream_ordered_memory_resource<D, L, G, P>::with_idle(F&& f)
 
 template <class D, class L, class G, template <class> class P>
 template <class F>
+bool stream_ordered_memory_resource<D, L, G, P>::with_idle_when_done(cuda_stream_view stream, F&& f)
+{
+  auto& mine = streams_.get(stream.value());  // before the locks (lock order: the registry first)
+  std::lock_guard lock{grow_mutex_};
+  std::lock_guard ulock{unowned_.mutex};
+  if (placement_.idle_in_use(mine)) { return false; }
+  placement_.settle_idle();
+  auto src = source();
+  growth_.track(src, [&] { f(unowned_.list); });
+  return true;
+}
+
+template <class D, class L, class G, template <class> class P>
+template <class F>
 decltype(auto) stream_ordered_memory_resource<D, L, G, P>::with_idle_of(
     std::vector<cudaStream_t> const& passed, F&& f)
 {

@@ -20,6 +20,10 @@
 //                     until at most `keep` bytes are mapped (trim, release threshold, OOM), and
 //                     keeps them as spares up to spare_bytes (the rest is released).
 //   release_spares()  releases the spare handles (pause, out of memory, destruction, on request).
+//   away_from_home() / return_home(idle)
+//                     when the pool is wholly free: whether growths moved handles since the pool
+//                     was last wholly free, and moving them back there (vmm_home_layout.hpp), so
+//                     that a job run again and again starts every run from the same layout.
 // Every driver call that may fail comes after the new idle list is built, and a failure unwinds:
 // the idle list and the tiling always agree with what is really mapped.
 //   pause(mode, stream)  gives every mapping's physical memory back (offload: its bytes copied
@@ -51,6 +55,7 @@
 #include <gpumem/detail/offload_file.hpp>
 #include <gpumem/detail/pinned_ring.hpp>
 #include <gpumem/detail/runtime.hpp>
+#include <gpumem/detail/vmm_home_layout.hpp>
 #include <gpumem/detail/vmm_spares.hpp>
 #include <gpumem/mr/vmm_mapping_event.hpp>
 #include <gpumem/mr/vmm_pause.hpp>
@@ -100,6 +105,19 @@ class vmm_backing {
   [[nodiscard]] std::size_t spare_count() const noexcept { return spares_.count(); }
   /// Releases the spare handles; returns the bytes released.
   std::size_t release_spares() noexcept { return spares_.release_all(); }
+
+  /// Call with the pool wholly free. True when return_home() would move handles: the same handles
+  /// as when the layout was last remembered are mapped, some elsewhere. Otherwise (the first
+  /// time, or memory was created or released since) the present layout is remembered as home and
+  /// the answer is false. No driver call; nothing while paused. May throw bad_alloc.
+  bool away_from_home();
+  /// With every mapped byte free in `idle` and the device done with it: unmaps each handle that
+  /// is not at home and maps it at an empty home slot of its size (access granted per run of
+  /// adjacent slots), and idle then holds the home layout's runs. Returns the handles moved.
+  /// Throws bad_alloc before any driver call (nothing changed), or what a failed map or grant
+  /// throws: the handles moved in this call are then unmapped and kept as spares (or released
+  /// beyond the spares' limit), idle covers what stays mapped, and that layout becomes home.
+  std::size_t return_home(coalescing_free_list& idle);
 
   /// See the top of this file. Throws out_of_memory (nothing changed, or handles released on the
   /// way out of a failed driver call) when the device or the range cannot provide n bytes.
@@ -257,6 +275,11 @@ class vmm_backing {
   bool recording_{};                       // listeners exist: note the runs mapped and unmapped
   std::vector<vmm_mapping_event> events_;  // recorded for listeners (unmaps have no handles left)
   vmm_spares spares_;                      // unmapped handles kept for the next growth
+  vmm_home_layout home_;                   // the layout when the pool was last wholly free
+  [[nodiscard]] std::vector<vmm_home_layout::slot> present_slots() const;
+  [[nodiscard]] coalescing_free_list idle_of(std::vector<vmm_home_layout::slot> const& slots) const;
+  void unwind_home(std::vector<vmm_home_layout::move> const& moves,
+                   std::vector<vmm_handle> const& handles, std::size_t mapped) noexcept;
 };
 
 }  // namespace gpumem::detail

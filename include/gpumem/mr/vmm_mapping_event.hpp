@@ -22,6 +22,7 @@ enum class vmm_mapping_cause {
   trim,    ///< free memory given back: trim_to, the release threshold, out of memory (unmap)
   pause,   ///< pause() gives every mapping back (unmap, before it)
   resume,  ///< resume() maps the same layout again (map)
+  home,    ///< free memory moved back where it was when the pool was last wholly free (both)
 };
 
 [[nodiscard]] constexpr char const* to_string(vmm_mapping_cause cause) noexcept
@@ -35,6 +36,8 @@ enum class vmm_mapping_cause {
       return "pause";
     case vmm_mapping_cause::resume:
       return "resume";
+    case vmm_mapping_cause::home:
+      return "home";
   }
   return "unknown";
 }

@@ -58,6 +58,14 @@
 // return a block whose memory is being given back, like one made just before it: stop allocating
 // before pausing.
 //
+// Home layout: when a free leaves the whole pool free again (one stream allocating from one host
+// thread), the next allocation checks whether growths since the last such moment moved free
+// handles; if they did and that stream's work is done (no wait: otherwise the layout stays, and the
+// next such moment tries again), the handles go back where they were then (unmap, map, grant: the
+// mapping events' cause `home`), so a job run again and again over the pool starts each run from
+// the same layout instead of drifting (detail/vmm_home_layout.hpp). Growths that created memory
+// or trims that released some make the layout of that moment the new home instead.
+//
 // Map and unmap listeners (add_map_listener, add_unmap_listener; gpumem/mr/vmm_mapping_event.hpp)
 // hear of every physical mapping made (growth, resume: after) and removed (pause: before; moves
 // and trims of free memory inside a growth or trim_to: after, once the pool's locks are released —
@@ -113,6 +121,10 @@ struct vmm_pool_stats {
   double pause_seconds{};   ///< time spent in those calls, in total
   double resume_seconds{};
   std::uint64_t listener_failures{};  ///< exceptions thrown by map / unmap listeners (caught)
+  /// Times the pool, wholly free again, moved handles back where they were the last time it was
+  /// wholly free (see "Home layout" above), and the handles so moved.
+  std::uint64_t home_returns{};
+  std::uint64_t home_moved_handles{};
 };
 
 // The stream-ordered core, growing in place, with the one-stream placement (the idle list first
@@ -233,6 +245,12 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   void check_backing(std::vector<detail::free_block> const& blocks) const;
 
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override;
+  /// The first allocation after a free left the pool wholly free: the home layout (see the top).
+  /// Never throws: a failure leaves the layout as it is (or as the backing unwound it).
+  [[gnu::cold, gnu::noinline]] void return_home(cuda_stream_view stream) noexcept;
+  /// Under the grow lock and the idle list's lock, the device done with the idle memory: the
+  /// backing's return_home when the pool is still wholly free and active.
+  void move_home(detail::coalescing_free_list& idle);
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;
   [[noreturn]] void refuse_paused(std::size_t bytes) const;
   /// pause(mode) when `streams` is null, else pause(mode, *streams).
@@ -281,6 +299,8 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   std::atomic<std::uint64_t> resumes_{};
   std::atomic<std::uint64_t> pause_ns_{};
   std::atomic<std::uint64_t> resume_ns_{};
+  std::atomic<std::uint64_t> home_returns_{};
+  std::atomic<std::uint64_t> home_moved_handles_{};
   detail::vmm_listeners listeners_;
 };
 

@@ -31,6 +31,12 @@ struct vmm_pool_options {
   /// default size: a re-growth of up to 64 MiB after a trim creates nothing, for less than 0.1 %
   /// of a current data-center GPU's memory. 0: a trim releases everything it unmaps.
   std::size_t spare_bytes{std::size_t{64} << 20};
+  /// When a free leaves the whole pool free again, the next allocation moves the free handles
+  /// that growths moved since the last such moment back where they were then (once the stream's
+  /// work is done; no wait), so a job run again and again over the pool starts every run from the
+  /// same layout and its footprint does not creep up. false: the layout stays where the last run
+  /// left it (no driver call at such moments).
+  bool return_home{true};
   int device{-1};  ///< -1: the current device
   /// Other devices given read-write access to all of the pool's memory (peer access: their
   /// kernels and copies may use it). Each must have peer capability with the pool's device.
