@@ -281,10 +281,7 @@ free_block vmm_backing::extend(coalescing_free_list& idle, std::size_t n, bool m
   } catch (out_of_memory const& e) {
     GPUMEM_FAIL(out_of_memory, format(e.what(), "; ", describe()));
   }
-  auto const lo = idle.ending_at(t.at).size;  // the free neighbours the mapping joins: no donor
-  auto const hi = idle.starting_at(t.at + t.bytes).size;  // is taken from them (idle_handles)
-  execute(idle, t, pieces);
-  return {t.at - lo, lo + t.bytes + hi, idle_chunk_};
+  return execute(idle, t, pieces);
 }
 
 char* vmm_backing::place(free_block const& block, std::size_t n) const noexcept
@@ -320,7 +317,8 @@ void vmm_backing::take_out(coalescing_free_list& idle, std::vector<piece> const&
   }
 }
 
-void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vector<piece>& pieces)
+free_block vmm_backing::execute(coalescing_free_list& idle, target const& t,
+                                std::vector<piece>& pieces)
 {
   try {
     take_out(idle, pieces);  // host memory only: a failure changes nothing
@@ -330,6 +328,9 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
     }
     throw;
   }
+  // The free neighbours the mapping joins, as they are once the donors are out.
+  auto const lo = idle.ending_at(t.at).size;
+  auto const hi = idle.starting_at(t.at + t.bytes).size;
   for (auto const& p : pieces) {
     if (p.from != nullptr) {
       note(vmm_mapping_cause::growth, false, p.from, p.bytes, {p.handle}, {p.bytes});
@@ -348,6 +349,7 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
     throw;
   }
   idle.insert({t.at, t.bytes, idle_chunk_});
+  free_block const joined{t.at - lo, lo + t.bytes + hi, idle_chunk_};
   if (recording_) {
     std::vector<vmm_handle> handles;
     std::vector<std::size_t> sizes;
@@ -362,6 +364,7 @@ void vmm_backing::execute(coalescing_free_list& idle, target const& t, std::vect
     }
     note(vmm_mapping_cause::growth, true, t.at, t.bytes, std::move(handles), std::move(sizes));
   }
+  return joined;
 }
 
 void vmm_backing::note(vmm_mapping_cause cause, bool mapped, char* at, std::size_t bytes,

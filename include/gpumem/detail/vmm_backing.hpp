@@ -218,7 +218,10 @@ class vmm_backing {
   std::vector<piece> fill(target& t, std::vector<piece> donors, std::size_t growth);
   void take_spares(target& t, std::size_t& remaining, std::vector<piece>& out);
   void create_pieces(std::size_t bytes, std::vector<piece>& out);
-  void execute(coalescing_free_list& idle, target const& t, std::vector<piece>& pieces);
+  /// Maps the pieces at the target (donors taken out of idle and unmapped first); returns the
+  /// free block of idle that holds the mapping, joined with its free neighbours as they are once
+  /// the donors are out (a target that grew into its room may reach a block that gave a donor).
+  free_block execute(coalescing_free_list& idle, target const& t, std::vector<piece>& pieces);
   void unmap_donor(piece const& p) noexcept;
   void retire(piece const& p) noexcept;
   void map_at(char* at, piece const& p);
