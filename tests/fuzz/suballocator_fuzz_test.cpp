@@ -43,10 +43,14 @@ int steps()
 template <class Resource>
 class walker {
  public:
-  walker(detail::host_runtime& rt, Resource& res, std::size_t max_bytes, std::uint64_t seed)
-      : rt_{rt}, res_{res}, max_bytes_{max_bytes}, rng_{seed}
+  /// one_stream: every call on one stream, and now and then everything freed at once (the
+  /// virtual-memory pool then takes its layout home at the next allocation).
+  walker(detail::host_runtime& rt, Resource& res, std::size_t max_bytes, std::uint64_t seed,
+         bool one_stream = false)
+      : rt_{rt}, res_{res}, max_bytes_{max_bytes}, rng_{seed}, one_stream_{one_stream}
   {
     streams_ = {cudaStream_t{}, cudaStreamPerThread, rt.create_stream(), rt.create_stream()};
+    if (one_stream) { streams_ = {rt.create_stream()}; }
   }
 
   void run(int n)
@@ -58,7 +62,12 @@ class walker {
       } else if (op < 7) {
         free_one();
       } else if (op < 9) {
-        rt_.enqueue(pick_stream());
+        auto const s = pick_stream();
+        rt_.enqueue(s);
+        if (one_stream_ && rng_() % 2 == 0) { rt_.complete(s); }  // shorter work: growths may move
+      } else if (one_stream_ && rng_() % 2 == 0) {  // the end of a job: all freed, synchronized
+        while (!live_.empty()) { free_one(); }
+        rt_.complete_all();
       } else if (rng_() % 4 == 0) {
         rt_.complete_all();
       } else {
@@ -153,6 +162,7 @@ class walker {
   std::vector<cudaStream_t> streams_;
   std::map<char*, live_block> live_;
   std::map<char*, freed_range> freed_;
+  bool one_stream_;
 };
 
 class suballocator_fuzz : public ::testing::TestWithParam<std::uint64_t> {
@@ -198,6 +208,19 @@ TEST_P(suballocator_fuzz, VmmPoolWithThresholdAndGrowth)
                                      .release_threshold_bytes = std::size_t{1} << 20},
                                     rt};
   walker{rt, pool, std::size_t{2} << 20, GetParam()}.run(steps());
+}
+
+TEST_P(suballocator_fuzz, VmmPoolOneStreamOftenWhollyFree)
+{
+  // Growths move granules, and whenever everything is free the next allocation moves them home
+  // (a device large enough that out-of-memory releases, which make a new home, are rare).
+  detail::host_runtime rt{detail::host_runtime_options{
+      .capacity_bytes = std::size_t{256} << 20, .vmm_granularity_bytes = std::size_t{64} << 10}};
+  mr::vmm_pool_memory_resource pool{
+      {.reserve_bytes = std::size_t{512} << 20, .handle_bytes = std::size_t{256} << 10}, rt};
+  walker{rt, pool, std::size_t{2} << 20, GetParam(), true}.run(steps());
+  EXPECT_EQ(pool.bad_deallocations(), 0U);
+  EXPECT_GT(pool.stats().home_returns, 0U) << "the walk took the layout home";
 }
 
 INSTANTIATE_TEST_SUITE_P(seeds, suballocator_fuzz, ::testing::Values(1, 2, 20261122));
