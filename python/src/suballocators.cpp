@@ -110,14 +110,20 @@ descriptors and ``gpu_direct_rdma=True`` marks it GPUDirect RDMA capable where t
 it: both are what NCCL's buffer registration asks for. ``pause()`` gives the pool's memory back
 (docs/sleep.md): ``keep_offload_staging=True`` keeps the pinned host copy of an offload for the next
 one, and ``offload_directory`` (None: ``TMPDIR``, else /tmp) is where ``pause(offload="file")``
-writes. Takes memory from the runtime directly (no upstream).
+writes. ``return_home=False`` keeps the layout where the last job left it: by default, when a free
+leaves the whole pool free again and the stream's work is done, the next allocation moves the
+handles that growths moved since back where they were the last time the pool was wholly free, so
+a job run again and again keeps its footprint (``stats()``: ``home_returns``,
+``home_moved_handles``). Takes memory from the runtime directly (no upstream).
 )doc");
   c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
                     unsigned growth, std::optional<std::size_t> threshold,
                     std::optional<int> device, py::handle runtime, std::vector<int> peers,
                     bool all_peers, unsigned busy, bool keep_staging, std::size_t spares,
-                    bool shareable, bool rdma, std::optional<std::string> directory) {
+                    bool shareable, bool rdma, std::optional<std::string> directory,
+                    bool return_home) {
           mr::vmm_pool_options o;
+          o.return_home             = return_home;
           o.offload_directory       = directory.value_or("");
           o.spare_bytes             = spares;
           o.keep_offload_staging    = keep_staging;
@@ -144,7 +150,8 @@ writes. Takes memory from the runtime directly (no upstream).
         py::arg("spare_bytes")          = defaults.spare_bytes,
         py::arg("shareable_handles")    = defaults.shareable_handles,
         py::arg("gpu_direct_rdma")      = defaults.gpu_direct_rdma,
-        py::arg("offload_directory")    = py::none(), py::keep_alive<1, 7>())
+        py::arg("offload_directory")    = py::none(),
+        py::arg("return_home")          = defaults.return_home, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
           "mapped_runs",
@@ -172,12 +179,14 @@ writes. Takes memory from the runtime directly (no upstream).
             d["held_bytes"]                = s.held_bytes;
             d["single_handle_allocations"] = s.single_handle_allocations;
             d["single_handle_bytes"]       = s.single_handle_bytes;
+            d["home_returns"]              = s.home_returns;
+            d["home_moved_handles"]        = s.home_moved_handles;
             put_pause_stats(d, s);
             return d;
           },
           "{'mapped_bytes', 'reserved_bytes', 'free_bytes', 'largest_free_bytes', 'handles', "
           "'spare_bytes', 'spare_handles', 'held_bytes', 'single_handle_allocations', "
-          "'single_handle_bytes', 'state', 'paused_bytes', "
+          "'single_handle_bytes', 'home_returns', 'home_moved_handles', 'state', 'paused_bytes', "
           "'staging_bytes', 'offload_file_bytes', 'pauses', 'resumes', 'pause_seconds', "
           "'resume_seconds'}.")
       .def(

@@ -1,6 +1,7 @@
 """Resources over the host stand-in: real bookkeeping, real (host) memory, no GPU."""
 
 import os
+import random
 import threading
 
 import pytest
@@ -223,6 +224,50 @@ def test_vmm_pool_keeps_spare_handles_for_the_next_growth(host):
     pool.trim_to(0)
     assert pool.release_spares() == 6 << 20
     assert pool.stats()["held_bytes"] == 0
+    pool.check_invariants()
+
+
+def _repeated_job(seed, steps=300):
+    """A seeded job of allocations and frees (0.5 to 48 MiB) that ends with everything freed."""
+    rng, job, live, n = random.Random(seed), [], [], 0
+    for _ in range(steps):
+        if not live or rng.random() < 0.55:
+            nbytes = rng.randint(1, 96) * (1 << 19) + rng.randint(0, 3) * 4096
+            job.append((True, n, nbytes))
+            live.append((n, nbytes))
+            n += 1
+        else:
+            slot, nbytes = live.pop(rng.randrange(len(live)))
+            job.append((False, slot, nbytes))
+    return job + [(False, slot, nbytes) for slot, nbytes in live]
+
+
+def _run_job(pool, job):
+    slots, order = {}, []
+    for allocate, slot, nbytes in job:
+        if allocate:
+            slots[slot] = pool.allocate(nbytes)
+            order.append(slots[slot])
+        else:
+            pool.deallocate(slots[slot], nbytes)
+    return order
+
+
+@pytest.mark.parametrize("home", [True, False])
+def test_vmm_pool_takes_a_repeated_jobs_layout_home(home):
+    # Seed 4 moves handles in its growths: with the home layout every run after the second
+    # places its blocks where the second did; without it the layout drifts.
+    rt = gpumem.HostRuntime(capacity_bytes=8 << 30, backed=False)
+    pool = gpumem.VmmPoolMemoryResource(reserve_bytes=16 << 30, runtime=rt, return_home=home)
+    job = _repeated_job(4)
+    runs = [_run_job(pool, job) for _ in range(6)]
+    s = pool.stats()
+    if home:
+        assert all(r == runs[1] for r in runs[2:])
+        assert s["home_returns"] == 4 and s["home_moved_handles"] >= 4
+    else:
+        assert any(r != runs[1] for r in runs[2:])
+        assert s["home_returns"] == 0 and s["home_moved_handles"] == 0
     pool.check_invariants()
 
 
