@@ -45,10 +45,12 @@ inline std::vector<job_step> make_repeated_job(unsigned seed, int steps)
 }
 
 /// One run of `job` over `mr` on `stream`: the address of each allocation, in order. `after`
-/// (optional) sees each new block (p, bytes) before the next step.
+/// (optional) sees each new block (p, bytes) before the next step, `before_free` each block
+/// before it is freed.
 inline std::vector<void*> run_job(std::vector<job_step> const& job, mr::device_memory_resource& mr,
                                   cuda_stream_view stream,
-                                  std::function<void(void*, std::size_t)> const& after = {})
+                                  std::function<void(void*, std::size_t)> const& after       = {},
+                                  std::function<void(void*, std::size_t)> const& before_free = {})
 {
   std::vector<void*> slots(job.size());
   std::vector<void*> order;
@@ -58,6 +60,7 @@ inline std::vector<void*> run_job(std::vector<job_step> const& job, mr::device_m
       order.push_back(slots[s.slot]);
       if (after) { after(slots[s.slot], s.bytes); }
     } else {
+      if (before_free) { before_free(slots[s.slot], s.bytes); }
       mr.deallocate(slots[s.slot], s.bytes, stream);
     }
   }
