@@ -5,7 +5,7 @@
 // device synchronizations of the last pass. A pool whose layout repeats itself stays where its
 // first pass left it and makes no driver call; one whose layout drifts creeps up. Simulated device
 // (host stand-in): the placement is deterministic, so these footprints are a GPU's too (the times
-// are not measured here).
+// are not measured here). Each trace with the home layout (the default) and without it.
 //   vmm_passes_bench                                    # the two bundled traces, 20 passes
 //   GPUMEM_PASSES_TRACES=a.csv:b.csv vmm_passes_bench   # other traces (recorded ones: gunzip
 //                                                       # bench/traces/*.csv.gz first)
@@ -43,7 +43,9 @@ std::vector<std::string> traces()
   return out;
 }
 
-// Arg: passes. Each iteration replays the trace that many times over one fresh pool.
+// Args: passes, and whether the pool takes its layout home when it is wholly free again
+// (vmm_pool_options::return_home). Each iteration replays the trace that many times over one
+// fresh pool.
 void passes(benchmark::State& state, std::string const& path)
 {
   auto const profile = trace::profile_trace(path);
@@ -62,7 +64,7 @@ void passes(benchmark::State& state, std::string const& path)
       if (fresh) { it->second = rt.create_stream(); }
       return it->second;
     };
-    mr::vmm_pool_memory_resource pool{{}, meter};
+    mr::vmm_pool_memory_resource pool{{.return_home = state.range(1) != 0}, meter};
     meter.count_driver_calls(true);
     growing_passes = 0;
     for (int p = 1; p <= n; ++p) {
@@ -92,7 +94,9 @@ void passes(benchmark::State& state, std::string const& path)
   for (auto const& path : traces()) {
     auto const name = "passes/" + std::filesystem::path{path}.stem().string();
     benchmark::RegisterBenchmark(name.c_str(), passes, path)
-        ->Arg(20)
+        ->Args({20, 1})
+        ->Args({20, 0})
+        ->ArgNames({"passes", "home"})
         ->Unit(benchmark::kMillisecond)
         ->Iterations(1);
   }
