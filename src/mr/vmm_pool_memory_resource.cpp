@@ -179,10 +179,10 @@ void vmm_pool_memory_resource::return_home(cuda_stream_view stream) noexcept
       // The stream's work still runs (or is being captured): the next such moment tries again.
       under_grow_lock([&] { placement().watch_for_empty(backing_.mapped_bytes()); });
     }
-  } catch (
-      ...) {  // NOLINT(bugprone-empty-catch): the layout stays as it is; the allocation goes on
+  } catch (...) {  // NOLINT(bugprone-empty-catch): the layout stays; the allocation goes on
   }
   if (listeners_.pending()) { listeners_.deliver(); }
+  detail::check_after_slow_path("return_home", [this] { check_invariants(); });
 }
 
 void vmm_pool_memory_resource::move_home(detail::coalescing_free_list& idle)
