@@ -9,15 +9,6 @@
 namespace gpumem::detail {
 namespace {
 
-bool by_address(free_block const& a, free_block const& b)
-{
-  return a.ptr < b.ptr;
-}
-
-}  // namespace
-
-namespace {
-
 /// The peer devices to give access, checked: each exists, is not the pool's own device and has
 /// peer capability with it (logic_error otherwise); all_peers adds every capable device.
 std::vector<int> validated_peers(runtime& rt, int device, std::vector<int> const& asked,
