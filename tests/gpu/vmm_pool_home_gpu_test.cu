@@ -6,6 +6,7 @@
 // still right.
 // Skips without a GPU.
 #include <support/backend.hpp>
+#include <support/kernels.hpp>
 #include <support/repeated_job.hpp>
 
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
@@ -21,25 +22,6 @@ namespace gpumem {
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
-
-__global__ void fill_words(std::uint32_t* p, std::size_t n, std::uint32_t seed)
-{
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    p[i] = static_cast<std::uint32_t>(i) * 2654435761U + seed;
-  }
-}
-
-__global__ void count_wrong(std::uint32_t const* p, std::size_t n, std::uint32_t seed,
-                            unsigned long long* wrong)
-{
-  unsigned long long mine = 0;
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    if (p[i] != static_cast<std::uint32_t>(i) * 2654435761U + seed) { ++mine; }
-  }
-  if (mine != 0) { atomicAdd(wrong, mine); }
-}
 
 /// The seed a block's words are written with: from its address, so no table is needed.
 std::uint32_t seed_of(void const* p)
@@ -72,12 +54,11 @@ struct vmm_pool_home_gpu : ::testing::Test {
     return test::run_job(
         job, pool, stream,
         [&](void* p, std::size_t n) {
-          fill_words<<<256, 256, 0, stream>>>(static_cast<std::uint32_t*>(p), n / 4, seed_of(p));
+          test::launch_fill_words(stream, p, n, seed_of(p));
           done();
         },
         [&](void* p, std::size_t n) {
-          count_wrong<<<256, 256, 0, stream>>>(static_cast<std::uint32_t const*>(p), n / 4,
-                                               seed_of(p), wrong);
+          test::launch_count_wrong_words(stream, p, n, seed_of(p), wrong);
           done();
         });
   }

@@ -5,6 +5,7 @@
 // at most two pinned slots, with 16 MiB and 256 MiB handles (a handle larger than a slot), and a
 // pause after named streams waits for their kernels. Skips without a GPU.
 #include <support/backend.hpp>
+#include <support/kernels.hpp>
 
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/mr/vmm_region_resource.hpp>
@@ -21,28 +22,9 @@ namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
-__global__ void fill_words(std::uint32_t* p, std::size_t n, std::uint32_t seed)
-{
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    p[i] = static_cast<std::uint32_t>(i) * 2654435761U + seed;
-  }
-}
-
-__global__ void count_wrong(std::uint32_t const* p, std::size_t n, std::uint32_t seed,
-                            unsigned long long* wrong)
-{
-  unsigned long long mine = 0;
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    if (p[i] != static_cast<std::uint32_t>(i) * 2654435761U + seed) { ++mine; }
-  }
-  if (mine != 0) { atomicAdd(wrong, mine); }
-}
-
 void fill(void* p, std::size_t bytes, std::uint32_t seed)
 {
-  fill_words<<<1024, 256>>>(static_cast<std::uint32_t*>(p), bytes / 4, seed);
+  test::launch_fill_words(nullptr, p, bytes, seed);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
@@ -52,7 +34,7 @@ unsigned long long wrong_words(void const* p, std::size_t bytes, std::uint32_t s
   unsigned long long* counter{};
   EXPECT_EQ(cudaMalloc(&counter, sizeof *counter), cudaSuccess);
   EXPECT_EQ(cudaMemset(counter, 0, sizeof *counter), cudaSuccess);
-  count_wrong<<<1024, 256>>>(static_cast<std::uint32_t const*>(p), bytes / 4, seed, counter);
+  test::launch_count_wrong_words(nullptr, p, bytes, seed, counter);
   unsigned long long wrong{~0ULL};
   EXPECT_EQ(cudaMemcpy(&wrong, counter, sizeof wrong, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(cudaFree(counter), cudaSuccess);
@@ -142,7 +124,7 @@ TEST(vmm_pool_pause_gpu, APauseAfterNamedStreamsWaitsForTheirKernels)
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   auto const n = 256 * MiB;
   void* p      = pool.allocate(n, cuda_stream_view{s});
-  fill_words<<<1024, 256, 0, s>>>(static_cast<std::uint32_t*>(p), n / 4, 31);  // still running
+  test::launch_fill_words(s, p, n, 31);  // still running
   cuda_stream_view const named[] = {cuda_stream_view{s}};
   ASSERT_TRUE(pool.pause(pause_mode::offload, named));  // waits for s's kernel, then copies
   ASSERT_TRUE(pool.resume());

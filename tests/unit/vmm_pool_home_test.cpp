@@ -114,6 +114,21 @@ struct vmm_pool_home : ::testing::Test {
       peak = std::max(peak, pool.stats().held_bytes);
     });
   }
+  /// Two runs, the second moving handles in its growths: the pool ends wholly free, away from
+  /// home, and its next allocation is watched.
+  void leave_home(vmm_pool& pool)
+  {
+    std::size_t peak{};
+    (void)run(pool, peak);
+    (void)run(pool, peak);
+  }
+  /// One block allocated and freed (the pool wholly free again after it); the returns so far.
+  std::uint64_t one_block(vmm_pool& pool)
+  {
+    void* p = pool.allocate(MiB, a);
+    pool.deallocate(p, MiB, a);
+    return pool.stats().home_returns;
+  }
   void check(vmm_pool const& pool)
   {
     pool.check_invariants();
@@ -166,9 +181,7 @@ TEST_F(vmm_pool_home, WithoutItTheSameJobDriftsAndItsPeakCreeps)
 TEST_F(vmm_pool_home, ListenersHearTheMovesAsHomeEventsUnmapsFirst)
 {
   vmm_pool pool{options(), rt};
-  std::size_t peak{};
-  (void)run(pool, peak);
-  (void)run(pool, peak);  // moves handles; ends wholly free
+  leave_home(pool);  // moves handles; ends wholly free
   std::vector<vmm_mapping_event> heard;
   auto const listen = [&](vmm_mapping_event const& e) { heard.push_back(e); };
   (void)pool.add_map_listener(listen);
@@ -199,46 +212,32 @@ TEST_F(vmm_pool_home, ListenersHearTheMovesAsHomeEventsUnmapsFirst)
 TEST_F(vmm_pool_home, NothingMovesWhileTheStreamWorksAndTheNextEmptyMomentTriesAgain)
 {
   vmm_pool pool{options(), rt};
-  std::size_t peak{};
-  (void)run(pool, peak);
-  (void)run(pool, peak);  // moved handles; wholly free
-  rt.enqueue(a);          // the stream still works when the next run begins
+  leave_home(pool);
+  rt.enqueue(a);  // the stream still works when the next run begins
   auto const unmaps = rt.calls().vmm_unmap;
-  void* p           = pool.allocate(MiB, a);
-  EXPECT_EQ(pool.stats().home_returns, 0U);
+  EXPECT_EQ(one_block(pool), 0U);
   EXPECT_EQ(rt.calls().vmm_unmap, unmaps) << "the device was not waited for, nothing moved";
   EXPECT_LT(rt.completed(a), rt.enqueued(a));
-  pool.deallocate(p, MiB, a);  // wholly free again
   rt.complete_all();
-  p = pool.allocate(MiB, a);
-  EXPECT_EQ(pool.stats().home_returns, 1U) << "the next such moment, with the stream idle";
-  pool.deallocate(p, MiB, a);
+  EXPECT_EQ(one_block(pool), 1U) << "the next such moment, with the stream idle";
   check(pool);
 }
 
 TEST_F(vmm_pool_home, DuringACaptureNothingMovesAndTheCaptureStaysValid)
 {
   vmm_pool pool{options(), rt};
-  std::size_t peak{};
-  (void)run(pool, peak);
-  (void)run(pool, peak);
+  leave_home(pool);
   rt.begin_global_capture(a);
-  void* p = pool.allocate(MiB, a);
-  pool.deallocate(p, MiB, a);
+  EXPECT_EQ(one_block(pool), 0U);
   EXPECT_TRUE(rt.end_capture(a)) << "no call the capture forbids";
-  EXPECT_EQ(pool.stats().home_returns, 0U);
-  p = pool.allocate(MiB, a);
-  EXPECT_EQ(pool.stats().home_returns, 1U) << "after the capture";
-  pool.deallocate(p, MiB, a);
+  EXPECT_EQ(one_block(pool), 1U) << "after the capture";
   check(pool);
 }
 
 TEST_F(vmm_pool_home, AFailedMapLeavesThePoolConsistentAndTheAllocationServed)
 {
   vmm_pool pool{options(), rt};
-  std::size_t peak{};
-  (void)run(pool, peak);
-  (void)run(pool, peak);
+  leave_home(pool);
   auto const unmaps = rt.calls().vmm_unmap;
   rt.fail_next_maps(1);
   void* p = nullptr;
@@ -248,24 +247,21 @@ TEST_F(vmm_pool_home, AFailedMapLeavesThePoolConsistentAndTheAllocationServed)
   check(pool);
   rt.vmm_check_mapped(p, MiB);
   pool.deallocate(p, MiB, a);
-  std::size_t again{};
-  (void)run(pool, again);  // usable; the layout of the next empty moment becomes home
-  (void)run(pool, again);
+  leave_home(pool);  // usable; the layout of the next empty moment becomes home
   check(pool);
 }
 
 TEST_F(vmm_pool_home, APauseKeepsTheLayoutAndNothingMovesWhilePaused)
 {
   vmm_pool pool{options(), rt};
-  std::size_t peak{};
-  (void)run(pool, peak);
-  (void)run(pool, peak);
+  leave_home(pool);
   ASSERT_TRUE(pool.pause(pause_mode::discard));
   EXPECT_THROW((void)pool.allocate(MiB, a), paused_error);
   ASSERT_TRUE(pool.resume());
   void* p = pool.allocate(MiB, a);
   pool.deallocate(p, MiB, a);
   check(pool);
+  std::size_t peak{};
   (void)run(pool, peak);
   check(pool);
 }
