@@ -18,15 +18,20 @@ std::vector<slot> vmm_backing::present_slots() const
   return out;
 }
 
-bool vmm_backing::away_from_home()
+std::size_t vmm_backing::moves_home()
 {
-  if (paused_) { return false; }
+  if (paused_) { return 0; }
   auto now = present_slots();
   if (!home_.empty()) {
-    if (auto const moves = home_.plan(now)) { return !moves->empty(); }
+    if (auto const moves = home_.plan(now)) { return moves->size(); }
   }
   home_.remember(std::move(now));
-  return false;
+  return 0;
+}
+
+void vmm_backing::remember_home()
+{
+  if (!paused_) { home_.remember(present_slots()); }
 }
 
 // The idle list of a wholly free pool mapped at `slots`: adjacent slots coalesce into one block.

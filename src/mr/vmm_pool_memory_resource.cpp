@@ -45,9 +45,7 @@ detail::free_block vmm_pool_memory_resource::grow_in_place(detail::coalescing_fr
     {
       self->queue_events();
       // The layout changed: the next moment the whole pool is free again may take it home.
-      if (self->options_.return_home) {
-        self->placement().watch_for_empty(self->backing_.mapped_bytes());
-      }
+      if (self->options_.return_home) { self->placement().watch_for_empty(); }
     }
   } const queue{this};
   if (!may_move) {  // new memory only; out_of_memory lets the caller settle and move
@@ -171,13 +169,11 @@ void* vmm_pool_memory_resource::do_allocate(std::size_t bytes, cuda_stream_view 
 void vmm_pool_memory_resource::return_home(cuda_stream_view stream) noexcept
 {
   try {
-    bool away = false;
-    under_grow_lock([&] { away = !frozen_.load() && backing_.away_from_home(); });
-    if (!away) { return; }
+    if (!worth_going_home()) { return; }
     auto const move = [this](detail::coalescing_free_list& idle) { move_home(idle); };
     if (get_runtime().stream_capturing(stream.value()) || !with_idle_when_done(stream, move)) {
-      // The stream's work still runs (or is being captured): the next such moment tries again.
-      under_grow_lock([&] { placement().watch_for_empty(backing_.mapped_bytes()); });
+      // The stream's work still runs (or is being captured): the next such moment goes home.
+      under_grow_lock([&] { placement().watch_for_empty(); });
     }
   } catch (...) {  // NOLINT(bugprone-empty-catch): the layout stays; the allocation goes on
   }
@@ -185,16 +181,38 @@ void vmm_pool_memory_resource::return_home(cuda_stream_view stream) noexcept
   detail::check_after_slow_path("return_home", [this] { check_invariants(); });
 }
 
+// A run that freed fewer than home_frees_per_handle blocks for each handle a return would move is
+// not worth the moves: a loop of one large allocation and its free, whose growth moves free
+// handles, would move them there and back every time. Its layout becomes home instead.
+bool vmm_pool_memory_resource::worth_going_home()
+{
+  bool go = false;
+  under_grow_lock([&] {
+    if (frozen_.load()) { return; }
+    auto const moves = backing_.moves_home();  // 0: at home, or the present layout became home
+    if (moves == 0) {
+      home_due_ = false;
+    } else if (!home_due_ && placement().last_run_frees() < moves * home_frees_per_handle) {
+      backing_.remember_home();
+    } else {
+      home_due_ = go = true;
+    }
+  });
+  return go;
+}
+
 void vmm_pool_memory_resource::move_home(detail::coalescing_free_list& idle)
 {
   if (frozen_.load() || idle.free_bytes() != backing_.mapped_bytes()) {
-    return;  // paused, or no longer wholly free (another thread allocated meanwhile)
+    placement().watch_for_empty();  // paused, or no longer wholly free: the next such moment
+    return;
   }
   backing_.set_recording(listeners_.any());
   struct queue_on_exit {  // what was mapped and unmapped, whether the moves succeed or throw
     vmm_pool_memory_resource* self;
     ~queue_on_exit() { self->queue_events(); }
   } const queue{this};
+  home_due_        = false;
   auto const moved = backing_.return_home(idle);
   if (moved != 0) {
     home_returns_.fetch_add(1, std::memory_order_relaxed);

@@ -41,9 +41,11 @@
 //   handover_  after solo mode, another stream has freed since the first stream last allocated:
 //              the first stream's next allocation takes those frees into the idle list (the core's
 //              hand_over); set by those frees, cleared by that allocation (on thread_)
-//   watched_bytes_, emptied_  the pool's question "when is all of my memory free again?": a
-//              free into the idle list that leaves watched_bytes_ free there sets emptied_ and
-//              stops watching; the pool's next allocation clears it (hints: the pool checks)
+//   pool_bytes_, armed_, emptied_, frees_, last_run_frees_  the pool's question "when is all
+//              of my memory free again, and how much work came before?": a free into the idle
+//              list that leaves pool_bytes_ free there is a wholly free moment; it notes the frees
+//              since the last one and, when armed_, sets emptied_, which the pool's next
+//              allocation clears (hints: the pool checks under its locks)
 // Invariants: many_threads_ => !pending_;  !pending_ => every block in the idle list is idle for
 // the device (check_invariants() checks the first; the second is what settle_idle() restores);
 // pending_ => the first stream's queued work covers every idle block's last use (its own frees,
@@ -63,9 +65,9 @@
 //   7. accept_handover()        under the idle list's lock, when the core has ordered the first
 //                               stream after another stream's frees: may they join the idle list?
 //   8. check_invariants(name)
-// and the pool alone (through the core's placement()): watch_for_empty(bytes) / take_emptied(),
-// when a free on the first stream left the whole pool free (the pool then puts its layout back:
-// vmm_home_layout.hpp).
+// and the pool alone (through the core's placement()): set_pool_bytes, watch_for_empty /
+// take_emptied and last_run_frees, when a free on the first stream left the whole pool free (the
+// pool then may put its layout back: vmm_home_layout.hpp).
 // Thread safety: as the core; see each member for the locks it needs.
 #pragma once
 
@@ -129,20 +131,27 @@ class one_stream_placement {
     if (many_threads_.load(std::memory_order_relaxed)) { return false; }  // ended meanwhile
     idle_->list.insert(block);
     pending_.store(true, std::memory_order_relaxed);
-    if (auto const w = watched_bytes_.load(std::memory_order_relaxed);
-        w != 0 && idle_->list.free_bytes() == w) [[unlikely]] {
-      watched_bytes_.store(0, std::memory_order_relaxed);
-      emptied_.store(true, std::memory_order_relaxed);
+    ++frees_;
+    if (idle_->list.free_bytes() == pool_bytes_.load(std::memory_order_relaxed)) [[unlikely]] {
+      emptied_now();
     }
     return true;
   }
 
-  /// The pool asks to hear of the next free on the first stream that leaves `pool_bytes` (all
-  /// of its memory) free in the idle list: take_emptied() then says so once. Any thread; a stale
-  /// or racing answer is only a hint (the pool checks under its locks).
-  void watch_for_empty(std::size_t pool_bytes) noexcept
+  /// The pool's bytes, as of its last growth or trim (set by the pool under its grow lock): a
+  /// free into the idle list that leaves this much free there is a wholly free moment.
+  void set_pool_bytes(std::size_t bytes) noexcept
   {
-    watched_bytes_.store(pool_bytes, std::memory_order_relaxed);
+    pool_bytes_.store(bytes, std::memory_order_relaxed);
+  }
+  /// The pool asks to hear of the next wholly free moment: take_emptied() then says so once. Any
+  /// thread; a stale or racing answer is only a hint (the pool checks under its locks).
+  void watch_for_empty() noexcept { armed_.store(true, std::memory_order_relaxed); }
+  /// The frees into the idle list between the last two wholly free moments (how much work the
+  /// last run between them did).
+  [[nodiscard]] std::size_t last_run_frees() const noexcept
+  {
+    return last_run_frees_.load(std::memory_order_relaxed);
   }
   /// Hot path: true once after such a free (one relaxed load when there was none).
   bool take_emptied() noexcept
@@ -234,6 +243,17 @@ class one_stream_placement {
     handover_.store(true, std::memory_order_relaxed);
   }
 
+  /// Under the idle list's lock, at a wholly free moment.
+  void emptied_now() noexcept
+  {
+    last_run_frees_.store(frees_, std::memory_order_relaxed);
+    frees_ = 0;
+    if (armed_.load(std::memory_order_relaxed)) {
+      armed_.store(false, std::memory_order_relaxed);
+      emptied_.store(true, std::memory_order_relaxed);
+    }
+  }
+
   bool still_solo(State& mine)
   {
     // A plain load first: the solo stream's own allocations (every one, while solo) make no
@@ -292,11 +312,15 @@ class one_stream_placement {
   std::atomic<bool> pending_{false};  // written under idle_->mutex
   std::atomic<std::thread::id> thread_{};
   std::atomic<bool> many_threads_{false};
-  std::atomic<bool> handover_{false};         // cleared on thread_ only
-  std::atomic<std::size_t> watched_bytes_{};  // watch_for_empty's pool size (0: none watched)
-  std::atomic<bool> emptied_{false};          // a free left watched_bytes_ free in the idle list
-  cudaEvent_t event_{};                       // stream_busy()'s question; guarded by the grow lock
-  cudaEvent_t order_event_{};                 // order_for()'s; guarded by the idle list's lock
+  std::atomic<bool> handover_{false};          // cleared on thread_ only
+  std::atomic<std::size_t> pool_bytes_{};      // set_pool_bytes'
+  std::atomic<bool> armed_{false};             // watch_for_empty asked for the next such moment
+  std::atomic<bool> emptied_{false};           // it came (take_emptied clears it)
+  std::size_t frees_{};                        // frees into the idle list since the last one;
+                                               // guarded by idle_->mutex
+  std::atomic<std::size_t> last_run_frees_{};  // frees_ at the last wholly free moment
+  cudaEvent_t event_{};                        // stream_busy()'s question; guarded by the grow lock
+  cudaEvent_t order_event_{};                  // order_for()'s; guarded by the idle list's lock
 };
 
 }  // namespace gpumem::detail

@@ -20,10 +20,11 @@
 //                     until at most `keep` bytes are mapped (trim, release threshold, OOM), and
 //                     keeps them as spares up to spare_bytes (the rest is released).
 //   release_spares()  releases the spare handles (pause, out of memory, destruction, on request).
-//   away_from_home() / return_home(idle)
-//                     when the pool is wholly free: whether growths moved handles since the pool
-//                     was last wholly free, and moving them back there (vmm_home_layout.hpp), so
-//                     that a job run again and again starts every run from the same layout.
+//   moves_home() / remember_home() / return_home(idle)
+//                     when the pool is wholly free: which handles growths moved since the layout
+//                     was remembered, remembering the present one instead, and moving them back
+//                     (vmm_home_layout.hpp), so a job run again and again starts every run from
+//                     the same layout.
 // Every driver call that may fail comes after the new idle list is built, and a failure unwinds:
 // the idle list and the tiling always agree with what is really mapped.
 //   pause(mode, stream)  gives every mapping's physical memory back (offload: its bytes copied
@@ -106,11 +107,13 @@ class vmm_backing {
   /// Releases the spare handles; returns the bytes released.
   std::size_t release_spares() noexcept { return spares_.release_all(); }
 
-  /// Call with the pool wholly free. True when return_home() would move handles: the same handles
-  /// as when the layout was last remembered are mapped, some elsewhere. Otherwise (the first
-  /// time, or memory was created or released since) the present layout is remembered as home and
-  /// the answer is false. No driver call; nothing while paused. May throw bad_alloc.
-  bool away_from_home();
+  /// Call with the pool wholly free. The handles return_home() would move: the same handles as
+  /// when the layout was last remembered are mapped, these elsewhere. Otherwise (the first time,
+  /// or memory was created or released since) the present layout is remembered as home and the
+  /// answer is 0. No driver call; 0 while paused. May throw bad_alloc.
+  std::size_t moves_home();
+  /// The present layout becomes home (no driver call; nothing while paused). May throw bad_alloc.
+  void remember_home();
   /// With every mapped byte free in `idle` and the device done with it: unmaps each handle that
   /// is not at home and maps it at an empty home slot of its size (access granted per run of
   /// adjacent slots), and idle then holds the home layout's runs. Returns the handles moved.

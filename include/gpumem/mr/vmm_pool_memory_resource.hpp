@@ -64,7 +64,9 @@
 // next such moment tries again), the handles go back where they were then (unmap, map, grant: the
 // mapping events' cause `home`), so a job run again and again over the pool starts each run from
 // the same layout instead of drifting (detail/vmm_home_layout.hpp). Growths that created memory
-// or trims that released some make the layout of that moment the new home instead.
+// or trims that released some make the layout of that moment the new home instead, and so does a
+// short run (fewer than 16 frees per handle to move: a loop of one large allocation and its free
+// would otherwise move the same handles there and back every time).
 //
 // Map and unmap listeners (add_map_listener, add_unmap_listener; gpumem/mr/vmm_mapping_event.hpp)
 // hear of every physical mapping made (growth, resume: after) and removed (pause: before; moves
@@ -248,9 +250,13 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   /// The first allocation after a free left the pool wholly free: the home layout (see the top).
   /// Never throws: a failure leaves the layout as it is (or as the backing unwound it).
   [[gnu::cold, gnu::noinline]] void return_home(cuda_stream_view stream) noexcept;
+  /// Whether to move handles home now (else the present layout may have become home).
+  bool worth_going_home();
   /// Under the grow lock and the idle list's lock, the device done with the idle memory: the
   /// backing's return_home when the pool is still wholly free and active.
   void move_home(detail::coalescing_free_list& idle);
+  /// A run must have freed at least this many blocks per handle that going home would move.
+  static constexpr std::size_t home_frees_per_handle = 16;
   void do_deallocate(void* ptr, std::size_t bytes, cuda_stream_view stream) noexcept override;
   [[noreturn]] void refuse_paused(std::size_t bytes) const;
   /// pause(mode) when `streams` is null, else pause(mode, *streams).
@@ -258,7 +264,11 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   /// Freezes the pool after synchronizing `streams` (each once) and trims their free blocks.
   void freeze_after(std::span<cuda_stream_view const> streams);
   /// Under the grow lock: what the backing mapped and unmapped goes to the listeners' queue.
-  void queue_events() noexcept { listeners_.queue(backing_.take_events()); }
+  void queue_events() noexcept
+  {
+    listeners_.queue(backing_.take_events());
+    placement().set_pool_bytes(backing_.mapped_bytes());
+  }
   [[nodiscard]] bool in_range(void const* ptr) const noexcept
   {
     auto const r  = backing_.range();
@@ -299,6 +309,8 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   std::atomic<std::uint64_t> resumes_{};
   std::atomic<std::uint64_t> pause_ns_{};
   std::atomic<std::uint64_t> resume_ns_{};
+  bool home_due_{false};  // a long run left the layout away; going home waits for an idle stream
+                          // (guarded by the grow lock)
   std::atomic<std::uint64_t> home_returns_{};
   std::atomic<std::uint64_t> home_moved_handles_{};
   detail::vmm_listeners listeners_;
