@@ -505,6 +505,12 @@ void vmm_backing::check(std::vector<free_block> const& blocks) const
     fail("an offload file open without a pause, beside a host copy, or too small for the layout");
   }
   spares_.check();
+  home_.check("vmm_pool_memory_resource");
+  for (auto const& h : home_.slots()) {
+    if (h.at < base_ || h.at + h.bytes > base_ + reserved_) {
+      fail(format("the home slot at ", static_cast<void*>(h.at), " lies outside the reservation"));
+    }
+  }
   if (paused_ && spares_.count() != 0) { fail("spare handles kept while paused"); }
   for (auto const& [at, m] : mapped_) {
     if (m.present && spares_.holds(m.handle)) {

@@ -48,6 +48,7 @@
 //   mapped_bytes_); file_.is_open() => paused_ && !staged_ and the file holds every mapping at
 //   its `staged` offset.
 //   spares: their own (vmm_spares::check); no spare handle is mapped; paused_ => no spares.
+//   home: its own (vmm_home_layout::check); every home slot lies in the reservation.
 // Thread safety: none (the pool calls it under its grow lock).
 #pragma once
 
