@@ -3,6 +3,8 @@
 // exactly the mapped bytes (and, per handle, each registration is one whole handle).
 #include "suballocator_test_helpers.hpp"
 
+#include <support/repeated_job.hpp>
+
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/mr/vmm_registrar.hpp>
 
@@ -69,12 +71,12 @@ struct fake_service {
 };
 
 struct vmm_registrar_test : ::testing::TestWithParam<unit> {
-  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 256 * MiB}};
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 1024 * MiB}};
   fake_service nccl;
 
   static vmm_pool make(detail::host_runtime& rt)
   {
-    return vmm_pool{{.reserve_bytes = 512 * MiB, .handle_bytes = 4 * MiB}, rt};
+    return vmm_pool{{.reserve_bytes = 2048 * MiB, .handle_bytes = 4 * MiB}, rt};
   }
 
   /// The invariant: registered == mapped (as sets of bytes), the registrar's view is the
@@ -137,6 +139,23 @@ TEST_P(vmm_registrar_test, FollowsMemoryMovedOutOfAHole)
     pool.deallocate(p, n);
   }
   check(pool, reg);
+}
+
+// A job run again and again: when the pool is wholly free its next allocation moves the handles
+// that growths moved back home (vmm_pool_home_test); the registrations follow each move.
+TEST_P(vmm_registrar_test, FollowsTheHandlesGoingHome)
+{
+  auto pool = make(rt);
+  mr::vmm_registrar reg{pool, nccl.reg(), nccl.dereg(), GetParam()};
+  auto const job = test::make_repeated_job(19, 300);
+  for (int run = 0; run < 3; ++run) {
+    (void)test::run_job(job, pool, {});
+    check(pool, reg);
+  }
+  void* p = pool.allocate(MiB);  // the layout goes home first
+  EXPECT_GE(pool.stats().home_returns, 1U);
+  check(pool, reg);
+  pool.deallocate(p, MiB);
 }
 
 TEST_P(vmm_registrar_test, PauseDeregistersBeforeTheUnmapAndResumeRegistersAgain)
