@@ -332,8 +332,7 @@ free_block vmm_backing::execute(coalescing_free_list& idle, target const& t,
   std::size_t i = 0;
   try {
     for (; i < pieces.size(); at += pieces[i++].bytes) { map_at(at, pieces[i]); }
-    runtime_->vmm_set_access(t.at, t.bytes, device_);  // one call for the whole target
-    for (int peer : peers_) { runtime_->vmm_set_access(t.at, t.bytes, peer); }
+    grant(t.at, t.bytes);  // one call per device for the whole target
   } catch (...) {  // unwind: nothing of the target stays mapped; the moved handles are released
     for (std::size_t j = i; j < pieces.size(); ++j) { runtime_->vmm_release(pieces[j].handle); }
     unmap_range(t.at, static_cast<std::size_t>(at - t.at));
@@ -389,6 +388,12 @@ void vmm_backing::map_at(char* at, piece const& p)
   mapped_.emplace(at, mapping{p.bytes, p.handle});
   mapped_bytes_ += p.bytes;
   take_unmapped(at, p.bytes);
+}
+
+void vmm_backing::grant(char* at, std::size_t bytes)
+{
+  runtime_->vmm_set_access(at, bytes, device_);
+  for (int peer : peers_) { runtime_->vmm_set_access(at, bytes, peer); }
 }
 
 void vmm_backing::unmap_range(char* at, std::size_t bytes) noexcept

@@ -64,18 +64,10 @@ std::size_t vmm_backing::return_home(coalescing_free_list& idle)
                [&](slot const& s) { return !std::binary_search(from.begin(), from.end(), s.at); });
   auto without = idle_of(staying);
   auto at_home = idle_of(home_.slots());
-  std::vector<std::pair<char*, std::size_t>> granted;  // the destinations, joined where adjacent
-  for (auto const& m : *moves) { granted.emplace_back(m.to, m.bytes); }
-  std::sort(granted.begin(), granted.end());
-  std::size_t runs = 0;
-  for (auto const& g : granted) {
-    if (runs != 0 && granted[runs - 1].first + granted[runs - 1].second == g.first) {
-      granted[runs - 1].second += g.second;
-    } else {
-      granted[runs++] = g;
-    }
-  }
-  granted.resize(runs);
+  std::vector<char*> to;  // the destinations in address order: access is granted per run of them
+  to.reserve(moves->size());
+  for (auto const& m : *moves) { to.push_back(m.to); }
+  std::sort(to.begin(), to.end());
 
   for (std::size_t k = 0; k < moves->size(); ++k) {
     auto const& m = (*moves)[k];
@@ -88,10 +80,7 @@ std::size_t vmm_backing::return_home(coalescing_free_list& idle)
     for (; mapped < moves->size(); ++mapped) {
       map_at((*moves)[mapped].to, {handles[mapped], (*moves)[mapped].bytes, nullptr});
     }
-    for (auto const& [at, bytes] : granted) {
-      runtime_->vmm_set_access(at, bytes, device_);
-      for (int peer : peers_) { runtime_->vmm_set_access(at, bytes, peer); }
-    }
+    for (auto const& r : runs_of(to)) { grant(r.at, r.bytes); }
   } catch (...) {
     unwind_home(*moves, handles, mapped);
     home_.remember({});  // the next wholly free moment remembers what is mapped then

@@ -260,8 +260,7 @@ std::map<char*, vmm_backing::mapping>::iterator vmm_backing::map_absent_run(
     done.push_back(it->first);  // reserved: cannot throw
     bytes += m.bytes;
   }
-  runtime_->vmm_set_access(start, bytes, device_);
-  for (int peer : peers_) { runtime_->vmm_set_access(start, bytes, peer); }
+  grant(start, bytes);
   if (ring != nullptr) {  // in address order: the run is one range of the file too
     read_back(*ring, start, first->second.staged, bytes, stream);
   } else if (staged_) {  // staged in address order: one range of the staging buffer too

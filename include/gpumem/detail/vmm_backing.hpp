@@ -229,6 +229,8 @@ class vmm_backing {
   void unmap_donor(piece const& p) noexcept;
   void retire(piece const& p) noexcept;
   void map_at(char* at, piece const& p);
+  /// Read-write access to [at, at + bytes) (mapped) for the pool's device and every peer.
+  void grant(char* at, std::size_t bytes);
   void unmap_range(char* at, std::size_t bytes) noexcept;
   void add_unmapped(char* at, std::size_t bytes);
   void take_unmapped(char* at, std::size_t bytes);
