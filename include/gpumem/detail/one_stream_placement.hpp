@@ -139,7 +139,8 @@ class one_stream_placement {
   }
 
   /// The pool's bytes, as of its last growth or trim (set by the pool under its grow lock): a
-  /// free into the idle list that leaves this much free there is a wholly free moment.
+  /// free into the idle list that leaves this much free there is a wholly free moment (never
+  /// while it is 0, the pool's way to watch for none).
   void set_pool_bytes(std::size_t bytes) noexcept
   {
     pool_bytes_.store(bytes, std::memory_order_relaxed);

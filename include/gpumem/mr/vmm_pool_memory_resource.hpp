@@ -267,7 +267,8 @@ class vmm_pool_memory_resource final : public detail::stream_ordered_memory_reso
   void queue_events() noexcept
   {
     listeners_.queue(backing_.take_events());
-    placement().set_pool_bytes(backing_.mapped_bytes());
+    // Without the home layout the placement watches for no wholly free moment (0: none matches).
+    if (options_.return_home) { placement().set_pool_bytes(backing_.mapped_bytes()); }
   }
   [[nodiscard]] bool in_range(void const* ptr) const noexcept
   {
