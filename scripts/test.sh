@@ -18,6 +18,9 @@
 #      (nvidia-cuda-cccl, header-only, in a virtual environment), so that an interface change
 #      upstream turns this red before it reaches a user's build;
 #   7. the Python package (pip install . + pytest), when python/ exists.
+# Each stage's build tree is removed once its tests have run (GPUMEM_KEEP_BUILD_TREES=1 keeps them),
+# so the run needs the disk of one tree at a time; it says how much disk is left at the start and
+# after any failed build.
 # Ends with one line "gpumem tests: N passed, N failed, N skipped"; exits non-zero on any failure.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,10 +31,25 @@ logs="$root/build-test-logs"
 mkdir -p "$logs"
 passed=0 failed=0 skipped=0 stage_failed=()
 
+# disk_left: one line, the space left where the build trees are (a full disk fails every later
+# build, so each failure says how much was left).
+disk_left() {
+  echo "   disk: $(df -h --output=avail "$root" | tail -n 1 | tr -d ' ') left on $(df --output=target "$root" | tail -n 1)"
+}
+
+# drop_tree <dir>: a stage's build tree, removed once its tests have run, so that the stages
+# never hold more than one tree on disk at a time (a fresh clone builds every tree anyway).
+# GPUMEM_KEEP_BUILD_TREES=1 keeps them, for rerunning a stage by hand.
+drop_tree() {
+  [ "${GPUMEM_KEEP_BUILD_TREES:-0}" = 1 ] || rm -rf "$1"
+}
+
+disk_left >&2
+
 # tally <log>: adds a ctest log's counts to the totals.
 tally() {
   local line total fails skips
-  line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -1)
+  line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -n 1)
   total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
   fails=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
   skips=$(grep -cE '\*\*\*Skipped|Not Run \(Disabled\)' "$1" || true)
@@ -49,14 +67,17 @@ stage() {
   if ! cmake -S "$root" -B "$dir" -G Ninja $cfg >"$logs/$name.configure.log" 2>&1 ||
      ! cmake --build "$dir" -- -j"$jobs" >"$logs/$name.build.log" 2>&1; then
     echo "   build failed; see $logs/$name.*.log" >&2
-    tail -30 "$logs/$name.build.log" "$logs/$name.configure.log" >&2
+    tail -n 30 "$logs/$name.configure.log" "$logs/$name.build.log" >&2
+    disk_left >&2
     failed=$((failed + 1)); stage_failed+=("$name")
+    drop_tree "$dir"
     return
   fi
   (cd "$dir" && ctest --output-on-failure --timeout 600 -j"$jobs" "$@") >"$logs/$name.ctest.log" 2>&1
   grep -E 'tests passed|Total Test time' "$logs/$name.ctest.log" >&2
   grep -A100 'The following tests FAILED' "$logs/$name.ctest.log" >&2 || true
   tally "$logs/$name.ctest.log"
+  [ "$name" = release ] || drop_tree "$dir"
 }
 
 # layering: no public header includes one of a higher tier, and no source folder includes headers
@@ -81,9 +102,9 @@ layering() {
 }
 echo "== layering (scripts/check_layering.py)" >&2
 if layering >"$logs/layering.log" 2>&1; then
-  passed=$((passed + 1)); tail -1 "$logs/layering.log" >&2
+  passed=$((passed + 1)); tail -n 1 "$logs/layering.log" >&2
 else
-  failed=$((failed + 1)); stage_failed+=(layering); tail -20 "$logs/layering.log" >&2
+  failed=$((failed + 1)); stage_failed+=(layering); tail -n 20 "$logs/layering.log" >&2
 fi
 
 # format: clang-format in check mode over every C++ and CUDA source (a file it would change fails).
@@ -156,8 +177,9 @@ echo "== consumers (moved install prefix, README quick start, pkg-config, FetchC
 if consumers >"$logs/consumers.log" 2>&1; then
   passed=$((passed + 1)); grep -E '^(gpumem consumer|peak )' "$logs/consumers.log" >&2
 else
-  failed=$((failed + 1)); stage_failed+=(consumers); tail -30 "$logs/consumers.log" >&2
+  failed=$((failed + 1)); stage_failed+=(consumers); tail -n 30 "$logs/consumers.log" >&2
 fi
+drop_tree "$root/build-test"
 
 san="-DCMAKE_BUILD_TYPE=Debug -DGPUMEM_BUILD_CUDA_TESTS=OFF -DGPUMEM_BUILD_BENCHMARKS=OFF -DGPUMEM_BUILD_TOOLS=OFF"
 cfg="$san -DGPUMEM_SANITIZE=address"
@@ -176,12 +198,13 @@ stage invariants "$root/build-invariants" -L cpu -E '^compile_fail\.'
 cfg="$san -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_SANITIZE=address -DGPUMEM_BUILD_FUZZERS=ON -DCMAKE_CXX_COMPILER=clang++-14"
 # The snapshot converter (Python) is fuzzed by Atheris, from PyPI into a virtual environment.
 fuzz_venv="$root/build-fuzz/venv"
-if { [ -x "$fuzz_venv/bin/python" ] || python3 -m venv "$fuzz_venv"; } &&
-   "$fuzz_venv/bin/pip" install -q --only-binary=:all: atheris >"$logs/fuzz.pip.log" 2>&1; then
+if { { [ -x "$fuzz_venv/bin/python" ] || python3 -m venv "$fuzz_venv"; } &&
+     "$fuzz_venv/bin/pip" install -q --only-binary=:all: atheris; } >"$logs/fuzz.pip.log" 2>&1; then
   cfg="$cfg -DGPUMEM_FUZZ_PYTHON=$fuzz_venv/bin/python"
 else
   echo "== fuzz: could not install atheris from PyPI; the snapshot converter is not fuzzed" >&2
-  tail -5 "$logs/fuzz.pip.log" >&2
+  tail -n 5 "$logs/fuzz.pip.log" >&2
+  disk_left >&2
   failed=$((failed + 1)); stage_failed+=(fuzz-atheris)
 fi
 ASAN_OPTIONS=detect_leaks=1 stage fuzz "$root/build-fuzz" -L fuzz
@@ -204,16 +227,18 @@ if cccl_include=$(newest_cccl_include 2>"$logs/cccl-newest.pip.log"); then
   stage cccl-newest "$root/build-cccl-newest" -L cpu
 else
   echo "== cccl-newest: could not install nvidia-cuda-cccl from PyPI" >&2
-  tail -5 "$logs/cccl-newest.pip.log" >&2
+  tail -n 5 "$logs/cccl-newest.pip.log" >&2
+  disk_left >&2
+  drop_tree "$root/build-cccl-newest"
   failed=$((failed + 1)); stage_failed+=(cccl-newest)
 fi
 
 if [ -f "$root/pyproject.toml" ] && [ -x "$root/scripts/test_python.sh" ]; then
   echo "== python" >&2
   if "$root/scripts/test_python.sh" >"$logs/python.log" 2>&1; then :; else
-    stage_failed+=(python); fi
-  tail -3 "$logs/python.log" >&2
-  line=$(grep -E '[0-9]+ (passed|failed)' "$logs/python.log" | tail -1)
+    stage_failed+=(python); disk_left >&2; fi
+  tail -n 3 "$logs/python.log" >&2
+  line=$(grep -E '[0-9]+ (passed|failed)' "$logs/python.log" | tail -n 1)
   count() { grep -oE "[0-9]+ $1" <<<"$line" | grep -oE '[0-9]+' || true; }
   p=$(count passed); f=$(count failed); s=$(count skipped)
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
