@@ -3,13 +3,16 @@
 // virtual-memory pool also wholly mapped, and trim_to() now and then), and the stream
 // rule: memory reused on a stream other than the one that freed it, while the freeing stream's
 // work is unfinished, must find new work on the reusing stream waiting. Smoke-sized for CI; set
-// GPUMEM_FUZZ_STEPS for longer runs (read by the test only).
+// GPUMEM_FUZZ_STEPS for longer runs and
+// GPUMEM_FUZZ_SEEDS for other seeds (support/fuzz_settings.hpp; read by the tests only).
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/mr/binning_memory_resource.hpp>
 #include <gpumem/mr/cuda_memory_resource.hpp>
 #include <gpumem/mr/fixed_size_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
+
+#include <support/fuzz_settings.hpp>
 
 #include <gtest/gtest.h>
 
@@ -36,8 +39,7 @@ struct freed_range {
 
 int steps()
 {
-  char const* env = std::getenv("GPUMEM_FUZZ_STEPS");
-  return env != nullptr ? std::atoi(env) : 2000;
+  return fuzz_steps(2000);
 }
 
 template <class Resource>
@@ -222,10 +224,13 @@ TEST_P(suballocator_fuzz, VmmPoolOneStreamOftenWhollyFree)
   // moved handles, long enough to be worth moving them back, comes once it has stopped growing.
   walker{rt, pool, std::size_t{2} << 20, GetParam(), true}.run(10 * steps());
   EXPECT_EQ(pool.bad_deallocations(), 0U);
-  EXPECT_GT(pool.stats().home_returns, 0U) << "the walk took the layout home";
+  if (!fuzz_seeds_given()) {  // the default seeds reach it; other seeds may not
+    EXPECT_GT(pool.stats().home_returns, 0U) << "the walk took the layout home";
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(seeds, suballocator_fuzz, ::testing::Values(1, 2, 20261122));
+INSTANTIATE_TEST_SUITE_P(seeds, suballocator_fuzz,
+                         ::testing::ValuesIn(fuzz_seeds({1, 2, 20261122})));
 
 }  // namespace
 }  // namespace gpumem::test

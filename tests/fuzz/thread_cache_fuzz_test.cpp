@@ -6,11 +6,14 @@
 // invariants, bytes cached == the sum over the caches <= the cap, cached blocks disjoint from each
 // other and from live blocks, live blocks disjoint and intact, and the stream rule (memory reused
 // on a stream other than the one that freed it, while that stream's work is unfinished, must find
-// new work on the reusing stream waiting). GPUMEM_FUZZ_STEPS sets the length (default 1500).
+// new work on the reusing stream waiting). GPUMEM_FUZZ_STEPS sets the length (default 1500),
+// GPUMEM_FUZZ_SEEDS the seeds (support/fuzz_settings.hpp).
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/mr/cuda_memory_resource.hpp>
 #include <gpumem/mr/pool_memory_resource.hpp>
 #include <gpumem/mr/thread_cache_resource_adaptor.hpp>
+
+#include <support/fuzz_settings.hpp>
 
 #include <gtest/gtest.h>
 
@@ -32,8 +35,7 @@ using cache_t = mr::thread_cache_resource_adaptor<pool_t>;
 
 int steps()
 {
-  char const* env = std::getenv("GPUMEM_FUZZ_STEPS");
-  return env != nullptr ? std::atoi(env) : 1500;
+  return fuzz_steps(1500);
 }
 
 /// A thread that runs one job at a time for the test, which waits for it.
@@ -171,8 +173,7 @@ class walker {
 
   void allocate(int who)
   {
-    auto const exp   = std::uniform_real_distribution<double>{8, 21.5}(rng_);
-    auto const bytes = static_cast<std::size_t>(std::exp2(exp));
+    auto const bytes = pick_size();
     auto const s     = pick_stream(who);
     char* p{};
     actors_[who]->run([&] {
@@ -188,6 +189,21 @@ class walker {
     p[0]           = static_cast<char>(tag);
     p[bytes - 1]   = static_cast<char>(tag);
     live_.emplace(p, live_block{bytes, s, tag});
+  }
+
+  /// Three requests in four are of a few sizes fixed for the walk (256 B to 128 KiB), as a
+  /// program's are, so that a freed block is often asked for again (cache hits among remote frees
+  /// and flushes); the rest are of any size from 256 B to about 3 MiB (the largest pass the cache).
+  std::size_t pick_size()
+  {
+    auto any = [&](double largest_exp) {
+      auto const exp = std::uniform_real_distribution<double>{8, largest_exp}(rng_);
+      return static_cast<std::size_t>(std::exp2(exp));
+    };
+    if (palette_.empty()) {
+      for (int k = 0; k < 6; ++k) { palette_.push_back(any(17)); }
+    }
+    return rng_() % 4 != 0 ? palette_[rng_() % palette_.size()] : any(21.5);
   }
 
   void free_one(int who)
@@ -268,6 +284,7 @@ class walker {
       &pool_, mr::thread_cache_options{.thread_cap_bytes = 1 << 20, .pool_fraction = 0.25});
   std::array<std::unique_ptr<actor>, 3> actors_;
   std::vector<cudaStream_t> shared_;
+  std::vector<std::size_t> palette_;  // the walk's usual sizes
   std::map<char*, live_block> live_;
   std::map<char*, freed_range> freed_;
 };
@@ -279,7 +296,8 @@ TEST_P(thread_cache_fuzz, ThreadCacheOverPool)
   walker{GetParam()}.run(steps());
 }
 
-INSTANTIATE_TEST_SUITE_P(seeds, thread_cache_fuzz, ::testing::Values(1, 2, 20261124));
+INSTANTIATE_TEST_SUITE_P(seeds, thread_cache_fuzz,
+                         ::testing::ValuesIn(fuzz_seeds({1, 2, 20261124})));
 
 }  // namespace
 }  // namespace gpumem::test

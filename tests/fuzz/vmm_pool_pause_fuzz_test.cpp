@@ -5,9 +5,12 @@
 // host model's invariants; every live block mapped when active; its first and last bytes intact
 // across offload + resume (after a discard they are written again); allocations while paused
 // refused with paused_error; and the listeners' account — bytes heard mapped minus bytes heard
-// unmapped — equal to the memory mapped. Smoke-sized for CI; GPUMEM_FUZZ_STEPS for longer runs.
+// unmapped — equal to the memory mapped. Smoke-sized for CI; GPUMEM_FUZZ_STEPS for longer runs,
+// GPUMEM_FUZZ_SEEDS for other seeds (support/fuzz_settings.hpp).
 #include <gpumem/detail/host_runtime.hpp>
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
+
+#include <support/fuzz_settings.hpp>
 
 #include <gtest/gtest.h>
 
@@ -24,8 +27,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 
 int steps()
 {
-  char const* env = std::getenv("GPUMEM_FUZZ_STEPS");
-  return env != nullptr ? std::atoi(env) : 1500;
+  return fuzz_steps(1500);
 }
 
 struct live_block {
@@ -189,7 +191,8 @@ TEST_P(vmm_pool_pause_fuzz, PauseResumeAmongAllocationsFreesAndTrims)
   pause_walker{GetParam()}.run(steps());
 }
 
-INSTANTIATE_TEST_SUITE_P(seeds, vmm_pool_pause_fuzz, ::testing::Values(1, 2, 20261126));
+INSTANTIATE_TEST_SUITE_P(seeds, vmm_pool_pause_fuzz,
+                         ::testing::ValuesIn(fuzz_seeds({1, 2, 20261126})));
 
 }  // namespace
 }  // namespace gpumem::test
