@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -26,10 +27,21 @@ using namespace gpumem;
 
 constexpr std::uint64_t trace_events = 500'000;
 
-/// A synthetic trace: log-uniform sizes 256 B..64 MiB, at most 4096 live, random frees.
+/// A file removed when the program ends.
+struct removed_at_exit {
+  std::string path;
+  explicit removed_at_exit(std::string p) : path{std::move(p)} {}
+  removed_at_exit(removed_at_exit const&)            = delete;
+  removed_at_exit& operator=(removed_at_exit const&) = delete;
+  ~removed_at_exit() { std::remove(path.c_str()); }
+};
+
+/// A synthetic trace: log-uniform sizes 256 B..64 MiB, at most 4096 live, random frees. (Removed
+/// at exit by the static's destructor: an atexit handler registered while the static was being
+/// made ran after the static was destroyed, read a dead string and left the file behind.)
 std::string const& synthetic_trace()
 {
-  static std::string const path = [] {
+  static removed_at_exit const file{[] {
     auto p = (std::filesystem::temp_directory_path() /
               ("gpumem_replay_bench." + std::to_string(::getpid()) + ".csv"))
                  .string();
@@ -55,10 +67,9 @@ std::string const& synthetic_trace()
       }
       w.write(e);
     }
-    std::atexit([] { std::remove(synthetic_trace().c_str()); });
     return p;
-  }();
-  return path;
+  }()};
+  return file.path;
 }
 
 /// One replay of `profile` over a fresh simulated device and the stack `spec`.

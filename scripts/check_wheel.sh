@@ -17,6 +17,7 @@ limit_mb=${GPUMEM_WHEEL_LIMIT_MB:-15}
 
 if ((hide)); then
   empty=$(mktemp -d)
+  trap 'rmdir "$empty" 2>/dev/null || true' EXIT
   for d in /usr/local/cuda*; do
     real=$(readlink -f "$d")
     if [ -d "$real" ] && ! mountpoint -q "$real"; then mount --bind "$empty" "$real"; fi

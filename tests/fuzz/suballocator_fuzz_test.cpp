@@ -12,6 +12,7 @@
 #include <gpumem/mr/pool_memory_resource.hpp>
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 
+#include <support/disjoint_blocks.hpp>
 #include <support/fuzz_settings.hpp>
 
 #include <gtest/gtest.h>
@@ -37,9 +38,10 @@ struct freed_range {
   std::uint64_t position;  // the freeing stream's enqueued position at the free
 };
 
+constexpr int default_steps = 2000;
 int steps()
 {
-  return fuzz_steps(2000);
+  return fuzz_steps(default_steps);
 }
 
 template <class Resource>
@@ -127,15 +129,7 @@ class walker {
     res_.deallocate(p, info.bytes, s);
   }
 
-  void check_disjoint(char* p, std::size_t bytes)
-  {
-    auto next = live_.lower_bound(p);
-    if (next != live_.end()) { ASSERT_LE(p + bytes, next->first) << "overlaps a live block"; }
-    if (next != live_.begin()) {
-      auto prev = std::prev(next);
-      ASSERT_LE(prev->first + prev->second.bytes, p) << "overlaps a live block";
-    }
-  }
+  void check_disjoint(char* p, std::size_t bytes) { assert_disjoint(live_, p, bytes); }
 
   /// Every earlier free overlapping [p, p+bytes) on another, unfinished stream must be waited for.
   void check_ordered(char* p, std::size_t bytes, cudaStream_t s)
@@ -224,7 +218,7 @@ TEST_P(suballocator_fuzz, VmmPoolOneStreamOftenWhollyFree)
   // moved handles, long enough to be worth moving them back, comes once it has stopped growing.
   walker{rt, pool, std::size_t{2} << 20, GetParam(), true}.run(10 * steps());
   EXPECT_EQ(pool.bad_deallocations(), 0U);
-  if (!fuzz_seeds_given()) {  // the default seeds reach it; other seeds may not
+  if (fuzz_reach_checked(default_steps)) {  // the default walks reach it; others may not
     EXPECT_GT(pool.stats().home_returns, 0U) << "the walk took the layout home";
   }
 }

@@ -13,6 +13,7 @@
 #include <gpumem/mr/pool_memory_resource.hpp>
 #include <gpumem/mr/thread_cache_resource_adaptor.hpp>
 
+#include <support/disjoint_blocks.hpp>
 #include <support/fuzz_settings.hpp>
 
 #include <gtest/gtest.h>
@@ -33,9 +34,10 @@ namespace {
 using pool_t  = mr::pool_memory_resource<mr::cuda_memory_resource>;
 using cache_t = mr::thread_cache_resource_adaptor<pool_t>;
 
+constexpr int default_steps = 1500;
 int steps()
 {
-  return fuzz_steps(1500);
+  return fuzz_steps(default_steps);
 }
 
 /// A thread that runs one job at a time for the test, which waits for it.
@@ -121,10 +123,12 @@ class walker {
       check(step);
     }
     while (!live_.empty()) { free_one(pick_actor()); }
-    auto const st = cache_->stats();  // the walk reached the paths it is meant to test
-    EXPECT_GT(st.hits, 0U);
-    EXPECT_GT(st.remote_frees, 0U);
-    EXPECT_GT(st.flushed, 0U);
+    if (fuzz_reach_checked(default_steps)) {  // the walk reached the paths it is meant to test
+      auto const st = cache_->stats();
+      EXPECT_GT(st.hits, 0U);
+      EXPECT_GT(st.remote_frees, 0U);
+      EXPECT_GT(st.flushed, 0U);
+    }
     for (auto& a : actors_) { a.reset(); }
     cache_->trim();
     EXPECT_EQ(pool_used(), 0U) << "every block went back to the pool";
@@ -223,15 +227,7 @@ class walker {
     actors_[s.owner < 0 ? who : s.owner]->run([&] { cache_->deallocate(p, info.bytes, s.handle); });
   }
 
-  void check_disjoint(char* p, std::size_t bytes)
-  {
-    auto next = live_.lower_bound(p);
-    if (next != live_.end()) { ASSERT_LE(p + bytes, next->first) << "overlaps a live block"; }
-    if (next != live_.begin()) {
-      auto prev = std::prev(next);
-      ASSERT_LE(prev->first + prev->second.bytes, p) << "overlaps a live block";
-    }
-  }
+  void check_disjoint(char* p, std::size_t bytes) { assert_disjoint(live_, p, bytes); }
 
   /// Every earlier free overlapping [p, p+bytes) on another, unfinished stream must be waited for.
   void check_ordered(char* p, std::size_t bytes, stream_id s)

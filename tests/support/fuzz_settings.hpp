@@ -3,6 +3,8 @@
 //   GPUMEM_FUZZ_STEPS=N          steps per walk (each suite's default otherwise);
 //   GPUMEM_FUZZ_SEEDS=a,b,...    the seeds (each suite's three otherwise); or
 //   GPUMEM_FUZZ_SEEDS=first-last every seed of a range, e.g. 1-500.
+// A walk's checks that it reached the paths it is meant to test hold for its own seeds and length
+// only (fuzz_reach_checked); its invariants are checked whatever the seeds and length.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,13 @@ inline bool fuzz_seeds_given()
 {
   char const* env = std::getenv("GPUMEM_FUZZ_SEEDS");
   return env != nullptr && *env != '\0';
+}
+
+/// Whether the walk runs with its suite's own seeds and at least its own length: only then do its
+/// "it reached this path" checks hold (shorter walks and other seeds check the invariants only).
+inline bool fuzz_reach_checked(int default_steps)
+{
+  return !fuzz_seeds_given() && fuzz_steps(default_steps) >= default_steps;
 }
 
 /// The seeds GPUMEM_FUZZ_SEEDS names, else `fallback`. A malformed value fails loudly (a fuzz run

@@ -39,14 +39,24 @@ bool same(gpumem::trace::event const& a, gpumem::trace::event const& b)
 
 extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size)
 {
-  static std::string const path = [] {
-    char name[]  = "/tmp/gpumem-fuzz-trace-XXXXXX";
-    int const fd = ::mkstemp(name);
-    if (fd < 0) { std::abort(); }
-    ::close(fd);
-    return std::string{name};
-  }();
-  std::FILE* f = std::fopen(path.c_str(), "wb");
+  // One file for every input, removed when the fuzzer exits (its static is destroyed then).
+  struct scratch_file {
+    std::string path;
+    scratch_file()
+    {
+      char name[]  = "/tmp/gpumem-fuzz-trace-XXXXXX";
+      int const fd = ::mkstemp(name);
+      if (fd < 0) { std::abort(); }
+      ::close(fd);
+      path = name;
+    }
+    scratch_file(scratch_file const&)            = delete;
+    scratch_file& operator=(scratch_file const&) = delete;
+    ~scratch_file() { ::unlink(path.c_str()); }
+  };
+  static scratch_file const scratch;
+  auto const& path = scratch.path;
+  std::FILE* f     = std::fopen(path.c_str(), "wb");
   if (f == nullptr || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) {
     std::abort();
   }
