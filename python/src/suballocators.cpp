@@ -97,7 +97,10 @@ PoolMemoryResource on reuse, and about as lean as the driver's own pool, because
 moved out of free holes to wherever a request needs contiguous memory.
 
 ``reserve_bytes`` (None: twice the device memory) of address space are reserved once;
-``granularity_bytes`` (None: the device's) is the granule; ``growth_percent`` maps that share of
+``granularity_bytes`` (None: the device's) is the granule; new memory comes as physical handles
+of at most ``handle_bytes`` at a growth's two ends and twice that between them (None: one handle
+per growth; smaller handles hold less free memory beside live blocks and cost more driver calls
+when the pool grows); ``growth_percent`` maps that share of
 what is mapped ahead of a need, and ``busy_growth_percent`` when the pool grows while its one
 stream's work still runs (no free memory can move then); above ``release_threshold_bytes`` (None: no limit) of free memory,
 free granules go back to the device at each growth. ``trim_to(n)`` unmaps free granules until
@@ -116,42 +119,43 @@ handles that growths moved since back where they were the last time the pool was
 a job run again and again keeps its footprint (``stats()``: ``home_returns``,
 ``home_moved_handles``). Takes memory from the runtime directly (no upstream).
 )doc");
-  c.def(
-       py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
-                   unsigned growth, std::optional<std::size_t> threshold, std::optional<int> device,
-                   py::handle runtime, std::vector<int> peers, bool all_peers, unsigned busy,
-                   bool keep_staging, std::size_t spares, bool shareable, bool rdma,
-                   std::optional<std::string> directory, bool return_home) {
-         mr::vmm_pool_options o;
-         o.return_home             = return_home;
-         o.offload_directory       = directory.value_or("");
-         o.spare_bytes             = spares;
-         o.keep_offload_staging    = keep_staging;
-         o.shareable_handles       = shareable;
-         o.gpu_direct_rdma         = rdma;
-         o.peer_devices            = std::move(peers);
-         o.all_peers               = all_peers;
-         o.reserve_bytes           = reserve.value_or(0);
-         o.granularity_bytes       = granularity.value_or(0);
-         o.growth_percent          = growth;
-         o.busy_growth_percent     = busy;
-         o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
-         o.device                  = device.value_or(-1);
-         return std::make_shared<R>(o, to_runtime(runtime));
-       }),
-       py::kw_only(), py::arg("reserve_bytes") = py::none(),
-       py::arg("granularity_bytes")       = py::none(),
-       py::arg("growth_percent")          = defaults.growth_percent,
-       py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
-       py::arg("runtime") = py::none(), py::arg("peer_devices") = defaults.peer_devices,
-       py::arg("all_peers")            = defaults.all_peers,
-       py::arg("busy_growth_percent")  = defaults.busy_growth_percent,
-       py::arg("keep_offload_staging") = defaults.keep_offload_staging,
-       py::arg("spare_bytes")          = defaults.spare_bytes,
-       py::arg("shareable_handles")    = defaults.shareable_handles,
-       py::arg("gpu_direct_rdma")      = defaults.gpu_direct_rdma,
-       py::arg("offload_directory") = py::none(), py::arg("return_home") = defaults.return_home,
-       py::keep_alive<1, 7>())
+  c.def(py::init([](std::optional<std::size_t> reserve, std::optional<std::size_t> granularity,
+                    unsigned growth, std::optional<std::size_t> threshold,
+                    std::optional<int> device, py::handle runtime, std::vector<int> peers,
+                    bool all_peers, unsigned busy, bool keep_staging, std::size_t spares,
+                    bool shareable, bool rdma, std::optional<std::string> directory,
+                    bool return_home, std::optional<std::size_t> handle) {
+          mr::vmm_pool_options o;
+          o.handle_bytes            = handle.value_or(0);
+          o.return_home             = return_home;
+          o.offload_directory       = directory.value_or("");
+          o.spare_bytes             = spares;
+          o.keep_offload_staging    = keep_staging;
+          o.shareable_handles       = shareable;
+          o.gpu_direct_rdma         = rdma;
+          o.peer_devices            = std::move(peers);
+          o.all_peers               = all_peers;
+          o.reserve_bytes           = reserve.value_or(0);
+          o.granularity_bytes       = granularity.value_or(0);
+          o.growth_percent          = growth;
+          o.busy_growth_percent     = busy;
+          o.release_threshold_bytes = threshold.value_or(SIZE_MAX);
+          o.device                  = device.value_or(-1);
+          return std::make_shared<R>(o, to_runtime(runtime));
+        }),
+        py::kw_only(), py::arg("reserve_bytes") = py::none(),
+        py::arg("granularity_bytes")       = py::none(),
+        py::arg("growth_percent")          = defaults.growth_percent,
+        py::arg("release_threshold_bytes") = py::none(), py::arg("device") = py::none(),
+        py::arg("runtime") = py::none(), py::arg("peer_devices") = defaults.peer_devices,
+        py::arg("all_peers")            = defaults.all_peers,
+        py::arg("busy_growth_percent")  = defaults.busy_growth_percent,
+        py::arg("keep_offload_staging") = defaults.keep_offload_staging,
+        py::arg("spare_bytes")          = defaults.spare_bytes,
+        py::arg("shareable_handles")    = defaults.shareable_handles,
+        py::arg("gpu_direct_rdma")      = defaults.gpu_direct_rdma,
+        py::arg("offload_directory") = py::none(), py::arg("return_home") = defaults.return_home,
+        py::arg("handle_bytes") = defaults.handle_bytes, py::keep_alive<1, 7>())
       .def_property_readonly("granularity", &R::granularity, "The granule size in bytes.")
       .def(
           "mapped_runs",

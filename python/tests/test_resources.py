@@ -271,6 +271,26 @@ def test_vmm_pool_takes_a_repeated_jobs_layout_home(home):
     pool.check_invariants()
 
 
+@pytest.mark.parametrize("limit, handles", [(None, 1), (16 << 20, 5), (4 << 20, 14),
+                                            (3 << 20, 14), ((1 << 64) - 1, 1)])
+def test_vmm_pool_handle_bytes_cuts_new_memory_into_handles(limit, handles):
+    # 100 MiB of new memory: ends of at most `limit` (rounded up to 2 MiB granules), twice that
+    # between them; None (or a limit too large to round) is one handle per growth.
+    rt = gpumem.HostRuntime(capacity_bytes=1 << 30)
+    pool = gpumem.VmmPoolMemoryResource(reserve_bytes=1 << 30, granularity_bytes=2 << 20,
+                                        runtime=rt, handle_bytes=limit)
+    p = pool.allocate(100 << 20)
+    assert pool.stats()["handles"] == handles
+    pool.deallocate(p, 100 << 20)
+    pool.check_invariants()
+
+
+def test_vmm_pool_handle_bytes_refuses_a_negative_size():
+    with pytest.raises(TypeError):
+        gpumem.VmmPoolMemoryResource(reserve_bytes=1 << 30, handle_bytes=-1,
+                                     runtime=gpumem.HostRuntime(capacity_bytes=1 << 30))
+
+
 def test_vmm_pool_single_handle_allocations_export_and_import(host):
     pool = gpumem.VmmPoolMemoryResource(reserve_bytes=64 << 20, runtime=host)
     p = pool.allocate_single_handle(3 << 20)

@@ -68,9 +68,12 @@ vmm_backing::vmm_backing(runtime& rt, mr::vmm_pool_options const& options)
   GPUMEM_EXPECTS(wanted > 0 && can_align_up(wanted, granularity_), logic_error,
                  format("vmm_pool_memory_resource: cannot reserve ", wanted, " bytes"));
   reserved_ = align_up(wanted, granularity_);
-  handle_bytes_ =
-      handle_bytes_ == 0 ? SIZE_MAX : std::max(granularity_, align_up(handle_bytes_, granularity_));
-  base_ = static_cast<char*>(rt.vmm_reserve(reserved_, granularity_));
+  // 0, or a size too large to round to granules (SIZE_MAX included): no limit, one handle per
+  // growth. (Rounding such a size up wrapped around to a small one: granule-sized handles.)
+  handle_bytes_ = handle_bytes_ == 0 || !can_align_up(handle_bytes_, granularity_)
+                      ? SIZE_MAX
+                      : std::max(granularity_, align_up(handle_bytes_, granularity_));
+  base_         = static_cast<char*>(rt.vmm_reserve(reserved_, granularity_));
   try {
     unmapped_.emplace(base_, reserved_);
   } catch (...) {

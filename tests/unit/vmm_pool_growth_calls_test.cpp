@@ -58,6 +58,19 @@ TEST(vmm_pool_growth, OneHandlePerGrowthStaysOne)
   pool.check_invariants();
 }
 
+// A limit too large to round up to granules is no limit (it used to wrap around to one granule).
+TEST(vmm_pool_growth, TheLargestHandleLimitIsNoLimit)
+{
+  for (auto const limit : {SIZE_MAX, SIZE_MAX - MiB, std::size_t{1} << 63}) {
+    detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 1024 * MiB}};
+    mr::vmm_pool_memory_resource pool{{.reserve_bytes = 2048 * MiB, .handle_bytes = limit}, rt};
+    void* p = pool.allocate(500 * MiB);
+    EXPECT_EQ(rt.calls().vmm_create, 1U) << "limit " << limit;
+    pool.deallocate(p, 500 * MiB);
+    pool.check_invariants();
+  }
+}
+
 struct trace_case {
   char const* name;
   double max_held_over_live;       // the cold pass's, with this tree's growth (design.md)

@@ -21,8 +21,8 @@ struct vmm_pool_options {
   /// busy stays held (12 % here made PyTorch's GPT-2 training hold 13 % more device memory).
   unsigned busy_growth_percent{0};
   /// Largest physical handle at either end of a growth's new memory; between its ends, handles
-  /// are up to twice as large (memory one large request covers whole: fewer driver calls). 0: one
-  /// handle per growth.
+  /// are up to twice as large (memory one large request covers whole: fewer driver calls). 0 (or a
+  /// size too large to round up to granules, such as SIZE_MAX): one handle per growth.
   std::size_t handle_bytes{std::size_t{16} << 20};
   std::size_t release_threshold_bytes{SIZE_MAX};  ///< free memory kept mapped at a growth
   /// Physical handles that a trim or the release threshold unmaps are kept, unmapped, up to this
