@@ -283,6 +283,56 @@ TEST(ResourceFactory, EveryHostCapableEntryBuildsAndServes)
   }
 }
 
+// Hostile parameters: every parameter of every entry that runs without a GPU, at each extreme a
+// user may write, is either refused with a typed error or builds a stack that serves requests (or
+// refuses them with out_of_memory) and frees them: no other exception, no crash, no hang.
+TEST(ResourceFactory, EveryParameterAtItsExtremesIsRefusedOrServes)
+{
+  char const* const values[] = {"0",    "1",   "255",        "4097",     "1MiB",
+                                "1000", "max", "4294967295", "65536TiB", "none",
+                                "true", "all", "-1",         "1e999",    "18446744073709551615"};
+  std::size_t built          = 0;
+  for (auto const& e : factory_table()) {
+    if (e.needs_gpu || e.kind == resource_kind::peer || e.name == "managed") { continue; }
+    for (auto const& p : e.params) {
+      if (p.key == "file") { continue; }  // a file name: any text is one
+      for (char const* v : values) {
+        std::string spec = std::string{e.name} + ":" + std::string{p.key} + "=" + v;
+        if (e.name == "logging") { spec += ",file=/dev/null"; }
+        if (e.kind == resource_kind::adaptor) { spec += ">pool"; }
+        SCOPED_TRACE(spec);
+        detail::host_runtime rt{
+            {.capacity_bytes = 8ULL << 30, .backed = false, .auto_complete = true}};
+        try {
+          auto stack = build(spec, rt, true);
+          ++built;
+          for (std::size_t const n :
+               {std::size_t{1000}, std::size_t{300000}, std::size_t{64} << 20}) {
+            try {
+              void* q = stack.top().allocate(n);
+              stack.top().deallocate(q, n);
+            } catch (gpumem::bad_alloc const&) {  // refused: the stack stays usable
+            }
+          }
+          void* q = nullptr;
+          try {
+            q = stack.top().allocate(1000);
+          } catch (gpumem::bad_alloc const&) {
+          }
+          if (q != nullptr) { stack.top().deallocate(q, 1000); }
+        } catch (gpumem::logic_error const&) {  // spec_error among them
+        } catch (gpumem::out_of_range const&) {
+        } catch (gpumem::bad_alloc const&) {  // a pool that reserves more than the device has
+        } catch (gpumem::cuda_error const&) {
+        } catch (std::exception const& x) {
+          ADD_FAILURE() << "untyped error: " << x.what();
+        }
+      }
+    }
+  }
+  EXPECT_GT(built, 50U) << "most extremes build";
+}
+
 TEST(ResourceFactory, DefaultRunListComesFromTheTable)
 {
   std::size_t suballocators = 0;
