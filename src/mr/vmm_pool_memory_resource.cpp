@@ -178,7 +178,7 @@ void vmm_pool_memory_resource::return_home(cuda_stream_view stream) noexcept
   } catch (...) {  // NOLINT(bugprone-empty-catch): the layout stays; the allocation goes on
   }
   if (listeners_.pending()) { listeners_.deliver(); }
-  detail::check_after_slow_path("return_home", [this] { check_invariants(); });
+  check_after_own_slow_path("return_home");
 }
 
 // A run that freed fewer than home_frees_per_handle blocks for each handle a return would move is

@@ -292,9 +292,20 @@ class stream_ordered_memory_resource : public mr::device_memory_resource,
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
   Derived const& derived() const noexcept { return static_cast<Derived const&>(*this); }
 
-  // Protected: a Derived that refuses allocations in some state (the virtual-memory pool while
-  // paused) checks first and passes the rest here.
  protected:
+  /// The invariant-check build's check after a Derived's own slow path `where` (one that runs
+  /// outside allocate and deallocate): with the call gate held, so that no other call is halfway
+  /// through (a block taken from a list and not yet in the table). Nothing in other builds.
+  void check_after_own_slow_path(char const* where) noexcept
+  {
+    if constexpr (invariant_check_build) {
+      [[maybe_unused]] auto const gate = gate_.enter();
+      check_after_slow_path(where, [this] { derived().check_invariants(); });
+    }
+  }
+
+  // A Derived that refuses allocations in some state (the virtual-memory pool while paused)
+  // checks first and passes the rest here.
   void* do_allocate(std::size_t bytes, cuda_stream_view stream) override
   {
     [[maybe_unused]] auto const gate = gate_.enter();
