@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <limits>
 #include <string>
 
 namespace gpumem::python {
@@ -33,9 +34,10 @@ struct type_caster<gpumem::python::byte_size> {
     if (PyBool_Check(src.ptr())) { return false; }
     if (PyLong_Check(src.ptr())) {
       auto const v = reinterpret_borrow<int_>(src);
-      if (v < int_(0)) {
+      if (v < int_(0) || v > int_(std::numeric_limits<std::size_t>::max())) {
         throw gpumem::logic_error{gpumem::detail::format(
-            "a size must be a number of bytes >= 0 or a string such as '1GiB', got ",
+            "a size must be a number of bytes from 0 to 2^64 - 1 or a string such as '1GiB', "
+            "got ",
             std::string(str(src)))};
       }
       value.bytes = v.cast<std::size_t>();

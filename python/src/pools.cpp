@@ -14,6 +14,9 @@
 
 #include <pybind11/stl.h>
 
+#include <limits>
+#include <string>
+
 namespace gpumem::python {
 namespace {
 
@@ -235,6 +238,15 @@ Stream-ordered allocation from an existing pool it does not own (a MemoryPoolRef
       .def(py::init([](py::handle pool) {
              if (py::isinstance<memory_pool_ref>(pool)) {
                return std::make_shared<V>(pool.cast<memory_pool_ref>());
+             }
+             if (!PyLong_Check(pool.ptr()) || PyBool_Check(pool.ptr()) ||
+                 py::reinterpret_borrow<py::int_>(pool) < py::int_(0) ||
+                 py::reinterpret_borrow<py::int_>(pool) >
+                     py::int_(std::numeric_limits<std::uintptr_t>::max())) {
+               throw py::type_error(
+                   "CudaAsyncViewMemoryResource: pool must be a MemoryPoolRef or a cudaMemPool_t "
+                   "as an int from 0 to 2^64 - 1, got " +
+                   std::string(py::repr(pool)));
              }
              return std::make_shared<V>(
                  static_cast<cudaMemPool_t>(to_ptr(pool.cast<std::uintptr_t>())));

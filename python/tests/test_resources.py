@@ -285,6 +285,22 @@ def test_vmm_pool_handle_bytes_cuts_new_memory_into_handles(limit, handles):
     pool.check_invariants()
 
 
+def test_vmm_pool_refuses_a_device_that_does_not_exist():
+    with pytest.raises(gpumem.CudaError, match="invalid device 3"):
+        gpumem.VmmPoolMemoryResource(reserve_bytes=1 << 30, device=3,
+                                     runtime=gpumem.HostRuntime(capacity_bytes=1 << 30))
+
+
+def test_sizes_beyond_64_bits_are_refused_with_a_clear_message():
+    rt = gpumem.HostRuntime(capacity_bytes=1 << 30)
+    with pytest.raises(gpumem.LogicError, match="from 0 to 2\\^64 - 1"):
+        gpumem.PoolMemoryResource(gpumem.CudaMemoryResource(runtime=rt), 1 << 64, runtime=rt)
+    with pytest.raises(TypeError, match="MemoryPoolRef or a cudaMemPool_t"):
+        gpumem.CudaAsyncViewMemoryResource(None)
+    with pytest.raises(TypeError, match="MemoryPoolRef or a cudaMemPool_t"):
+        gpumem.CudaAsyncViewMemoryResource(-1)
+
+
 def test_vmm_pool_handle_bytes_refuses_a_negative_size():
     with pytest.raises(TypeError):
         gpumem.VmmPoolMemoryResource(reserve_bytes=1 << 30, handle_bytes=-1,

@@ -51,6 +51,9 @@ vmm_backing::vmm_backing(runtime& rt, mr::vmm_pool_options const& options)
       offload_directory_{options.offload_directory},
       spares_{rt, options.spare_bytes}
 {
+  GPUMEM_EXPECTS(options.device >= -1, logic_error,
+                 format("vmm_pool_memory_resource: device ", options.device,
+                        " is not a device number (give one, or -1 for the current device)"));
   peers_        = validated_peers(rt, device_, options.peer_devices, options.all_peers);
   handle_bytes_ = options.handle_bytes;
   properties_   = {options.shareable_handles,

@@ -298,6 +298,15 @@ TEST_F(vmm_pool_test, BadConfigurationAndRequests)
   auto const msg = message_of<cuda_error>([&] { vmm_pool bad{{}, no_vmm}; });
   EXPECT_NE(msg.find("VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"), std::string::npos) << msg;
   EXPECT_THROW(make({.granularity_bytes = 3 * MiB}), logic_error);
+  // A device that does not exist is refused at construction (as CUDA refuses its granularity),
+  // not at the first growth.
+  for (int const device : {1, 7}) {
+    auto const bad_device = message_of<cuda_error>([&] { (void)make({.device = device}); });
+    EXPECT_NE(bad_device.find("invalid device " + std::to_string(device)), std::string::npos)
+        << bad_device;
+  }
+  auto const negative = message_of<logic_error>([&] { (void)make({.device = -2}); });
+  EXPECT_NE(negative.find("device -2 is not a device number"), std::string::npos) << negative;
   auto pool = make();
   EXPECT_EQ(pool.granularity(), 2 * MiB);
   EXPECT_THROW((void)pool.allocate(512 * MiB, a), out_of_memory);  // more than the reservation

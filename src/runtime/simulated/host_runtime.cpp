@@ -698,6 +698,11 @@ void simulated_device::vmm_check_mapped(void const* ptr, std::size_t bytes) cons
 
 std::size_t simulated_device::vmm_granularity(int device)
 {
+  if (device < 0 || device >= state_->options.device_count) {  // as CUDA: the device is checked
+    throw cuda_error{cudaErrorInvalidDevice,
+                     format("host_runtime: virtual memory: invalid device ", device, " (",
+                            state_->options.device_count, " devices)")};
+  }
   if (!state_->options.vmm_supported) {
     throw cuda_error{cudaErrorNotSupported,
                      format("host_runtime: device ", device,
