@@ -1,0 +1,547 @@
+// paged_segments: see include/gpumem/mr/paged_segments.hpp.
+#include <gpumem/align.hpp>
+#include <gpumem/detail/format.hpp>
+#include <gpumem/error.hpp>
+#include <gpumem/mr/paged_segments.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <string>
+
+namespace gpumem::mr {
+
+namespace {
+
+constexpr char const* name = "paged_segments";
+
+void report(std::string const& what) noexcept
+{
+  try {
+    std::fputs(detail::format("gpumem: ", name, ": ", what, "\n").c_str(), stderr);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a diagnostic must not throw from a free
+  }
+}
+
+}  // namespace
+
+paged_segments::paged_segments(paged_segments_options options, runtime& rt)
+    : runtime_{&rt}, device_{options.device < 0 ? rt.current_device() : options.device}
+{
+  GPUMEM_EXPECTS(
+      options.device >= -1, logic_error,
+      detail::format(name, ": device ", options.device,
+                     " is not a device number (give one, or -1 for the current device)"));
+  GPUMEM_EXPECTS(std::isfinite(options.slack) && options.slack >= 0 && options.slack <= 1e6,
+                 logic_error,
+                 detail::format(name, ": slack ", options.slack,
+                                " must be a fraction of at least 0 (0.02: 2 % of the peak pages)"));
+  slack_       = options.slack;
+  granularity_ = rt.vmm_granularity(device_);
+  auto const wanted =
+      options.reserve_bytes != 0 ? options.reserve_bytes : 2 * rt.memory_info().total_bytes;
+  GPUMEM_EXPECTS(wanted > 0 && is_aligned(wanted, granularity_), logic_error,
+                 detail::format(name, ": reserve of ", wanted,
+                                " bytes is not a positive multiple of the device's granularity (",
+                                granularity_, " bytes)"));
+  auto const count = wanted / granularity_;
+  GPUMEM_EXPECTS(count < none, logic_error,
+                 detail::format(name, ": reserve of ", wanted, " bytes is over ", none - 1,
+                                " pages of ", granularity_, " bytes"));
+  pages_.resize(count);
+  holes_.emplace(0, count);
+  base_     = static_cast<char*>(rt.vmm_reserve(wanted, granularity_));
+  reserved_ = wanted;
+}
+
+paged_segments::~paged_segments()
+{
+  for (std::uint32_t pg = 0; pg < pages_.size(); ++pg) {
+    if (pages_[pg].mapped) { unmap_and_release(pg); }
+  }
+  for (auto const& e : events_) { runtime_->event_destroy(e.event); }
+  runtime_->vmm_unreserve(base_, reserved_);
+}
+
+bool paged_segments::owns(void const* ptr) const noexcept
+{
+  auto const* p = static_cast<char const*>(ptr);
+  return p >= base_ && p < base_ + reserved_;
+}
+
+// -- segments ------------------------------------------------------------------------------------
+
+void* paged_segments::reserve_segment(std::size_t bytes)
+{
+  GPUMEM_EXPECTS(bytes > 0, logic_error, detail::format(name, ": a segment of 0 bytes"));
+  std::lock_guard lock{mutex_};
+  auto const want = bytes / granularity_ + (bytes % granularity_ != 0 ? 1 : 0);
+  for (auto it = holes_.begin(); it != holes_.end(); ++it) {  // first fit: the lowest address
+    auto const [first, count] = *it;
+    if (count < want) { continue; }
+    segments_.emplace(first, want);  // may throw: nothing changed yet
+    holes_.erase(it);
+    if (count > want) { holes_.emplace(first + want, count - want); }
+    segment_pages_ += want;
+    return address(static_cast<std::uint32_t>(first));
+  }
+  GPUMEM_FAIL(out_of_memory,
+              detail::format(name, ": no room for a segment of ", detail::bytes_str(bytes),
+                             " in the ", detail::bytes_str(reserved_), " reserved (",
+                             detail::bytes_str(segment_pages_ * granularity_),
+                             " in segments); give a larger reserve"));
+}
+
+void paged_segments::release_segment(void* ptr, std::size_t bytes) noexcept
+{
+  std::lock_guard lock{mutex_};
+  auto const* p = static_cast<char const*>(ptr);
+  auto const it = owns(ptr) && (p - base_) % granularity_ == 0
+                      ? segments_.find(static_cast<std::size_t>(p - base_) / granularity_)
+                      : segments_.end();
+  if (it == segments_.end()) {
+    report(detail::format("ignored release of ", detail::ptr_str(ptr), " (", bytes,
+                          " bytes): not a segment of this object"));
+    return;
+  }
+  auto const [first, count] = *it;
+  for (auto pg = static_cast<std::uint32_t>(first); pg < first + count; ++pg) {
+    auto& g = pages_[pg];
+    if (g.count != 0) {
+      report(detail::format("segment ", detail::ptr_str(ptr), " released with a live block at ",
+                            detail::ptr_str(address(pg)), "; its memory is released all the same"));
+      live_pages_ -= 1;
+      g.count = 0;
+    } else if (g.mapped) {
+      static_cast<void>(take_free_in_place(pg));  // released just below
+    }
+    if (g.mapped) { unmap_and_release(pg); }
+  }
+  segments_.erase(it);
+  segment_pages_ -= count;
+  // the hole, joined with its neighbours (erase and emplace of map nodes: emplace may throw only
+  // for host memory; the hole is then lost to later segments, nothing else)
+  auto start = first;
+  auto len   = count;
+  if (auto next = holes_.find(first + count); next != holes_.end()) {
+    len += next->second;
+    holes_.erase(next);
+  }
+  if (auto prev = holes_.lower_bound(first); prev != holes_.begin()) {
+    --prev;
+    if (prev->first + prev->second == first) {
+      start = prev->first;
+      len += prev->second;
+      holes_.erase(prev);
+    }
+  }
+  try {
+    holes_.emplace(start, len);
+  } catch (...) {
+    report("no host memory to record a released segment's address space");
+  }
+}
+
+std::pair<std::uint32_t, std::uint32_t> paged_segments::pages_of(void const* ptr,
+                                                                 std::size_t bytes) const
+{
+  auto const* p = static_cast<char const*>(ptr);
+  GPUMEM_EXPECTS(bytes > 0 && owns(ptr) && bytes <= reserved_ - static_cast<std::size_t>(p - base_),
+                 logic_error,
+                 detail::format(name, ": ", detail::ptr_str(ptr), " (", bytes,
+                                " bytes) is not inside this object's address range"));
+  auto const first = static_cast<std::size_t>(p - base_) / granularity_;
+  auto const last  = (static_cast<std::size_t>(p - base_) + bytes - 1) / granularity_;
+  auto it          = segments_.upper_bound(first);
+  GPUMEM_EXPECTS(it != segments_.begin() && (--it, last < it->first + it->second), logic_error,
+                 detail::format(name, ": ", detail::ptr_str(ptr), " (", bytes,
+                                " bytes) is not inside one live segment"));
+  return {static_cast<std::uint32_t>(first), static_cast<std::uint32_t>(last)};
+}
+
+// -- backing
+// ---------------------------------------------------------------------------------------
+
+void paged_segments::back(void const* ptr, std::size_t bytes, cudaStream_t stream)
+{
+  std::lock_guard lock{mutex_};
+  auto const [first, last] = pages_of(ptr, bytes);
+  bool const capturing     = runtime_->stream_capturing(stream);
+  std::vector<std::uint32_t> mapped;  // pages this call mapped, for the access grant and undo
+  std::vector<taken_page> taken;      // pages taken in place, for undo
+  mapped.reserve(last - first + 1);
+  taken.reserve(last - first + 1);
+  // Pages mapped and free are taken in place first, so that a move below never takes one of them.
+  for (auto pg = first; pg <= last; ++pg) {
+    if (pages_[pg].mapped && pages_[pg].count == 0) { taken.push_back(take_free_in_place(pg)); }
+  }
+  auto pg = first;
+  try {
+    for (; pg <= last; ++pg) {
+      auto& g = pages_[pg];
+      if (!g.mapped) {
+        map_page(pg, capturing);
+        mapped.push_back(pg);
+      }
+      if (g.count++ == 0) { add_live(); }
+    }
+    grant(mapped);
+  } catch (out_of_memory const& e) {
+    undo_back(first, pg, mapped, taken);
+    GPUMEM_FAIL(out_of_memory,
+                detail::format(e.what(), " (", name, " backing ", detail::bytes_str(bytes), " at ",
+                               detail::ptr_str(ptr), ": ",
+                               detail::bytes_str(mapped_pages_ * granularity_), " backed, ",
+                               detail::bytes_str(live_pages_ * granularity_), " in live pages)"));
+  } catch (...) {
+    undo_back(first, pg, mapped, taken);
+    throw;
+  }
+  for (auto const& t : taken) {  // in use again: nothing of their free to wait for
+    drop_event(pages_[t.page].event);
+    pages_[t.page].event = none;
+  }
+}
+
+// A free page (mapped, count 0) that back() takes in place: out of the free list (or off its
+// pin); it keeps its event until back() succeeds.
+paged_segments::taken_page paged_segments::take_free_in_place(std::uint32_t pg) noexcept
+{
+  auto& g              = pages_[pg];
+  taken_page const out = {pg, g.pinned};
+  if (g.pinned) {
+    g.pinned = false;
+  } else {
+    unlink_free(pg);
+    --movable_free_;
+  }
+  --free_pages_;
+  return out;
+}
+
+// back() failed having counted pages [first, done): they are counted off again, the pages it
+// mapped given back, and the pages it took in place free again as they were (event, pin).
+void paged_segments::undo_back(std::uint32_t first, std::uint32_t done,
+                               std::vector<std::uint32_t> const& mapped,
+                               std::vector<taken_page> const& taken) noexcept
+{
+  for (auto pg = first; pg < done; ++pg) {
+    if (--pages_[pg].count == 0) { --live_pages_; }
+  }
+  for (auto pg : mapped) { unmap_and_release(pg); }  // count 0 again: only back() counted them
+  for (auto const& t : taken) {
+    if (t.pinned) {
+      pages_[t.page].pinned = true;
+      ++free_pages_;
+    } else {
+      link_free(t.page);
+    }
+  }
+}
+
+void paged_segments::map_page(std::uint32_t pg, bool capturing)
+{
+  auto const h = handle_for(capturing);
+  try {
+    runtime_->vmm_map(address(pg), granularity_, h);
+  } catch (...) {
+    runtime_->vmm_release(h);
+    ++released_;
+    throw;
+  }
+  pages_[pg].mapped = true;
+  pages_[pg].handle = h;
+  ++mapped_pages_;
+}
+
+bool paged_segments::may_move() const noexcept
+{
+  return movable_free_ > 0 &&
+         static_cast<double>(free_pages_) > slack_ * static_cast<double>(peak_live_pages_);
+}
+
+vmm_handle paged_segments::handle_for(bool capturing)
+{
+  if (!capturing && may_move()) {
+    if (auto const h = take_oldest_free(); h.has_value()) {
+      ++moved_;
+      return *h;
+    }
+  }
+  auto const h = runtime_->vmm_create(granularity_, device_, {});
+  ++created_;
+  return h;
+}
+
+// The page freed longest ago, once its work has finished: unmapped, its handle returned for
+// another page. Nothing when its work cannot be waited for (it stays free where it is).
+std::optional<vmm_handle> paged_segments::take_oldest_free()
+{
+  auto const pg = free_head_;
+  auto& g       = pages_[pg];
+  if (!wait_for(g)) { return std::nullopt; }
+  unlink_free(pg);
+  --movable_free_;
+  --free_pages_;
+  runtime_->vmm_unmap(address(pg), granularity_);
+  g.mapped = false;
+  --mapped_pages_;
+  return g.handle;
+}
+
+void paged_segments::grant(std::vector<std::uint32_t> const& mapped)
+{
+  // one grant per run of pages mapped side by side
+  for (std::size_t i = 0; i < mapped.size();) {
+    auto j = i + 1;
+    while (j < mapped.size() && mapped[j] == mapped[j - 1] + 1) { ++j; }
+    runtime_->vmm_set_access(address(mapped[i]), (j - i) * granularity_, device_);
+    i = j;
+  }
+}
+
+void paged_segments::add_live() noexcept
+{
+  ++live_pages_;
+  peak_live_pages_ = std::max(peak_live_pages_, live_pages_);
+}
+
+// -- freeing -------------------------------------------------------------------------------------
+
+void paged_segments::unback(void const* ptr, std::size_t bytes, cudaStream_t stream) noexcept
+{
+  std::lock_guard lock{mutex_};
+  std::pair<std::uint32_t, std::uint32_t> range;
+  try {
+    range = pages_of(ptr, bytes);
+  } catch (...) {
+    report(detail::format("ignored free of ", detail::ptr_str(ptr), " (", bytes,
+                          " bytes): not inside one live segment"));
+    return;
+  }
+  bool const capturing = runtime_->stream_capturing(stream);
+  auto event           = none;
+  bool recorded        = false;
+  for (auto pg = range.first; pg <= range.second; ++pg) {
+    auto& g = pages_[pg];
+    if (g.count == 0) {
+      report(detail::format("ignored free of a page no live block touches at ",
+                            detail::ptr_str(address(pg))));
+      continue;
+    }
+    if (--g.count != 0) { continue; }
+    --live_pages_;
+    if (capturing) {  // a graph may use it again: kept until back() takes it in place
+      g.pinned = true;
+      ++free_pages_;
+      continue;
+    }
+    if (!recorded) {
+      event    = record_event(stream);
+      recorded = true;
+    }
+    push_free(pg, event);
+  }
+}
+
+std::uint32_t paged_segments::record_event(cudaStream_t stream) noexcept
+{
+  std::uint32_t slot = none;
+  try {
+    if (spare_events_.empty()) {
+      events_.reserve(events_.size() + 1);
+      spare_events_.reserve(events_.size() + 1);
+      events_.push_back({runtime_->event_create(), 0});
+      slot = static_cast<std::uint32_t>(events_.size() - 1);
+    } else {
+      slot = spare_events_.back();
+      spare_events_.pop_back();
+    }
+    runtime_->event_record(events_[slot].event, stream);
+    return slot;
+  } catch (...) {
+    // no event: wait here for the stream's work instead, so the pages need no waiting later
+    if (slot != none) { spare_events_.push_back(slot); }  // capacity reserved above
+    try {
+      runtime_->stream_synchronize(stream);
+    } catch (...) {
+      try {
+        runtime_->device_synchronize();
+      } catch (...) {  // NOLINT(bugprone-empty-catch): nothing left to wait with
+        report("could not wait for a freed block's work; its pages are freed as they are");
+      }
+    }
+    return none;
+  }
+}
+
+void paged_segments::push_free(std::uint32_t pg, std::uint32_t event) noexcept
+{
+  pages_[pg].event = event;
+  if (event != none) { ++events_[event].pages; }
+  link_free(pg);
+}
+
+// Appends a free page (its event set) to the free list: the newest.
+void paged_segments::link_free(std::uint32_t pg) noexcept
+{
+  auto& g = pages_[pg];
+  g.prev  = free_tail_;
+  g.next  = none;
+  if (free_tail_ != none) {
+    pages_[free_tail_].next = pg;
+  } else {
+    free_head_ = pg;
+  }
+  free_tail_ = pg;
+  ++free_pages_;
+  ++movable_free_;
+}
+
+void paged_segments::unlink_free(std::uint32_t pg) noexcept
+{
+  auto& g = pages_[pg];
+  if (g.prev != none) {
+    pages_[g.prev].next = g.next;
+  } else {
+    free_head_ = g.next;
+  }
+  if (g.next != none) {
+    pages_[g.next].prev = g.prev;
+  } else {
+    free_tail_ = g.prev;
+  }
+  g.prev = g.next = none;
+}
+
+bool paged_segments::wait_for(page& g) noexcept
+{
+  if (g.event == none) { return true; }
+  auto const e = events_[g.event].event;
+  try {
+    if (!runtime_->event_query(e)) {
+      ++waited_;
+      runtime_->event_synchronize(e);
+    }
+  } catch (...) {  // e.g. a CUDA graph being captured in global mode: no query allowed
+    return false;
+  }
+  drop_event(g.event);
+  g.event = none;
+  return true;
+}
+
+void paged_segments::drop_event(std::uint32_t event) noexcept
+{
+  if (event == none) { return; }
+  if (--events_[event].pages == 0) { spare_events_.push_back(event); }  // capacity reserved
+}
+
+void paged_segments::unmap_and_release(std::uint32_t pg) noexcept
+{
+  auto& g = pages_[pg];
+  if (!wait_for(g)) {
+    report(detail::format("could not wait for the work on the freed page at ",
+                          detail::ptr_str(address(pg)), "; released after a device synchronize"));
+    try {
+      runtime_->device_synchronize();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nothing left to wait with
+    }
+    drop_event(g.event);
+    g.event = none;
+  }
+  runtime_->vmm_unmap(address(pg), granularity_);
+  runtime_->vmm_release(g.handle);
+  g.mapped = false;
+  --mapped_pages_;
+  ++released_;
+}
+
+std::size_t paged_segments::trim() noexcept
+{
+  std::lock_guard lock{mutex_};
+  std::size_t bytes{};
+  while (free_head_ != none) {
+    auto const pg = free_head_;
+    unlink_free(pg);
+    --movable_free_;
+    --free_pages_;
+    unmap_and_release(pg);
+    bytes += granularity_;
+  }
+  return bytes;
+}
+
+// -- observing -----------------------------------------------------------------------------------
+
+paged_segments_stats paged_segments::stats() const
+{
+  std::lock_guard lock{mutex_};
+  return {granularity_,
+          segments_.size(),
+          segment_pages_ * granularity_,
+          mapped_pages_ * granularity_,
+          live_pages_,
+          peak_live_pages_,
+          free_pages_,
+          created_,
+          moved_,
+          waited_,
+          released_};
+}
+
+void paged_segments::check_invariants() const
+{
+  std::lock_guard lock{mutex_};
+  auto fail = [](std::string const& what) {
+    GPUMEM_FAIL(logic_error, detail::format(name, ": ", what));
+  };
+  std::vector<bool> in_segment(pages_.size());
+  std::size_t last_end = 0;
+  std::size_t seg_pages{};
+  for (auto const& [first, count] : segments_) {
+    if (first < last_end) { fail("segments overlap"); }
+    last_end = first + count;
+    seg_pages += count;
+    for (auto pg = first; pg < first + count; ++pg) { in_segment[pg] = true; }
+  }
+  if (seg_pages != segment_pages_) { fail("segment page count differs from the segments"); }
+  std::size_t live{}, mapped{}, free{}, pinned{};
+  for (std::size_t pg = 0; pg < pages_.size(); ++pg) {
+    auto const& g = pages_[pg];
+    if (g.count > 0) {
+      ++live;
+      if (!g.mapped) { fail(detail::format("live page ", pg, " is not mapped")); }
+    }
+    if (g.mapped) {
+      ++mapped;
+      if (!in_segment[pg]) { fail(detail::format("mapped page ", pg, " is in no segment")); }
+      if (g.count == 0) { ++free; }
+      if (g.count == 0 && g.pinned) { ++pinned; }
+    }
+  }
+  std::size_t listed{};
+  auto prev = none;
+  for (auto pg = free_head_; pg != none; pg = pages_[pg].next) {
+    auto const& g = pages_[pg];
+    if (!g.mapped || g.count != 0 || g.pinned || g.prev != prev) {
+      fail(detail::format("free list holds page ", pg, " that is not free and mapped"));
+    }
+    prev = pg;
+    if (++listed > pages_.size()) { fail("free list loops"); }
+  }
+  if (prev != free_tail_) { fail("free list's tail is not its last page"); }
+  if (live != live_pages_) { fail(detail::format("live pages ", live_pages_, " != ", live)); }
+  if (mapped != mapped_pages_) {
+    fail(detail::format("mapped pages ", mapped_pages_, " != ", mapped));
+  }
+  if (free != free_pages_ || listed + pinned != free || listed != movable_free_) {
+    fail(detail::format("free pages ", free_pages_, " (", movable_free_, " movable) != ", free,
+                        " mapped with no live block (", listed, " listed, ", pinned, " pinned)"));
+  }
+  if (peak_live_pages_ < live_pages_) { fail("peak of live pages below live pages"); }
+}
+
+}  // namespace gpumem::mr
