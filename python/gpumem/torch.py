@@ -103,6 +103,13 @@ def _library() -> ctypes.CDLL:
     lib.gpumem_torch_pool_slots.restype = ctypes.c_int
     lib.gpumem_torch_pool_trim.argtypes = [ctypes.c_int]
     lib.gpumem_torch_pool_trim.restype = ctypes.c_int
+    lib.gpumem_torch_pool_open_paged.argtypes = [ctypes.c_double, ctypes.c_void_p, ctypes.c_int]
+    lib.gpumem_torch_pool_open_paged.restype = ctypes.c_int
+    lib.gpumem_torch_pool_paged_stats.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    lib.gpumem_torch_pool_paged_stats.restype = ctypes.c_int
+    lib.gpumem_torch_pages_event.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_ulonglong,
+                                             ctypes.c_ulonglong, ctypes.c_void_p]
+    lib.gpumem_torch_pages_event.restype = ctypes.c_int
     lib.gpumem_torch_set_resource.argtypes = [ctypes.c_int, ctypes.c_void_p]
     lib.gpumem_torch_set_resource.restype = ctypes.c_int
     lib.gpumem_torch_set_resource2.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
@@ -547,7 +554,7 @@ _closing: set = set()    # slots whose MemPool is gone, closed once PyTorch gave
 
 
 def mem_pool(spec: str | None = None, *, runtime=None, use_on_oom: bool = False,
-             no_split: bool = False):
+             no_split: bool = False, paged: bool = False, slack: float = 0.02):
     """A ``torch.cuda.MemPool`` whose segments come from a gpumem stack built from ``spec`` (None:
     ``DEFAULT_SPEC``), beside PyTorch's own allocator for the rest of the process::
 
@@ -564,12 +571,27 @@ def mem_pool(spec: str | None = None, *, runtime=None, use_on_oom: bool = False,
     (tests). ``use_on_oom`` and ``no_split`` are ``torch.cuda.MemPool``'s own switches (the pool
     as a last resort when an allocation outside it runs out of memory; one tensor per segment, as
     PyTorch's symmetric memory wants), passed on when set.
+
+    ``paged=True`` (no ``spec``): the segments PyTorch holds are address space only, and the
+    device holds only the pages (2 MiB on current GPUs) that PyTorch's live tensors touch, plus
+    free pages up to ``slack`` times the most pages live at once; beyond that a free page moves
+    (unmapped where it is free, mapped where a tensor needs it, once the work queued before its
+    free has finished). PyTorch keeps freed blocks cached in its segments, so a plain pool holds
+    what its caching holds; a paged pool holds about its live tensors. It follows PyTorch's
+    allocator trace through a small C++ extension built against this PyTorch on first use (a C++
+    compiler is needed; the build is cached). Moving pages costs driver calls (tens of
+    microseconds each) where tensors of changing shapes land on new pages; ``slack`` trades
+    memory for fewer moves. Not for pools used while a CUDA graph is captured.
+
     Needs a PyTorch whose ``torch.cuda.MemPool`` takes an allocator (2.5 and later), and for the
     two switches one whose ``MemPool`` has them. Raises AllocatorConfigError for a bad spec,
-    RuntimeError when every slot is taken, TypeError when this PyTorch's ``MemPool`` lacks a
-    switch that was set."""
+    ValueError for ``paged`` with a spec or a bad ``slack``, RuntimeError when every slot is taken
+    or the paged pool's extension cannot be built, TypeError when this PyTorch's ``MemPool`` lacks
+    a switch that was set."""
     import torch
 
+    if paged:
+        return _paged_mem_pool(torch, spec, slack, runtime, use_on_oom, no_split)
     spec = _check_spec(DEFAULT_SPEC if spec is None else spec, spec, "mem_pool()")
     lib = _library()
     _close_finished()
@@ -581,6 +603,60 @@ def mem_pool(spec: str | None = None, *, runtime=None, use_on_oom: bool = False,
         if "slots is in use" in why:
             raise RuntimeError(why)
         raise AllocatorConfigError(why, spec, "mem_pool()")
+    return _pool_over_slot(torch, lib, slot, spec, runtime, use_on_oom, no_split)
+
+
+def _paged_mem_pool(torch, spec, slack, runtime, use_on_oom, no_split):
+    """mem_pool(paged=True): a slot of paged segments, PyTorch's trace followed."""
+    if spec is not None:
+        raise ValueError(f"mem_pool(paged=True) takes no spec (got {spec!r}): its pages come "
+                         "from the device directly")
+    if isinstance(slack, bool) or not isinstance(slack, (int, float)) or not 0 <= slack <= 1e6:
+        raise ValueError(f"mem_pool(paged=True, slack={slack!r}): slack is a fraction of at "
+                         "least 0 (0.02 keeps free pages up to 2 % of the most pages live)")
+    lib = _library()
+    _close_finished()
+    if runtime is None:  # the trace tells the pool where PyTorch puts each block
+        _follow_trace(torch, lib)
+    simulated = int(runtime is not None and not getattr(runtime, "backed", True))
+    slot = lib.gpumem_torch_pool_open_paged(float(slack),
+                                            runtime._handle if runtime else None, simulated)
+    if slot < 0:
+        why = lib.gpumem_torch_pool_last_error().decode(errors="replace")
+        raise RuntimeError(why) if "slots is in use" in why else ValueError(why)
+    return _pool_over_slot(torch, lib, slot, f"paged:slack={slack}", runtime, use_on_oom,
+                           no_split)
+
+
+_trace_followed = []
+
+
+def _follow_trace(torch, lib) -> None:
+    """Builds (once per PyTorch, cached by PyTorch) and loads the extension that forwards
+    PyTorch's allocator trace to gpumem_torch_pages_event; attaches it once per process."""
+    if _trace_followed:
+        return
+    import os
+
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_pages.cpp")
+    try:
+        from torch.utils import cpp_extension
+
+        torch.cuda.init()  # the tracker reaches the devices PyTorch has set up
+        ext = cpp_extension.load(name="gpumem_torch_pages", sources=[source],
+                                 extra_cflags=["-O2"], with_cuda=True, verbose=False)
+    except Exception as e:  # noqa: BLE001  (said in the error)
+        raise RuntimeError(
+            "gpumem.torch.mem_pool(paged=True) builds a small C++ extension against this PyTorch "
+            f"on first use, and that failed: {type(e).__name__}: {e}. It needs a C++ compiler, "
+            "ninja and the CUDA toolkit's headers (CUDA_HOME).") from e
+    ext.attach(ctypes.cast(lib.gpumem_torch_pages_event, ctypes.c_void_p).value,
+               ctypes.cast(lib.gpumem_torch_pool_last_error, ctypes.c_void_p).value)
+    _trace_followed.append(ext)
+
+
+def _pool_over_slot(torch, lib, slot, spec, runtime, use_on_oom, no_split):
+    """The MemPool over slot `slot`'s segment functions (the slot given back if it fails)."""
     _open_slots[slot] = spec
     if runtime is not None:
         _keep_forever(runtime)
@@ -632,20 +708,31 @@ def _close_finished() -> None:
 def mem_pool_stats(pool) -> dict:
     """What gpumem holds for ``pool`` (a ``mem_pool()``): ``segments`` and ``segment_bytes`` that
     PyTorch holds now, ``allocations`` and ``failures`` so far, and ``held_bytes`` (what the
-    stacks hold from the devices, at least ``segment_bytes``)."""
+    stacks hold from the devices; for a paged pool, the pages backed). A paged pool adds
+    ``live_pages`` (pages live tensors touch), ``peak_live_pages``, ``free_pages`` (backed, no
+    live tensor), ``pages_created``, ``pages_moved``, ``moves_waited`` (moves that waited for
+    the device), ``pages_released`` and ``page_bytes``."""
     slot = _pool_of.get(id(pool))
     if slot is None:
         raise ValueError("not a pool made by gpumem.torch.mem_pool() (or it is gone)")
+    lib = _library()
     out = (ctypes.c_ulonglong * 5)()
-    _library().gpumem_torch_pool_stats(slot, out, 5)
+    lib.gpumem_torch_pool_stats(slot, out, 5)
     keys = ("segments", "segment_bytes", "allocations", "failures", "held_bytes")
-    return dict(zip(keys, out))
+    stats = dict(zip(keys, out))
+    paged = (ctypes.c_ulonglong * 9)()
+    if lib.gpumem_torch_pool_paged_stats(slot, paged, 9) == 9:
+        keys = ("held_bytes", "live_pages", "peak_live_pages", "free_pages", "pages_created",
+                "pages_moved", "moves_waited", "pages_released", "page_bytes")
+        stats.update(zip(keys, paged))
+    return stats
 
 
 def mem_pool_trim(pool) -> None:
     """Gives the free memory of ``pool`` (a ``mem_pool()``) back to the devices: what PyTorch gave
     back to it (``torch.cuda.empty_cache()`` returns a pool's unused segments), not what PyTorch
-    still holds."""
+    still holds; for a paged pool, every free page too (PyTorch's cached blocks keep their
+    addresses, and get pages again when used)."""
     slot = _pool_of.get(id(pool))
     if slot is None:
         raise ValueError("not a pool made by gpumem.torch.mem_pool() (or it is gone)")

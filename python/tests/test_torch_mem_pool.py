@@ -169,3 +169,111 @@ def test_mem_pool_passes_pytorchs_switches_on_and_says_when_pytorch_lacks_them(
     assert lines[1].startswith("refused: gpumem.torch.mem_pool: this PyTorch's torch.cuda.MemPool "
                                "does not take no_split (")
     assert lines[2] == "1"
+
+
+# -- paged pools: segments of address space, pages backed as PyTorch's trace says --------------
+
+ALLOC, FREE = 0, 1
+
+
+def paged_stats(k):
+    out = (ctypes.c_ulonglong * 9)()
+    assert lib.gpumem_torch_pool_paged_stats(k, out, 9) == 9
+    keys = ("backed", "live", "peak", "free", "created", "moved", "waited", "released", "page")
+    return dict(zip(keys, out))
+
+
+def event(action, device, addr, size, stream=None):
+    return lib.gpumem_torch_pages_event(action, device, addr, size, stream)
+
+
+def test_a_paged_slot_backs_only_the_pages_pytorchs_blocks_touch(host, slots):
+    k = lib.gpumem_torch_pool_open_paged(0.0, host._handle, 0)
+    assert k >= 0, lib.gpumem_torch_pool_last_error()
+    slots.append(k)
+    malloc, free = functions(k)
+    seg = malloc(20 * MiB, 0, None)  # PyTorch's segment for blocks of 1 to 10 MiB
+    assert seg, lib.gpumem_torch_pool_last_error()
+    assert stats(k)[:2] == [1, 20 * MiB]
+    assert paged_stats(k)["backed"] == 0 and stats(k)[4] == 0  # address space only
+    assert event(ALLOC, 0, seg + MiB, 3 * MiB) == 0  # a block of 3 MiB at 1 MiB: pages 0 and 1
+    ctypes.memset(seg + MiB, 0x5A, 3 * MiB)  # backed by the host stand-in's memory
+    s = paged_stats(k)
+    assert (s["backed"], s["live"], s["created"], s["page"]) == (4 * MiB, 2, 2, 2 * MiB)
+    assert host.memory_info()[1] - host.memory_info()[0] == 4 * MiB  # the device's view
+    assert stats(k)[4] == 4 * MiB  # held_bytes: what is backed
+    assert event(ALLOC, 0, seg + 8 * MiB, 2 * MiB) == 0  # page 4
+    assert event(FREE, 0, seg + MiB, 3 * MiB) == 0  # pages 0 and 1 free
+    s = paged_stats(k)
+    assert (s["live"], s["free"], s["peak"]) == (1, 2, 3)
+    assert event(ALLOC, 0, seg + 12 * MiB, 2 * MiB) == 0  # slack 0: page 0's memory moves
+    s = paged_stats(k)
+    assert (s["moved"], s["created"], s["backed"]) == (1, 3, 6 * MiB)
+    assert event(ALLOC, 1, seg, 2 * MiB) == 0  # another device's block: not this pool's
+    assert event(ALLOC, 0, 4096, 2 * MiB) == 0  # outside every paged pool: ignored
+    assert lib.gpumem_torch_pool_trim(k) == 0  # the free page goes back
+    assert paged_stats(k)["backed"] == 4 * MiB
+    for off in (8 * MiB, 12 * MiB):
+        assert event(FREE, 0, seg + off, 2 * MiB) == 0
+    assert lib.gpumem_torch_pool_close(k) == -2  # PyTorch still holds the segment
+    free(seg, 20 * MiB, 0, None)
+    assert stats(k)[:2] == [0, 0] and paged_stats(k)["backed"] == 0
+    free_bytes, total = host.memory_info()
+    assert free_bytes == total  # every page back to the device
+    host.check_invariants()
+    assert lib.gpumem_torch_pool_close(k) == 0
+
+
+@pytest.fixture
+def small_host():
+    return gpumem.HostRuntime(capacity_bytes=8 * MiB)
+
+
+def test_a_paged_block_that_cannot_be_backed_is_refused_with_the_reason(small_host, slots):
+    k = lib.gpumem_torch_pool_open_paged(0.02, small_host._handle, 0)
+    assert k >= 0
+    slots.append(k)
+    malloc, free = functions(k)
+    seg = malloc(12 * MiB, 0, None)  # address space: more than the device has is fine
+    assert seg
+    assert event(ALLOC, 0, seg, 12 * MiB) == -1
+    why = lib.gpumem_torch_pool_last_error().decode()
+    assert "cannot back a block of 12582912 bytes on CUDA device 0" in why and "backed" in why
+    assert paged_stats(k)["backed"] == 0  # nothing kept of the failed block
+    assert event(ALLOC, 0, seg, 4 * MiB) == 0  # what fits still serves
+    assert event(FREE, 0, seg, 4 * MiB) == 0
+    free(seg, 12 * MiB, 0, None)
+
+
+def test_paged_slots_refuse_a_bad_slack(host, slots):
+    for bad in (-0.5, float("nan"), float("inf")):
+        assert lib.gpumem_torch_pool_open_paged(bad, host._handle, 0) == -1
+        assert "slack" in lib.gpumem_torch_pool_last_error().decode()
+    k = lib.gpumem_torch_pool_open_paged(0.5, host._handle, 0)
+    slots.append(k)
+    assert lib.gpumem_torch_pool_paged_stats(k, None, 0) == 0
+    plain = lib.gpumem_torch_pool_open(b"pool", host._handle, 0)
+    slots.append(plain)
+    assert lib.gpumem_torch_pool_paged_stats(plain, None, 0) == -1  # not paged
+
+
+def test_mem_pool_paged_gives_pytorch_a_paged_slot(fake_torch_with_mempool):
+    out = run("""
+        import torch, gpumem, gpumem.torch as gt
+        host = gpumem.HostRuntime(capacity_bytes=64 << 20)
+        pool = gt.mem_pool(paged=True, slack=0.1, runtime=host)
+        print(gt.mem_pool_spec(pool), sorted(gt.mem_pool_stats(pool))[:4])
+        for kwargs in ({"spec": "pool"}, {"slack": -1}, {"slack": True}, {"slack": "lots"}):
+            spec = kwargs.pop("spec", None)
+            try:
+                gt.mem_pool(spec, paged=True, runtime=host, **kwargs)
+            except ValueError as e:
+                print("refused:", str(e).split(":")[0])
+    """, fake_torch_with_mempool)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "paged:slack=0.1 ['allocations', 'failures', 'free_pages', 'held_bytes']"
+    assert lines[1] == "refused: mem_pool(paged=True) takes no spec (got 'pool')"
+    assert lines[2:] == ["refused: mem_pool(paged=True, slack=-1)",
+                         "refused: mem_pool(paged=True, slack=True)",
+                         "refused: mem_pool(paged=True, slack='lots')"]

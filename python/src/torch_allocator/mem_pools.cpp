@@ -19,6 +19,15 @@
 //   char const* gpumem_torch_pool_last_error(void);
 //   int   gpumem_torch_pool_trim(int slot);          // free memory back to the devices
 //
+// A paged slot (gpumem_torch_pool_open_paged) gives PyTorch segments of address space only and
+// backs their pages while PyTorch's blocks live in them: PyTorch reports every allocation and free
+// through its allocator trace, which gpumem.torch's small extension forwards here:
+//
+//   int   gpumem_torch_pool_open_paged(double slack, void* runtime, int simulated);
+//   int   gpumem_torch_pages_event(int action, int device, unsigned long long addr,
+//                                  unsigned long long size, void* stream);  // 0, or -1
+//   int   gpumem_torch_pool_paged_stats(int slot, unsigned long long* out, int n);
+//
 // and, for gpumem.torch.nccl_registration, registrations with NCCL that follow the memory of a
 // slot's vmm_pool on one device (gpumem::mr::vmm_registrar over NCCL's C functions):
 //
@@ -38,6 +47,7 @@
 #include <gpumem/detail/runtime.hpp>
 #include <gpumem/error.hpp>
 #include <gpumem/mr/device_memory_resource.hpp>
+#include <gpumem/mr/paged_segments.hpp>
 #include <gpumem/mr/vmm_pool_memory_resource.hpp>
 #include <gpumem/mr/vmm_registrar.hpp>
 #include <gpumem/spec/resource_factory.hpp>
@@ -49,9 +59,11 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,10 +79,11 @@ using u64 = unsigned long long;
 constexpr int pool_slots       = 16;
 constexpr int pool_max_devices = 64;
 
-/// One device's stack of a pool slot, built on first use.
+/// One device's stack of a pool slot, built on first use (or, for a paged slot, its segments).
 struct pool_device {
   std::unique_ptr<gpumem::trace::metered_runtime> meter;
   std::unique_ptr<gpumem::spec::resource_stack> stack;
+  std::unique_ptr<gpumem::mr::paged_segments> pages;
 };
 
 /// A registration that follows one device's stack of a slot.
@@ -87,6 +100,7 @@ struct pool_slot {
   std::string spec;
   gpumem::detail::runtime* runtime{};  // a test's host stand-in; nullptr: CUDA
   bool simulated{};
+  double paged_slack{-1};  // >= 0: a paged slot (segments backed page by page, see below)
   std::array<pool_device, pool_max_devices> devices;
   std::atomic<u64> segments{}, segment_bytes{}, allocations{}, failures{};
 };
@@ -94,6 +108,40 @@ struct pool_slot {
 // Never destroyed: PyTorch may give segments back during interpreter shutdown.
 auto& pool_table = *new std::array<pool_slot, pool_slots>;
 thread_local std::string pool_error;
+
+// The paged segments of every open paged slot, for gpumem_torch_pages_event (which PyTorch calls
+// for every allocation and free of the process): read under a shared lock, changed under the
+// unique one (a device's segments are added when built, removed before they go).
+auto& paged_lock = *new std::shared_mutex;
+auto& paged_live = *new std::vector<gpumem::mr::paged_segments*>;
+std::atomic<int> paged_count{0};
+
+/// The paged slot's segments on `device`, built on first use; the caller holds slot.mutex.
+gpumem::mr::paged_segments& pages_on(pool_slot& slot, int device)
+{
+  auto& d = slot.devices.at(static_cast<std::size_t>(device));
+  if (d.pages) { return *d.pages; }
+  auto& rt = slot.runtime != nullptr ? *slot.runtime : gpumem::detail::cuda_runtime();
+  auto p   = std::make_unique<gpumem::mr::paged_segments>(
+      gpumem::mr::paged_segments_options{.device = device, .slack = slot.paged_slack}, rt);
+  std::unique_lock lock{paged_lock};
+  paged_live.push_back(p.get());
+  paged_count.store(static_cast<int>(paged_live.size()));
+  d.pages = std::move(p);
+  return *d.pages;
+}
+
+/// Drops a device's paged segments (their memory goes back); the caller holds slot.mutex.
+void drop_pages(pool_device& d) noexcept
+{
+  if (!d.pages) { return; }
+  {
+    std::unique_lock lock{paged_lock};
+    std::erase(paged_live, d.pages.get());
+    paged_count.store(static_cast<int>(paged_live.size()));
+  }
+  d.pages.reset();
+}
 
 /// The slot's stack on `device`, built on first use; the caller holds slot.mutex.
 gpumem::mr::device_memory_resource& stack_on(pool_slot& slot, int device)
@@ -125,13 +173,19 @@ void* pool_malloc(int k, ssize_t size, int device, cudaStream_t stream) noexcept
       throw gpumem::logic_error{"CUDA device " + std::to_string(device) + " is out of range"};
     }
     gpumem::mr::device_memory_resource* r{};
+    gpumem::mr::paged_segments* pages{};
     {
       std::lock_guard lock{slot.mutex};
       if (!slot.open) { throw gpumem::logic_error{"the memory pool was closed"}; }
-      r = &stack_on(slot, device);
+      if (slot.paged_slack >= 0) {
+        pages = &pages_on(slot, device);
+      } else {
+        r = &stack_on(slot, device);
+      }
     }
     auto const n = static_cast<std::size_t>(size);
-    void* p      = r->allocate(n, gpumem::cuda_stream_view{stream});
+    void* p      = pages != nullptr ? pages->reserve_segment(n)
+                                    : r->allocate(n, gpumem::cuda_stream_view{stream});
     slot.segments.fetch_add(1);
     slot.segment_bytes.fetch_add(n);
     slot.allocations.fetch_add(1);
@@ -155,10 +209,17 @@ void pool_free(int k, void* ptr, ssize_t size, int device, cudaStream_t stream) 
   {
     std::lock_guard lock{slot.mutex};
     auto& d = slot.devices[static_cast<std::size_t>(device)];
-    if (!d.stack) { return; }  // not ours: nothing was allocated on this device
-    r = &d.stack->top();
+    if (d.pages) {
+      d.pages->release_segment(ptr, static_cast<std::size_t>(size));
+    } else if (!d.stack) {
+      return;  // not ours: nothing was allocated on this device
+    } else {
+      r = &d.stack->top();
+    }
   }
-  r->deallocate(ptr, static_cast<std::size_t>(size), gpumem::cuda_stream_view{stream});
+  if (r != nullptr) {
+    r->deallocate(ptr, static_cast<std::size_t>(size), gpumem::cuda_stream_view{stream});
+  }
   slot.segments.fetch_sub(1);
   slot.segment_bytes.fetch_sub(static_cast<std::size_t>(size));
 }
@@ -201,6 +262,37 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_slots(void)
   return pool_slots;
 }
 
+namespace {
+
+/// Takes a free slot (-1 with the reason in gpumem_torch_pool_last_error when every one is taken).
+int open_slot(std::string const& spec, void* runtime, int simulated, double paged_slack)
+{
+  for (int k = 0; k < pool_slots; ++k) {
+    auto& slot = pool_table[static_cast<std::size_t>(k)];
+    std::lock_guard lock{slot.mutex};
+    if (slot.open || slot.segments.load() != 0) { continue; }
+    slot.open        = true;
+    slot.spec        = spec;
+    slot.runtime     = static_cast<gpumem::detail::runtime*>(runtime);
+    slot.simulated   = simulated != 0;
+    slot.paged_slack = paged_slack;
+    for (auto& d : slot.devices) {
+      d.stack.reset();
+      d.meter.reset();
+      drop_pages(d);
+    }
+    slot.allocations.store(0);
+    slot.failures.store(0);
+    return k;
+  }
+  pool_error = "every one of the " + std::to_string(pool_slots) +
+               " gpumem memory pool slots is in use; close a pool (gpumem.torch.MemPool.close) "
+               "whose segments PyTorch gave back";
+  return -1;
+}
+
+}  // namespace
+
 /// Takes a free slot for a pool whose segments come from `spec` (checked here: -1 with the
 /// reason in gpumem_torch_pool_last_error for a bad spec, or when every slot is taken).
 GPUMEM_TORCH_EXPORT int gpumem_torch_pool_open(char const* spec, void* runtime, int simulated)
@@ -212,26 +304,80 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_open(char const* spec, void* runtime, 
     pool_error = e.what();
     return -1;
   }
-  for (int k = 0; k < pool_slots; ++k) {
-    auto& slot = pool_table[static_cast<std::size_t>(k)];
-    std::lock_guard lock{slot.mutex};
-    if (slot.open || slot.segments.load() != 0) { continue; }
-    slot.open      = true;
-    slot.spec      = text;
-    slot.runtime   = static_cast<gpumem::detail::runtime*>(runtime);
-    slot.simulated = simulated != 0;
-    for (auto& d : slot.devices) {
-      d.stack.reset();
-      d.meter.reset();
-    }
-    slot.allocations.store(0);
-    slot.failures.store(0);
-    return k;
+  return open_slot(text, runtime, simulated, -1);
+}
+
+/// Takes a free slot for a paged pool: its segments are address space (gpumem::mr::paged_segments,
+/// one per device), whose pages gpumem_torch_pages_event backs while PyTorch's blocks live in
+/// them; free pages beyond `slack` × the peak of live pages move. -1 for a bad slack (reason in
+/// gpumem_torch_pool_last_error) or when every slot is taken.
+GPUMEM_TORCH_EXPORT int gpumem_torch_pool_open_paged(double slack, void* runtime, int simulated)
+{
+  if (!(slack >= 0 && slack <= 1e6)) {
+    pool_error = "slack " + std::to_string(slack) +
+                 " must be a fraction of at least 0 (0.02: 2 % of the peak of live pages)";
+    return -1;
   }
-  pool_error = "every one of the " + std::to_string(pool_slots) +
-               " gpumem memory pool slots is in use; close a pool (gpumem.torch.MemPool.close) "
-               "whose segments PyTorch gave back";
-  return -1;
+  return open_slot("paged:slack=" + std::to_string(slack), runtime, simulated, slack);
+}
+
+/// What PyTorch's allocator trace says to paged pools: `action` 0 for an allocation (a block of
+/// `size` bytes at `addr` on `device`, used on `stream`: its pages are backed before PyTorch
+/// hands it out), 1 for a free completed (its pages may become free). Blocks outside every paged
+/// pool are ignored. Returns 0, or -1 when the pages could not be backed (the reason in
+/// gpumem_torch_pool_last_error; the block must not be used).
+GPUMEM_TORCH_EXPORT int gpumem_torch_pages_event(int action, int device, u64 addr, u64 size,
+                                                 void* stream)
+{
+  if (paged_count.load(std::memory_order_relaxed) == 0) { return 0; }
+  auto const* ptr = reinterpret_cast<void const*>(static_cast<std::uintptr_t>(addr));
+  auto const s    = static_cast<cudaStream_t>(stream);
+  std::shared_lock lock{paged_lock};
+  for (auto* p : paged_live) {
+    if (p->device() != device || !p->owns(ptr)) { continue; }
+    if (action == 1) {
+      p->unback(ptr, size, s);
+      return 0;
+    }
+    try {
+      p->back(ptr, size, s);
+      return 0;
+    } catch (std::exception const& e) {
+      pool_error = std::string{"gpumem paged memory pool: cannot back a block of "} +
+                   std::to_string(size) + " bytes on CUDA device " + std::to_string(device) + ": " +
+                   e.what();
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/// Up to n of a paged slot's figures, summed over its devices: bytes backed, pages live now, the
+/// most live at once, free pages, handles created, pages moved, moves that waited, handles
+/// released, bytes per page. Returns how many were written; -1 out of range or not paged.
+GPUMEM_TORCH_EXPORT int gpumem_torch_pool_paged_stats(int k, u64* out, int n)
+{
+  if (k < 0 || k >= pool_slots) { return -1; }
+  auto& slot = pool_table[static_cast<std::size_t>(k)];
+  std::lock_guard lock{slot.mutex};
+  if (slot.paged_slack < 0) { return -1; }
+  std::array<u64, 9> v{};
+  for (auto const& d : slot.devices) {
+    if (!d.pages) { continue; }
+    auto const st = d.pages->stats();
+    v[0] += st.backed_bytes;
+    v[1] += st.live_pages;
+    v[2] += st.peak_live_pages;
+    v[3] += st.free_pages;
+    v[4] += st.created;
+    v[5] += st.moved;
+    v[6] += st.waited;
+    v[7] += st.released;
+    v[8] = st.granularity;
+  }
+  int const count = n < static_cast<int>(v.size()) ? n : static_cast<int>(v.size());
+  for (int i = 0; i < count && out != nullptr; ++i) { out[i] = v[static_cast<std::size_t>(i)]; }
+  return count;
 }
 
 /// Frees slot `k` for another pool: its stacks go. -2 (nothing changes) while PyTorch still holds
@@ -246,6 +392,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_close(int k)
   for (auto& d : slot.devices) {
     d.stack.reset();
     d.meter.reset();
+    drop_pages(d);
   }
   slot.open = false;
   slot.spec.clear();
@@ -263,6 +410,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_stats(int k, u64* out, int n)
     std::lock_guard lock{slot.mutex};
     for (auto const& d : slot.devices) {
       if (d.meter) { held += d.meter->held_bytes(); }
+      if (d.pages) { held += d.pages->stats().backed_bytes; }
     }
   }
   std::array<u64, 5> const v{slot.segments.load(), slot.segment_bytes.load(),
@@ -281,6 +429,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_trim(int k)
   std::lock_guard lock{slot.mutex};
   for (auto& d : slot.devices) {
     if (d.stack) { d.stack->trim(); }
+    if (d.pages) { static_cast<void>(d.pages->trim()); }
   }
   return 0;
 }

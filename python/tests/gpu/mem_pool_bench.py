@@ -1,9 +1,10 @@
 """How much device memory a PyTorch memory pool (torch.cuda.MemPool) region holds against the bytes
 its tensors use at their peak, with the pool's segments from gpumem (gpumem.torch.mem_pool(), a
-vmm_pool), from PyTorch's own allocator, and from PyTorch's allocator with expandable segments.
+vmm_pool; and mem_pool(paged=True), pages backed as PyTorch's blocks live in them), from PyTorch's
+own allocator, and from PyTorch's allocator with expandable segments.
 
-    python python/tests/gpu/mem_pool_bench.py [--configs gpumem,torch,torch_expandable]
-                                              [--workloads kv,train] [--seed 1234]
+    python python/tests/gpu/mem_pool_bench.py [--configs gpumem,gpumem_paged,torch,torch_expandable]
+                                              [--workloads kv,train] [--seed 1234] [--slack 0.02]
 
 Each configuration and workload runs in a process of its own (PyTorch reads
 PYTORCH_CUDA_ALLOC_CONF once per process). Workloads:
@@ -21,7 +22,8 @@ baseline. After every step: device memory used above the baseline, minus what Py
 segments outside the pool grew by since then, is what the region holds on the device; the peak of
 that over the peak of the region's live bytes is `used_over_live`. The pool's segments
 (`pool_reserved`, from torch.cuda.memory_snapshot) and, for gpumem, what its stack maps
-(`gpumem_held`) are reported beside it.
+(`gpumem_held`) are reported beside it, and the median time of a step (`median_step_ms`: a KV
+step's allocations and frees, or a training step, each ended by a device synchronize).
 
 Prints one JSON line per configuration and workload ({"bench": "mem_pool", ...}), then a markdown
 table. Exits 1 when a run failed (its line then has "error"). Under a minute on an H100."""
@@ -35,7 +37,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONFIGS = ("gpumem", "torch", "torch_expandable")
+CONFIGS = ("gpumem", "gpumem_paged", "torch", "torch_expandable")
 WORKLOADS = ("kv", "train")
 MiB = 1 << 20
 
@@ -92,6 +94,10 @@ def kv_schedule(seed: int, steps: int, cap_bytes: int, min_mib: int = 2, max_mib
     return out
 
 
+def median(values: list):
+    return round(sorted(values)[len(values) // 2], 3) if values else None
+
+
 def schedule_peak(schedule: list) -> int:
     """The most bytes live at once in `schedule`."""
     sizes, live, peak = {}, 0, 0
@@ -121,7 +127,7 @@ def run_child(config: str, workload: str, args, timeout: float) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", config, "--workload", workload,
            "--seed", str(args.seed), "--kv-gib", str(args.kv_gib), "--kv-steps",
            str(args.kv_steps), "--train-steps", str(args.train_steps), "--layers",
-           str(args.layers)]
+           str(args.layers), "--slack", str(args.slack)]
     head = {"bench": "mem_pool", "config": config, "workload": workload}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(config),
@@ -146,18 +152,25 @@ def cell_mib(value) -> str:
 def table(results: list) -> str:
     """The markdown table of the runs' JSON objects."""
     rows = ["| workload | pool's segments from | peak live MiB | device used by the region MiB "
-            "| used / live | pool reserved MiB | gpumem mapped MiB | note |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    names = {"gpumem": "gpumem `vmm_pool`", "torch": "PyTorch's allocator",
+            "| used / live | pool reserved MiB | gpumem mapped MiB | median step ms | note |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    names = {"gpumem": "gpumem `vmm_pool`", "gpumem_paged": "gpumem, paged",
+             "torch": "PyTorch's allocator",
              "torch_expandable": "PyTorch's allocator, expandable segments"}
     for r in results:
         ratio = r.get("used_over_live")
         note = r.get("error") or r.get("status", "")
-        rows.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        paged = r.get("gpumem_pool_stats", {})
+        if "pages_moved" in paged and not note:
+            note = (f"{paged['pages_moved']} pages moved ({paged['moves_waited']} waited), "
+                    f"{paged['pages_created']} made")
+        step = r.get("median_step_ms")
+        rows.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             r["workload"], names.get(r["config"], r["config"]), cell_mib(r.get("peak_live_bytes")),
             cell_mib(r.get("peak_region_used_bytes")),
             "—" if ratio is None else f"{ratio:.3f}", cell_mib(r.get("pool_reserved_peak_bytes")),
-            cell_mib(r.get("gpumem_held_peak_bytes")), note.replace("|", "/")))
+            cell_mib(r.get("gpumem_held_peak_bytes")), "—" if step is None else f"{step:.2f}",
+            note.replace("|", "/")))
     return "\n".join(rows)
 
 
@@ -257,11 +270,13 @@ class Region:
         return out
 
 
-def make_pool(torch, config: str):
+def make_pool(torch, config: str, args):
     """(the MemPool, gpumem.torch or None)."""
-    if config == "gpumem":
+    if config.startswith("gpumem"):
         import gpumem.torch as gt
 
+        if config == "gpumem_paged":
+            return gt.mem_pool(paged=True, slack=args.slack), gt
         return gt.mem_pool(), gt  # vmm_pool:peers=all
     return torch.cuda.MemPool(), None
 
@@ -271,10 +286,11 @@ def run_kv(torch, config: str, args) -> tuple:
     weights = torch.ones(256 * MiB, dtype=torch.uint8, device="cuda")  # the rest of the process
     scratch = torch.empty(2 * MiB, dtype=torch.uint8, device="cuda").fill_(1)  # kernels loaded
     del scratch
-    pool, gt = make_pool(torch, config)
+    pool, gt = make_pool(torch, config, args)
     region = Region(torch, pool, gt)
-    blocks, live, misplaced = {}, 0, 0
+    blocks, live, misplaced, step_ms = {}, 0, 0, []
     for events in schedule:
+        start = time.perf_counter()
         step_peak = live  # a step may free (preempt) between its allocations
         with torch.cuda.use_mem_pool(pool):
             for e in events:
@@ -286,13 +302,15 @@ def run_kv(torch, config: str, args) -> tuple:
                     step_peak = max(step_peak, live)
                 else:
                     live -= blocks.pop(e[1]).numel()
+        torch.cuda.synchronize()
+        step_ms.append((time.perf_counter() - start) * 1e3)
         region.sample(step_peak)  # no memory is given back: the device used peaks at a step's end
         if len(blocks) and region.samples % 50 == 1:  # now and then: blocks really in the pool
             misplaced += sum(not region.inside(t.data_ptr()) for t in blocks.values())
     out = region.result()
     out.update(kv_steps=args.kv_steps, kv_cap_bytes=int(args.kv_gib * 2**30),
                schedule_peak_bytes=schedule_peak(schedule), blocks_outside_pool=misplaced,
-               weights_in_pool=region.inside(weights.data_ptr()))
+               weights_in_pool=region.inside(weights.data_ptr()), median_step_ms=median(step_ms))
     return out, region
 
 
@@ -307,12 +325,13 @@ def run_train(torch, config: str, args) -> tuple:
     batches = token_batches(args.train_steps + 6, args.seed)
     for tokens in batches[:6]:  # every batch shape once, all on PyTorch's allocator
         train_step(model, optimizer, tokens)
-    pool, gt = make_pool(torch, config)
+    pool, gt = make_pool(torch, config, args)
     region = Region(torch, pool, gt)
-    losses = []
+    losses, step_ms = [], []
     for tokens in batches[6:]:
         tokens = tokens.cuda()
         torch.cuda.synchronize()
+        start = time.perf_counter()
         start_live = region.pool_live()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
@@ -328,10 +347,12 @@ def run_train(torch, config: str, args) -> tuple:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(round(loss.item(), 6))
+        step_ms.append((time.perf_counter() - start) * 1e3)  # the sample's synchronize included
         del loss, tokens
         region.sample(region.pool_live())
     out = region.result()
-    out.update(train_steps=args.train_steps, layers=args.layers, losses=losses)
+    out.update(train_steps=args.train_steps, layers=args.layers, losses=losses,
+               median_step_ms=median(step_ms))
     return out, region
 
 
@@ -405,6 +426,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kv-steps", type=int, default=400)
     ap.add_argument("--train-steps", type=int, default=6, help="training steps in the region")
     ap.add_argument("--layers", type=int, default=12, help="training: the tiny GPT's layers")
+    ap.add_argument("--slack", type=float, default=0.02,
+                    help="gpumem_paged: free pages kept, as a fraction of the peak of live pages")
     ap.add_argument("--timeout", type=float, default=120, help="seconds per run")
     ap.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
     ap.add_argument("--workload", choices=WORKLOADS, default="kv", help=argparse.SUPPRESS)

@@ -87,7 +87,7 @@ def test_the_mem_pool_bench_measures_each_configuration():
                          text=True, timeout=400, cwd=HERE, env=dict(os.environ, **NO_MULTICAST))
     lines = [json.loads(x) for x in out.stdout.splitlines() if x.startswith('{"bench"')]
     print(out.stdout)
-    assert out.returncode == 0 and len(lines) == 6, out.stdout + out.stderr[-3000:]
+    assert out.returncode == 0 and len(lines) == 8, out.stdout + out.stderr[-3000:]
     for r in lines:
         assert "error" not in r, r
         if r["config"] == "torch_expandable" and r["used_over_live"] is None:
@@ -101,6 +101,9 @@ def test_the_mem_pool_bench_measures_each_configuration():
             assert r["peak_live_bytes"] > 0 and len(r["losses"]) == 2, r
         if r["config"] == "gpumem":
             assert r["gpumem_held_peak_bytes"] >= r["pool_reserved_peak_bytes"], r
+        if r["config"] == "gpumem_paged":  # pages of live blocks, not whole segments
+            assert r["gpumem_held_peak_bytes"] <= r["pool_reserved_peak_bytes"], r
+            assert r["gpumem_pool_stats"]["failures"] == 0, r
     train = [r["losses"] for r in lines if r["workload"] == "train" and "losses" in r]
     assert all(x == train[0] for x in train), train  # the same steps under every configuration
 
@@ -139,3 +142,68 @@ def test_a_no_split_mem_pool_gives_each_tensor_a_segment_of_its_own():
     assert r["False"]["same_segment"] and r["False"]["segments"] == 1, r
     assert not r["True"]["same_segment"] and r["True"]["segments"] == 2, r
     assert r["False"]["sum"] == r["True"]["sum"] == 2000.0
+
+
+PAGED = textwrap.dedent("""
+    import json, random, torch
+    import gpumem.torch as gt
+
+    MiB = 1 << 20
+    pool = gt.mem_pool(paged=True, slack=0.0)   # every free page moves when a new one is needed
+    rng = random.Random(5)
+    live, peak_live, peak_held, most, checks, bad = {}, 0, 0, 0, 0, 0
+    stream = torch.cuda.Stream()
+    for step in range(400):
+        with torch.cuda.use_mem_pool(pool):
+            if len(live) < 6 or rng.random() < 0.55:
+                n = rng.choice((3 * MiB + 4096, 5 * MiB, 9 * MiB, 17 * MiB, 600 * 1024, 40 * MiB))
+                value = step % 251
+                if rng.random() < 0.3:          # some tensors written on another stream
+                    with torch.cuda.stream(stream):
+                        t = torch.full((n,), value, dtype=torch.uint8, device="cuda")
+                    torch.cuda.current_stream().wait_stream(stream)
+                    t.record_stream(stream)
+                else:
+                    t = torch.full((n,), value, dtype=torch.uint8, device="cuda")
+                live[step] = (t, value)
+            else:
+                del live[rng.choice(sorted(live))]
+        if step % 20 == 0:                      # every live tensor still holds its values
+            for t, value in live.values():
+                checks += 1
+                bad += int(not bool((t == value).all()))
+        s = gt.mem_pool_stats(pool)
+        peak_held = max(peak_held, s["held_bytes"])
+        peak_live = max(peak_live, sum(t.numel() for t, _ in live.values()))
+        most = max(most, len(live))
+    torch.cuda.synchronize()
+    for t, value in live.values():
+        checks += 1
+        bad += int(not bool((t == value).all()))
+    s = gt.mem_pool_stats(pool)
+    reserved = sum(x["total_size"] for x in torch.cuda.memory_snapshot()
+                   if tuple(x.get("segment_pool_id", (0, 0))) == tuple(pool.id))
+    live.clear()
+    gt.mem_pool_trim(pool)
+    after_trim = gt.mem_pool_stats(pool)["held_bytes"]
+    print("RESULT " + json.dumps({"stats": s, "peak_live": peak_live, "peak_held": peak_held,
+                                  "reserved": reserved, "checks": checks, "bad": bad, "most": most,
+                                  "after_trim": after_trim}), flush=True)
+""")
+
+
+def test_a_paged_mem_pool_keeps_every_tensor_whole_while_its_pages_move():
+    # mem_pool(paged=True, slack=0): tensors of changing sizes come and go (some written on a
+    # second stream); every free page moves where a new block needs one. Every live tensor keeps
+    # its values; the device holds at most the peak of live pages (plus one page per tensor's
+    # edges), far less than the segments PyTorch holds; a trim leaves nothing backed.
+    r = run_for_json(["-c", PAGED], timeout=600)
+    print(r)
+    s = r["stats"]
+    assert r["checks"] > 100 and r["bad"] == 0, r
+    assert s["pages_moved"] > 0 and s["failures"] == 0, s
+    page = s["page_bytes"]
+    assert r["peak_held"] <= s["peak_live_pages"] * page, r
+    assert r["peak_held"] <= r["peak_live"] + 2 * page * r["most"], r  # two edge pages a tensor
+    assert r["reserved"] > r["peak_held"], r
+    assert r["after_trim"] == 0, r
