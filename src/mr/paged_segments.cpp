@@ -40,13 +40,16 @@ paged_segments::paged_segments(paged_segments_options options, runtime& rt)
                                 " must be a fraction of at least 0 (0.02: 2 % of the peak pages)"));
   slack_       = options.slack;
   granularity_ = rt.vmm_granularity(device_);
-  auto const wanted =
-      options.reserve_bytes != 0 ? options.reserve_bytes : 2 * rt.memory_info().total_bytes;
-  GPUMEM_EXPECTS(wanted > 0 && is_aligned(wanted, granularity_), logic_error,
-                 detail::format(name, ": reserve of ", wanted,
-                                " bytes is not a positive multiple of the device's granularity (",
+  GPUMEM_EXPECTS(options.reserve_bytes == 0 || is_aligned(options.reserve_bytes, granularity_),
+                 logic_error,
+                 detail::format(name, ": reserve of ", options.reserve_bytes,
+                                " bytes is not a multiple of the device's granularity (",
                                 granularity_, " bytes)"));
-  auto const count = wanted / granularity_;
+  auto const twice  = 2 * rt.memory_info().total_bytes;  // the default, rounded up to pages
+  auto const wanted = options.reserve_bytes != 0
+                          ? options.reserve_bytes
+                          : align_up(std::max(twice, granularity_), granularity_);
+  auto const count  = wanted / granularity_;
   GPUMEM_EXPECTS(count < none, logic_error,
                  detail::format(name, ": reserve of ", wanted, " bytes is over ", none - 1,
                                 " pages of ", granularity_, " bytes"));

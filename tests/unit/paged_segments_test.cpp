@@ -262,6 +262,17 @@ TEST_F(paged_segments_test, BadRangesAreRefusedOrReportedAndChangeNothing)
   EXPECT_THROW((paged_segments{{.device = -2, .reserve_bytes = 64 * MiB}, rt}), logic_error);
 }
 
+TEST(paged_segments_reserve, TheDefaultIsTwiceTheDevicesMemoryInWholePages)
+{
+  // 64.5 MiB of device memory: twice is 129 MiB, not a whole number of 2 MiB pages
+  detail::host_runtime rt{detail::host_runtime_options{.capacity_bytes = 64 * MiB + 512 * KiB}};
+  paged_segments seg{{.device = 0}, rt};
+  void* s = seg.reserve_segment(130 * MiB);
+  EXPECT_TRUE(seg.owns(static_cast<char*>(s) + 130 * MiB - 1));
+  EXPECT_THROW(static_cast<void>(seg.reserve_segment(1)), out_of_memory);
+  seg.release_segment(s, 130 * MiB);
+}
+
 TEST_F(paged_segments_test, AFailedBackChangesNothing)
 {
   auto seg = make(0);
