@@ -711,7 +711,9 @@ def mem_pool_stats(pool) -> dict:
     stacks hold from the devices; for a paged pool, the pages backed). A paged pool adds
     ``live_pages`` (pages live tensors touch), ``peak_live_pages``, ``free_pages`` (backed, no
     live tensor), ``pages_created``, ``pages_moved``, ``moves_waited`` (moves that waited for
-    the device), ``pages_released`` and ``page_bytes``."""
+    the device), ``pages_released``, ``page_bytes``, and ``backing_seconds`` and
+    ``freeing_seconds`` (host time spent following PyTorch's allocations and frees, driver calls
+    and waits included)."""
     slot = _pool_of.get(id(pool))
     if slot is None:
         raise ValueError("not a pool made by gpumem.torch.mem_pool() (or it is gone)")
@@ -720,11 +722,13 @@ def mem_pool_stats(pool) -> dict:
     lib.gpumem_torch_pool_stats(slot, out, 5)
     keys = ("segments", "segment_bytes", "allocations", "failures", "held_bytes")
     stats = dict(zip(keys, out))
-    paged = (ctypes.c_ulonglong * 9)()
-    if lib.gpumem_torch_pool_paged_stats(slot, paged, 9) == 9:
+    paged = (ctypes.c_ulonglong * 11)()
+    if lib.gpumem_torch_pool_paged_stats(slot, paged, 11) == 11:
         keys = ("held_bytes", "live_pages", "peak_live_pages", "free_pages", "pages_created",
                 "pages_moved", "moves_waited", "pages_released", "page_bytes")
         stats.update(zip(keys, paged))
+        stats["backing_seconds"] = paged[9] / 1e6
+        stats["freeing_seconds"] = paged[10] / 1e6
     return stats
 
 

@@ -272,7 +272,7 @@ def test_mem_pool_paged_gives_pytorch_a_paged_slot(fake_torch_with_mempool):
     """, fake_torch_with_mempool)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == "paged:slack=0.1 ['allocations', 'failures', 'free_pages', 'held_bytes']"
+    assert lines[0] == "paged:slack=0.1 ['allocations', 'backing_seconds', 'failures', 'free_pages']"
     assert lines[1] == "refused: mem_pool(paged=True) takes no spec (got 'pool')"
     assert lines[2:] == ["refused: mem_pool(paged=True, slack=-1)",
                          "refused: mem_pool(paged=True, slack=True)",

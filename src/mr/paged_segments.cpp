@@ -5,10 +5,10 @@
 #include <gpumem/mr/paged_segments.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <optional>
 #include <string>
 
 namespace gpumem::mr {
@@ -16,6 +16,27 @@ namespace gpumem::mr {
 namespace {
 
 constexpr char const* name = "paged_segments";
+
+/// Adds the time of its scope to a nanosecond counter.
+class timed {
+ public:
+  explicit timed(std::uint64_t& total) noexcept
+      : total_{&total}, start_{std::chrono::steady_clock::now()}
+  {
+  }
+  timed(timed const&)            = delete;
+  timed& operator=(timed const&) = delete;
+  ~timed()
+  {
+    *total_ += static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now() - start_)
+                                              .count());
+  }
+
+ private:
+  std::uint64_t* total_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 void report(std::string const& what) noexcept
 {
@@ -170,42 +191,92 @@ std::pair<std::uint32_t, std::uint32_t> paged_segments::pages_of(void const* ptr
 void paged_segments::back(void const* ptr, std::size_t bytes, cudaStream_t stream)
 {
   std::lock_guard lock{mutex_};
+  timed const time{back_ns_};
   auto const [first, last] = pages_of(ptr, bytes);
   bool const capturing     = runtime_->stream_capturing(stream);
+  auto const span          = last - first + 1;
   std::vector<std::uint32_t> mapped;  // pages this call mapped, for the access grant and undo
   std::vector<taken_page> taken;      // pages taken in place, for undo
-  mapped.reserve(last - first + 1);
-  taken.reserve(last - first + 1);
+  std::vector<vmm_handle> handles;    // handles of moved pages not yet mapped again
+  mapped.reserve(span);
+  taken.reserve(span);
+  handles.reserve(span);
   // Pages mapped and free are taken in place first, so that a move below never takes one of them.
+  std::size_t becoming_live{};
   for (auto pg = first; pg <= last; ++pg) {
+    becoming_live += pages_[pg].count == 0 ? 1 : 0;
     if (pages_[pg].mapped && pages_[pg].count == 0) { taken.push_back(take_free_in_place(pg)); }
   }
+  auto const unmapped = span - static_cast<std::size_t>(
+                                   std::count_if(pages_.begin() + first, pages_.begin() + last + 1,
+                                                 [](page const& g) { return g.mapped; }));
+  if (!capturing) { take_victims(unmapped, live_pages_ + becoming_live, handles); }
   auto pg = first;
   try {
     for (; pg <= last; ++pg) {
       auto& g = pages_[pg];
       if (!g.mapped) {
-        map_page(pg, capturing);
+        map_page(pg, handles);
         mapped.push_back(pg);
       }
       if (g.count++ == 0) { add_live(); }
     }
     grant(mapped);
   } catch (out_of_memory const& e) {
-    undo_back(first, pg, mapped, taken);
+    undo_back(first, pg, mapped, taken, handles);
     GPUMEM_FAIL(out_of_memory,
                 detail::format(e.what(), " (", name, " backing ", detail::bytes_str(bytes), " at ",
                                detail::ptr_str(ptr), ": ",
                                detail::bytes_str(mapped_pages_ * granularity_), " backed, ",
                                detail::bytes_str(live_pages_ * granularity_), " in live pages)"));
   } catch (...) {
-    undo_back(first, pg, mapped, taken);
+    undo_back(first, pg, mapped, taken, handles);
     throw;
   }
   for (auto const& t : taken) {  // in use again: nothing of their free to wait for
     drop_event(pages_[t.page].event);
     pages_[t.page].event = none;
   }
+}
+
+// Up to `need` free pages, oldest first, while the free pages exceed the slack of the peak of
+// live pages (`live_after`: the live pages once this back() is done), each once its work has
+// finished: unmapped (side-by-side pages in one call) and their handles appended to `out`.
+void paged_segments::take_victims(std::size_t need, std::size_t live_after,
+                                  std::vector<vmm_handle>& out) noexcept
+{
+  auto const peak = static_cast<double>(std::max(peak_live_pages_, live_after));
+  auto const from = out.size();
+  while (out.size() - from < need && movable_free_ > 0 &&
+         static_cast<double>(free_pages_) > slack_ * peak) {
+    auto const pg = free_head_;
+    if (!wait_for(pages_[pg])) { break; }  // its work cannot be waited for: new memory instead
+    unlink_free(pg);
+    --movable_free_;
+    --free_pages_;
+    out.push_back(pg);  // the page for now (capacity reserved by back()); its handle below
+  }
+  auto first = out.begin() + static_cast<std::ptrdiff_t>(from);
+  std::sort(first, out.end());
+  for (auto i = first; i != out.end();) {  // one unmap per run of pages side by side
+    auto j = i + 1;
+    while (j != out.end() && *j == *(j - 1) + 1) { ++j; }
+    auto const run = static_cast<std::size_t>(j - i);
+    if (run == 1 ||
+        !runtime_->vmm_unmap_run(address(static_cast<std::uint32_t>(*i)), run * granularity_)) {
+      for (auto k = i; k != j; ++k) {
+        runtime_->vmm_unmap(address(static_cast<std::uint32_t>(*k)), granularity_);
+      }
+    }
+    i = j;
+  }
+  for (auto i = first; i != out.end(); ++i) {
+    auto& g  = pages_[static_cast<std::uint32_t>(*i)];
+    g.mapped = false;
+    --mapped_pages_;
+    *i = g.handle;
+  }
+  moved_ += out.size() - from;
 }
 
 // A free page (mapped, count 0) that back() takes in place: out of the free list (or off its
@@ -228,8 +299,13 @@ paged_segments::taken_page paged_segments::take_free_in_place(std::uint32_t pg) 
 // mapped given back, and the pages it took in place free again as they were (event, pin).
 void paged_segments::undo_back(std::uint32_t first, std::uint32_t done,
                                std::vector<std::uint32_t> const& mapped,
-                               std::vector<taken_page> const& taken) noexcept
+                               std::vector<taken_page> const& taken,
+                               std::vector<vmm_handle> const& handles) noexcept
 {
+  for (auto h : handles) {  // moved, not mapped again: given back
+    runtime_->vmm_release(h);
+    ++released_;
+  }
   for (auto pg = first; pg < done; ++pg) {
     if (--pages_[pg].count == 0) { --live_pages_; }
   }
@@ -244,9 +320,18 @@ void paged_segments::undo_back(std::uint32_t first, std::uint32_t done,
   }
 }
 
-void paged_segments::map_page(std::uint32_t pg, bool capturing)
+// Maps a page with a moved page's handle from `handles`, else a new one. A handle that fails to
+// map is released.
+void paged_segments::map_page(std::uint32_t pg, std::vector<vmm_handle>& handles)
 {
-  auto const h = handle_for(capturing);
+  vmm_handle h{};
+  if (handles.empty()) {
+    h = runtime_->vmm_create(granularity_, device_, {});
+    ++created_;
+  } else {
+    h = handles.back();
+    handles.pop_back();
+  }
   try {
     runtime_->vmm_map(address(pg), granularity_, h);
   } catch (...) {
@@ -257,41 +342,6 @@ void paged_segments::map_page(std::uint32_t pg, bool capturing)
   pages_[pg].mapped = true;
   pages_[pg].handle = h;
   ++mapped_pages_;
-}
-
-bool paged_segments::may_move() const noexcept
-{
-  return movable_free_ > 0 &&
-         static_cast<double>(free_pages_) > slack_ * static_cast<double>(peak_live_pages_);
-}
-
-vmm_handle paged_segments::handle_for(bool capturing)
-{
-  if (!capturing && may_move()) {
-    if (auto const h = take_oldest_free(); h.has_value()) {
-      ++moved_;
-      return *h;
-    }
-  }
-  auto const h = runtime_->vmm_create(granularity_, device_, {});
-  ++created_;
-  return h;
-}
-
-// The page freed longest ago, once its work has finished: unmapped, its handle returned for
-// another page. Nothing when its work cannot be waited for (it stays free where it is).
-std::optional<vmm_handle> paged_segments::take_oldest_free()
-{
-  auto const pg = free_head_;
-  auto& g       = pages_[pg];
-  if (!wait_for(g)) { return std::nullopt; }
-  unlink_free(pg);
-  --movable_free_;
-  --free_pages_;
-  runtime_->vmm_unmap(address(pg), granularity_);
-  g.mapped = false;
-  --mapped_pages_;
-  return g.handle;
 }
 
 void paged_segments::grant(std::vector<std::uint32_t> const& mapped)
@@ -316,6 +366,7 @@ void paged_segments::add_live() noexcept
 void paged_segments::unback(void const* ptr, std::size_t bytes, cudaStream_t stream) noexcept
 {
   std::lock_guard lock{mutex_};
+  timed const time{unback_ns_};
   std::pair<std::uint32_t, std::uint32_t> range;
   try {
     range = pages_of(ptr, bytes);
@@ -482,17 +533,21 @@ std::size_t paged_segments::trim() noexcept
 paged_segments_stats paged_segments::stats() const
 {
   std::lock_guard lock{mutex_};
-  return {granularity_,
-          segments_.size(),
-          segment_pages_ * granularity_,
-          mapped_pages_ * granularity_,
-          live_pages_,
-          peak_live_pages_,
-          free_pages_,
-          created_,
-          moved_,
-          waited_,
-          released_};
+  paged_segments_stats st;
+  st.granularity     = granularity_;
+  st.segments        = segments_.size();
+  st.segment_bytes   = segment_pages_ * granularity_;
+  st.backed_bytes    = mapped_pages_ * granularity_;
+  st.live_pages      = live_pages_;
+  st.peak_live_pages = peak_live_pages_;
+  st.free_pages      = free_pages_;
+  st.created         = created_;
+  st.moved           = moved_;
+  st.waited          = waited_;
+  st.released        = released_;
+  st.back_seconds    = static_cast<double>(back_ns_) * 1e-9;
+  st.unback_seconds  = static_cast<double>(unback_ns_) * 1e-9;
+  return st;
 }
 
 void paged_segments::check_invariants() const

@@ -131,6 +131,25 @@ TEST_F(paged_segments_test, BeyondTheSlackTheOldestFreePageMoves)
   check(seg);
 }
 
+TEST_F(paged_segments_test, PagesMovedSideBySideAreUnmappedInOneCallAndGrantedInOne)
+{
+  auto seg = make(0);
+  void* s  = seg.reserve_segment(32 * MiB);
+  seg.back(s, 8 * MiB, a);  // pages 0..3, freed together
+  seg.unback(s, 8 * MiB, a);
+  rt.complete_all();
+  auto const before = rt.calls();
+  seg.back(at(s, 16 * MiB), 8 * MiB, a);  // pages 8..11 take them
+  auto const after = rt.calls();
+  EXPECT_EQ(seg.stats().moved, 4U);
+  EXPECT_EQ(after.vmm_unmap - before.vmm_unmap, 1U) << "one unmap for the run of four";
+  EXPECT_EQ(after.vmm_map - before.vmm_map, 4U);
+  EXPECT_EQ(after.vmm_create, before.vmm_create);
+  EXPECT_TRUE(mapped(at(s, 16 * MiB), 8 * MiB));
+  EXPECT_FALSE(mapped(s, 1));
+  check(seg);
+}
+
 TEST_F(paged_segments_test, WithinTheSlackNewPagesAreMade)
 {
   auto seg = make(0.5);

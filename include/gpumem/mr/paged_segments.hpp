@@ -42,7 +42,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <vector>
 
 namespace gpumem::mr {
@@ -68,6 +67,8 @@ struct paged_segments_stats {
   std::uint64_t moved{};          ///< pages moved to back another
   std::uint64_t waited{};         ///< moves or releases that waited for the device
   std::uint64_t released{};       ///< handles given back (segments released, trims)
+  double back_seconds{};          ///< host time inside back() (driver calls and waits included)
+  double unback_seconds{};        ///< host time inside unback()
 };
 
 class paged_segments {
@@ -126,11 +127,12 @@ class paged_segments {
     bool pinned;
   };
   [[nodiscard]] taken_page take_free_in_place(std::uint32_t pg) noexcept;
-  void map_page(std::uint32_t pg, bool capturing);
-  [[nodiscard]] vmm_handle handle_for(bool capturing);
-  [[nodiscard]] std::optional<vmm_handle> take_oldest_free();
+  void map_page(std::uint32_t pg, std::vector<vmm_handle>& handles);
+  void take_victims(std::size_t need, std::size_t live_after,
+                    std::vector<vmm_handle>& out) noexcept;
   void undo_back(std::uint32_t first, std::uint32_t done, std::vector<std::uint32_t> const& mapped,
-                 std::vector<taken_page> const& taken) noexcept;
+                 std::vector<taken_page> const& taken,
+                 std::vector<vmm_handle> const& handles) noexcept;
   void grant(std::vector<std::uint32_t> const& mapped);
   void add_live() noexcept;
   void push_free(std::uint32_t pg, std::uint32_t event) noexcept;
@@ -140,7 +142,6 @@ class paged_segments {
   void drop_event(std::uint32_t event) noexcept;
   [[nodiscard]] std::uint32_t record_event(cudaStream_t stream) noexcept;
   void unmap_and_release(std::uint32_t pg) noexcept;
-  [[nodiscard]] bool may_move() const noexcept;
 
   runtime* runtime_;
   int device_{};
@@ -162,6 +163,7 @@ class paged_segments {
   std::size_t live_pages_{};
   std::size_t peak_live_pages_{};
   std::uint64_t created_{}, moved_{}, waited_{}, released_{};
+  std::uint64_t back_ns_{}, unback_ns_{};
 };
 
 }  // namespace gpumem::mr

@@ -354,14 +354,15 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pages_event(int action, int device, u64 add
 
 /// Up to n of a paged slot's figures, summed over its devices: bytes backed, pages live now, the
 /// most live at once, free pages, handles created, pages moved, moves that waited, handles
-/// released, bytes per page. Returns how many were written; -1 out of range or not paged.
+/// released, bytes per page, microseconds spent backing and freeing pages (host time, driver
+/// calls and waits included). Returns how many were written; -1 out of range or not paged.
 GPUMEM_TORCH_EXPORT int gpumem_torch_pool_paged_stats(int k, u64* out, int n)
 {
   if (k < 0 || k >= pool_slots) { return -1; }
   auto& slot = pool_table[static_cast<std::size_t>(k)];
   std::lock_guard lock{slot.mutex};
   if (slot.paged_slack < 0) { return -1; }
-  std::array<u64, 9> v{};
+  std::array<u64, 11> v{};
   for (auto const& d : slot.devices) {
     if (!d.pages) { continue; }
     auto const st = d.pages->stats();
@@ -374,6 +375,8 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_paged_stats(int k, u64* out, int n)
     v[6] += st.waited;
     v[7] += st.released;
     v[8] = st.granularity;
+    v[9] += static_cast<u64>(st.back_seconds * 1e6);
+    v[10] += static_cast<u64>(st.unback_seconds * 1e6);
   }
   int const count = n < static_cast<int>(v.size()) ? n : static_cast<int>(v.size());
   for (int i = 0; i < count && out != nullptr; ++i) { out[i] = v[static_cast<std::size_t>(i)]; }

@@ -163,7 +163,9 @@ def table(results: list) -> str:
         paged = r.get("gpumem_pool_stats", {})
         if "pages_moved" in paged and not note:
             note = (f"{paged['pages_moved']} pages moved ({paged['moves_waited']} waited), "
-                    f"{paged['pages_created']} made")
+                    f"{paged['pages_created']} made; "
+                    f"{paged['backing_seconds'] + paged['freeing_seconds']:.3f} s following "
+                    f"PyTorch")
         step = r.get("median_step_ms")
         rows.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             r["workload"], names.get(r["config"], r["config"]), cell_mib(r.get("peak_live_bytes")),

@@ -183,7 +183,11 @@ PAGED = textwrap.dedent("""
     s = gt.mem_pool_stats(pool)
     reserved = sum(x["total_size"] for x in torch.cuda.memory_snapshot()
                    if tuple(x.get("segment_pool_id", (0, 0))) == tuple(pool.id))
+    del t
     live.clear()
+    torch.cuda.synchronize()
+    with torch.cuda.use_mem_pool(pool):   # PyTorch completes the frees of record_stream'd tensors
+        torch.empty(1, device="cuda")     # at its next allocation
     gt.mem_pool_trim(pool)
     after_trim = gt.mem_pool_stats(pool)["held_bytes"]
     print("RESULT " + json.dumps({"stats": s, "peak_live": peak_live, "peak_held": peak_held,
