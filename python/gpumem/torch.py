@@ -554,7 +554,7 @@ _closing: set = set()    # slots whose MemPool is gone, closed once PyTorch gave
 
 
 def mem_pool(spec: str | None = None, *, runtime=None, use_on_oom: bool = False,
-             no_split: bool = False, paged: bool = False, slack: float = 0.02):
+             no_split: bool = False, paged: bool = False, slack: float = 0.0):
     """A ``torch.cuda.MemPool`` whose segments come from a gpumem stack built from ``spec`` (None:
     ``DEFAULT_SPEC``), beside PyTorch's own allocator for the rest of the process::
 
@@ -574,7 +574,8 @@ def mem_pool(spec: str | None = None, *, runtime=None, use_on_oom: bool = False,
 
     ``paged=True`` (no ``spec``): the segments PyTorch holds are address space only, and the
     device holds only the pages (2 MiB on current GPUs) that PyTorch's live tensors touch, plus
-    free pages up to ``slack`` times the most pages live at once; beyond that a free page moves
+    free pages up to ``slack`` times the most pages live at once (0: none beyond the most pages
+    ever live at once); beyond that a free page moves
     (unmapped where it is free, mapped where a tensor needs it, once the work queued before its
     free has finished). PyTorch keeps freed blocks cached in its segments, so a plain pool holds
     what its caching holds; a paged pool holds about its live tensors. It follows PyTorch's
@@ -613,7 +614,7 @@ def _paged_mem_pool(torch, spec, slack, runtime, use_on_oom, no_split):
                          "from the device directly")
     if isinstance(slack, bool) or not isinstance(slack, (int, float)) or not 0 <= slack <= 1e6:
         raise ValueError(f"mem_pool(paged=True, slack={slack!r}): slack is a fraction of at "
-                         "least 0 (0.02 keeps free pages up to 2 % of the most pages live)")
+                         "least 0 (0.05 keeps free pages up to 5 % of the most pages live)")
     lib = _library()
     _close_finished()
     if runtime is None:  # the trace tells the pool where PyTorch puts each block

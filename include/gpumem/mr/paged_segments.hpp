@@ -51,8 +51,9 @@ struct paged_segments_options {
   /// Address space reserved for all segments together (a multiple of the granularity); 0: twice
   /// the device's memory.
   std::size_t reserve_bytes{};
-  /// Free pages kept mapped, as a fraction of the most pages live at once, before pages move.
-  double slack{0.02};
+  /// Free pages kept mapped, as a fraction of the most pages live at once, before pages move
+  /// (0: never more pages than were ever live at once).
+  double slack{0.0};
 };
 
 struct paged_segments_stats {

@@ -128,6 +128,7 @@ def run_child(config: str, workload: str, args, timeout: float) -> dict:
            "--seed", str(args.seed), "--kv-gib", str(args.kv_gib), "--kv-steps",
            str(args.kv_steps), "--train-steps", str(args.train_steps), "--layers",
            str(args.layers), "--slack", str(args.slack)]
+    cmd += ["--one-shape"] if args.one_shape else []
     head = {"bench": "mem_pool", "config": config, "workload": workload}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(config),
@@ -325,6 +326,9 @@ def run_train(torch, config: str, args) -> tuple:
     model = TinyGPT(layers=args.layers).cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=False, foreach=True)
     batches = token_batches(args.train_steps + 6, args.seed)
+    if args.one_shape:  # one shape for every batch: the same tensors step after step
+        gen = torch.Generator().manual_seed(args.seed)
+        batches = [torch.randint(0, 50257, (8, 513), generator=gen) for _ in batches]
     for tokens in batches[:6]:  # every batch shape once, all on PyTorch's allocator
         train_step(model, optimizer, tokens)
     pool, gt = make_pool(torch, config, args)
@@ -428,7 +432,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kv-steps", type=int, default=400)
     ap.add_argument("--train-steps", type=int, default=6, help="training steps in the region")
     ap.add_argument("--layers", type=int, default=12, help="training: the tiny GPT's layers")
-    ap.add_argument("--slack", type=float, default=0.02,
+    ap.add_argument("--one-shape", action="store_true",
+                    help="train: every batch of one shape (8 x 512) instead of cycling through six")
+    ap.add_argument("--slack", type=float, default=0.0,
                     help="gpumem_paged: free pages kept, as a fraction of the peak of live pages")
     ap.add_argument("--timeout", type=float, default=120, help="seconds per run")
     ap.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
