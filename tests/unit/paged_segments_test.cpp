@@ -45,6 +45,15 @@ struct paged_segments_test : ::testing::Test {
     }
   }
   static char* at(void* s, std::size_t off) { return static_cast<char*>(s) + off; }
+  /// A segment of 8 MiB whose first page a kernel on `a` used and then freed (on `a`).
+  void* page_freed_after_work(paged_segments& seg)
+  {
+    void* s = seg.reserve_segment(8 * MiB);
+    seg.back(s, 2 * MiB, a);
+    rt.enqueue(a);  // a kernel still using the block
+    seg.unback(s, 2 * MiB, a);
+    return s;
+  }
 };
 
 TEST_F(paged_segments_test, ASegmentIsAddressSpaceOnly)
@@ -171,10 +180,7 @@ TEST_F(paged_segments_test, WithinTheSlackNewPagesAreMade)
 TEST_F(paged_segments_test, AMoveWaitsForTheWorkQueuedBeforeTheFree)
 {
   auto seg = make(0);
-  void* s  = seg.reserve_segment(8 * MiB);
-  seg.back(s, 2 * MiB, a);
-  rt.enqueue(a);  // a kernel still using the block
-  seg.unback(s, 2 * MiB, a);
+  void* s  = page_freed_after_work(seg);
   rt.enqueue(a);  // later work on a, not the block's
   EXPECT_TRUE(mapped(s, 2 * MiB)) << "nothing unmapped at the free";
   seg.back(at(s, 4 * MiB), 2 * MiB, b);
@@ -187,10 +193,7 @@ TEST_F(paged_segments_test, AMoveWaitsForTheWorkQueuedBeforeTheFree)
 TEST_F(paged_segments_test, AMoveOfFinishedWorkDoesNotWait)
 {
   auto seg = make(0);
-  void* s  = seg.reserve_segment(8 * MiB);
-  seg.back(s, 2 * MiB, a);
-  rt.enqueue(a);
-  seg.unback(s, 2 * MiB, a);
+  void* s  = page_freed_after_work(seg);
   rt.complete(a);
   rt.enqueue(a);  // new work: not waited for
   seg.back(at(s, 4 * MiB), 2 * MiB, b);
