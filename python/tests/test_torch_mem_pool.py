@@ -245,6 +245,23 @@ def test_a_paged_block_that_cannot_be_backed_is_refused_with_the_reason(small_ho
     free(seg, 12 * MiB, 0, None)
 
 
+def test_a_paged_block_is_backed_to_its_512_byte_end(host, slots):
+    # PyTorch's trace gives the size asked for; the block is that rounded up to 512 bytes, all of
+    # which a kernel may touch: a block ending 100 bytes before a page ends runs onto the next
+    k = lib.gpumem_torch_pool_open_paged(0.0, host._handle, 0)
+    slots.append(k)
+    malloc, free = functions(k)
+    seg = malloc(4 * MiB, 0, None)
+    at = seg + 2 * MiB - 1000
+    assert event(ALLOC, 0, at, 900) == 0
+    assert paged_stats(k)["live"] == 2
+    ctypes.memset(at, 1, 1024)
+    assert event(FREE, 0, at, 900) == 0
+    s = paged_stats(k)
+    assert (s["live"], s["free"]) == (0, 2)
+    free(seg, 4 * MiB, 0, None)
+
+
 def test_paged_slots_refuse_a_bad_slack(host, slots):
     for bad in (-0.5, float("nan"), float("inf")):
         assert lib.gpumem_torch_pool_open_paged(bad, host._handle, 0) == -1

@@ -332,6 +332,10 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pages_event(int action, int device, u64 add
   if (paged_count.load(std::memory_order_relaxed) == 0) { return 0; }
   auto const* ptr = reinterpret_cast<void const*>(static_cast<std::uintptr_t>(addr));
   auto const s    = static_cast<cudaStream_t>(stream);
+  // PyTorch's trace gives the size asked for; its block is that rounded up to 512 bytes, and a
+  // kernel may touch the whole block: back (and free) the block's bytes.
+  constexpr u64 block_round = 512;
+  size = size > ~u64{0} - block_round ? size : (size + block_round - 1) / block_round * block_round;
   std::shared_lock lock{paged_lock};
   for (auto* p : paged_live) {
     if (p->device() != device || !p->owns(ptr)) { continue; }
