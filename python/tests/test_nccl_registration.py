@@ -185,6 +185,17 @@ def test_mem_pool_registration_needs_a_vmm_pool(host):
         _torch_nccl.registration(object(), COMM, FakeNccl(), None, 0, lambda p: None)
 
 
+def test_a_paged_mem_pool_cannot_be_registered(host):
+    lib = gt._library()
+    k = lib.gpumem_torch_pool_open_paged(0.0, host._handle, 0)
+    assert k >= 0
+    try:
+        with pytest.raises(RuntimeError, match="paged memory pool moves its pages"):
+            _torch_nccl.registration(object(), COMM, FakeNccl(), None, 0, lambda p: k)
+    finally:
+        lib.gpumem_torch_pool_close(k)
+
+
 def test_nccl_versions_and_units():
     assert _torch_nccl.unit_for((2, 28, 9)) == "handle"
     assert _torch_nccl.unit_for((2, 29, 2)) == "run"

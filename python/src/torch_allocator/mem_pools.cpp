@@ -475,6 +475,11 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_register(int k, int device, void* comm
     auto& slot = pool_table[static_cast<std::size_t>(k)];
     std::lock_guard lock{slot.mutex};
     if (!slot.open) { throw gpumem::logic_error{"the memory pool was closed"}; }
+    if (slot.paged_slack >= 0) {
+      throw gpumem::logic_error{
+          "a paged memory pool moves its pages, so NCCL cannot keep them "
+          "registered; register a plain gpumem.torch.mem_pool() instead"};
+    }
     (void)stack_on(slot, device);
     auto* pool = dynamic_cast<gpumem::mr::vmm_pool_memory_resource*>(
         &slot.devices[static_cast<std::size_t>(device)].stack->leaf());
