@@ -248,12 +248,10 @@ void paged_segments::take_victims(std::size_t need, std::size_t live_after,
   auto const peak = static_cast<double>(std::max(peak_live_pages_, live_after));
   auto const from = out.size();
   while (out.size() - from < need && movable_free_ > 0 &&
-         static_cast<double>(free_pages_) > slack_ * peak) {
+         static_cast<double>(movable_free_ + pinned_free_) > slack_ * peak) {
     auto const pg = free_head_;
     if (!wait_for(pages_[pg])) { break; }  // its work cannot be waited for: new memory instead
     unlink_free(pg);
-    --movable_free_;
-    --free_pages_;
     out.push_back(pg);  // the page for now (capacity reserved by back()); its handle below
   }
   auto first = out.begin() + static_cast<std::ptrdiff_t>(from);
@@ -287,11 +285,10 @@ paged_segments::taken_page paged_segments::take_free_in_place(std::uint32_t pg) 
   taken_page const out = {pg, g.pinned};
   if (g.pinned) {
     g.pinned = false;
+    --pinned_free_;
   } else {
     unlink_free(pg);
-    --movable_free_;
   }
-  --free_pages_;
   return out;
 }
 
@@ -313,7 +310,7 @@ void paged_segments::undo_back(std::uint32_t first, std::uint32_t done,
   for (auto const& t : taken) {
     if (t.pinned) {
       pages_[t.page].pinned = true;
-      ++free_pages_;
+      ++pinned_free_;
     } else {
       link_free(t.page);
     }
@@ -389,7 +386,7 @@ void paged_segments::unback(void const* ptr, std::size_t bytes, cudaStream_t str
     --live_pages_;
     if (capturing) {  // a graph may use it again: kept until back() takes it in place
       g.pinned = true;
-      ++free_pages_;
+      ++pinned_free_;
       continue;
     }
     if (!recorded) {
@@ -450,7 +447,6 @@ void paged_segments::link_free(std::uint32_t pg) noexcept
     free_head_ = pg;
   }
   free_tail_ = pg;
-  ++free_pages_;
   ++movable_free_;
 }
 
@@ -468,6 +464,7 @@ void paged_segments::unlink_free(std::uint32_t pg) noexcept
     free_tail_ = g.prev;
   }
   g.prev = g.next = none;
+  --movable_free_;
 }
 
 bool paged_segments::wait_for(page& g) noexcept
@@ -520,8 +517,6 @@ std::size_t paged_segments::trim() noexcept
   while (free_head_ != none) {
     auto const pg = free_head_;
     unlink_free(pg);
-    --movable_free_;
-    --free_pages_;
     unmap_and_release(pg);
     bytes += granularity_;
   }
@@ -540,7 +535,7 @@ paged_segments_stats paged_segments::stats() const
   st.backed_bytes    = mapped_pages_ * granularity_;
   st.live_pages      = live_pages_;
   st.peak_live_pages = peak_live_pages_;
-  st.free_pages      = free_pages_;
+  st.free_pages      = movable_free_ + pinned_free_;
   st.created         = created_;
   st.moved           = moved_;
   st.waited          = waited_;
@@ -595,9 +590,10 @@ void paged_segments::check_invariants() const
   if (mapped != mapped_pages_) {
     fail(detail::format("mapped pages ", mapped_pages_, " != ", mapped));
   }
-  if (free != free_pages_ || listed + pinned != free || listed != movable_free_) {
-    fail(detail::format("free pages ", free_pages_, " (", movable_free_, " movable) != ", free,
-                        " mapped with no live block (", listed, " listed, ", pinned, " pinned)"));
+  if (listed != movable_free_ || pinned != pinned_free_ || free != listed + pinned) {
+    fail(detail::format("free pages ", movable_free_, " movable and ", pinned_free_,
+                        " pinned != ", free, " mapped with no live block (", listed, " listed, ",
+                        pinned, " pinned)"));
   }
   if (peak_live_pages_ < live_pages_) { fail("peak of live pages below live pages"); }
 }

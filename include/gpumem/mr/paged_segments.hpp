@@ -30,7 +30,7 @@
 // back() changes nothing: pages it took are given back.
 //
 // Invariants (check_invariants): live_pages() == pages with a live count > 0; every such page is
-// mapped; free_pages() == mapped pages with count 0 == length of the free list, oldest first;
+// mapped; free pages (mapped, count 0) == the free list (oldest first) + the pinned ones;
 // every mapped page lies in a live segment; segments never overlap; backed_bytes() ==
 // mapped pages × granularity.
 // Thread safety: every call takes one mutex (PyTorch calls under its own allocator lock).
@@ -159,8 +159,8 @@ class paged_segments {
   std::uint32_t free_head_{none}, free_tail_{none};
   std::size_t segment_pages_{};
   std::size_t mapped_pages_{};
-  std::size_t free_pages_{};    // mapped, count 0 (pinned ones included)
-  std::size_t movable_free_{};  // free and not pinned
+  std::size_t movable_free_{};  // free pages in the free list (link_free / unlink_free count them)
+  std::size_t pinned_free_{};   // free pages pinned by a capture, not in the list
   std::size_t live_pages_{};
   std::size_t peak_live_pages_{};
   std::uint64_t created_{}, moved_{}, waited_{}, released_{};
