@@ -105,6 +105,15 @@ struct pool_slot {
   std::atomic<u64> segments{}, segment_bytes{}, allocations{}, failures{};
 };
 
+/// Writes the first n (at most all) of `v` to `out` (none when it is null); returns how many.
+template <std::size_t N>
+int copy_out(std::array<u64, N> const& v, u64* out, int n) noexcept
+{
+  int const count = n < static_cast<int>(N) ? n : static_cast<int>(N);
+  for (int i = 0; i < count && out != nullptr; ++i) { out[i] = v[static_cast<std::size_t>(i)]; }
+  return count;
+}
+
 // Never destroyed: PyTorch may give segments back during interpreter shutdown.
 auto& pool_table = *new std::array<pool_slot, pool_slots>;
 thread_local std::string pool_error;
@@ -382,9 +391,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_paged_stats(int k, u64* out, int n)
     v[9] += static_cast<u64>(st.back_seconds * 1e6);
     v[10] += static_cast<u64>(st.unback_seconds * 1e6);
   }
-  int const count = n < static_cast<int>(v.size()) ? n : static_cast<int>(v.size());
-  for (int i = 0; i < count && out != nullptr; ++i) { out[i] = v[static_cast<std::size_t>(i)]; }
-  return count;
+  return copy_out(v, out, n);
 }
 
 /// Frees slot `k` for another pool: its stacks go. -2 (nothing changes) while PyTorch still holds
@@ -422,9 +429,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_stats(int k, u64* out, int n)
   }
   std::array<u64, 5> const v{slot.segments.load(), slot.segment_bytes.load(),
                              slot.allocations.load(), slot.failures.load(), held};
-  int const count = n < static_cast<int>(v.size()) ? n : static_cast<int>(v.size());
-  for (int i = 0; i < count && out != nullptr; ++i) { out[i] = v[static_cast<std::size_t>(i)]; }
-  return count;
+  return copy_out(v, out, n);
 }
 
 /// Gives the free memory of slot k's stacks back to their devices (resource_stack::trim: what
@@ -532,9 +537,7 @@ GPUMEM_TORCH_EXPORT int gpumem_torch_pool_registration_stats(int k, int id, u64*
     bytes += x.bytes;
   }
   std::array<u64, 5> const v{count, bytes, r->registered(), r->deregistered(), r->failures()};
-  int const m = n < static_cast<int>(v.size()) ? n : static_cast<int>(v.size());
-  for (int i = 0; i < m && out != nullptr; ++i) { out[i] = v[static_cast<std::size_t>(i)]; }
-  return m;
+  return copy_out(v, out, n);
 }
 
 /// What the last failing NCCL call of registration `id` reported ("" when none failed).
