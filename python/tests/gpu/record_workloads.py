@@ -16,6 +16,15 @@ tools/gpumem/snapshot_to_csv.py into OUT_DIR/NAME.csv.gz. One JSON line per work
   train_moe         mixture-of-experts decoder training (8 experts, top-2 routing)
   serve_batched     batched serving: waves of requests of random prompt and output lengths,
                     finished requests dropped from the batch and their caches
+  hf_llama_checkpoint
+                    a Llama-style decoder from `transformers` (12 layers, hidden 1024) trained
+                    with gradient checkpointing, bf16 autocast, sequence length varying by step
+  hf_mixtral_moe    a Mixtral-style mixture-of-experts decoder from `transformers` (8 experts,
+                    top 2) trained with bf16 autocast
+  hf_llama_generate `transformers` generate() on a Llama-style decoder: batches of padded
+                    prompts of random lengths, sampled output lengths (its cache grows token by
+                    token)
+The hf_* workloads need `transformers`; they are recorded only when named with --only.
 """
 
 import argparse
@@ -30,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 WORKLOADS = ["generate_small", "train_multistream", "train_varlen", "train_checkpoint",
              "train_moe", "serve_batched"]
+HF_WORKLOADS = ["hf_llama_checkpoint", "hf_mixtral_moe", "hf_llama_generate"]
 
 
 # -- the workloads (run in the child) ---------------------------------------------------------------
@@ -162,6 +172,69 @@ def serve_batched(torch, tg):
     torch.cuda.synchronize()
 
 
+# -- workloads on `transformers` models (random weights) ---------------------------------------------
+
+def _hf_train(torch, model, steps, seed, shapes, vocab):
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=True)
+    gen = torch.Generator().manual_seed(seed)
+    model.train()
+    for step in range(steps):
+        b, t = shapes[step % len(shapes)]
+        ids = torch.randint(0, vocab, (b, t), generator=gen).cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, ids
+
+
+def hf_llama_checkpoint(torch, tg):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
+                      num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=16,
+                      max_position_embeddings=2048)
+    model = LlamaForCausalLM(cfg).cuda()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    _hf_train(torch, model, 18, 7, [(8, 512), (4, 1024), (16, 256), (6, 768)], cfg.vocab_size)
+    torch.cuda.synchronize()
+
+
+def hf_mixtral_moe(torch, tg):
+    from transformers import MixtralConfig, MixtralForCausalLM
+    cfg = MixtralConfig(vocab_size=32000, hidden_size=768, intermediate_size=1536,
+                        num_hidden_layers=6, num_attention_heads=12, num_key_value_heads=4,
+                        num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=2048)
+    model = MixtralForCausalLM(cfg).cuda()
+    _hf_train(torch, model, 18, 8, [(8, 512), (4, 1024), (16, 256)], cfg.vocab_size)
+    torch.cuda.synchronize()
+
+
+def hf_llama_generate(torch, tg):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
+                      num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=4,
+                      max_position_embeddings=2048, pad_token_id=0, eos_token_id=2,
+                      bos_token_id=1)
+    model = LlamaForCausalLM(cfg).cuda().to(torch.bfloat16).eval()
+    gen = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for wave in range(5):
+            batch = int(torch.randint(2, 17, (1,), generator=gen))
+            lens = torch.randint(16, 400, (batch,), generator=gen)
+            width = int(lens.max())
+            ids = torch.zeros((batch, width), dtype=torch.long)
+            mask = torch.zeros((batch, width), dtype=torch.long)
+            for i, n in enumerate(lens.tolist()):  # left padding, as generation wants
+                ids[i, width - n:] = torch.randint(3, cfg.vocab_size, (n,), generator=gen)
+                mask[i, width - n:] = 1
+            new = int(torch.randint(32, 200, (1,), generator=gen))
+            out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(),
+                                 max_new_tokens=new, min_new_tokens=new, do_sample=False)
+            del out
+    torch.cuda.synchronize()
+
+
 def child(name: str, out_dir: str) -> None:
     import torch
     sys.path.insert(0, HERE)
@@ -203,7 +276,7 @@ def child(name: str, out_dir: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir")
-    ap.add_argument("--only", nargs="*", choices=WORKLOADS)
+    ap.add_argument("--only", nargs="*", choices=WORKLOADS + HF_WORKLOADS)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
