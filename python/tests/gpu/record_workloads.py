@@ -18,12 +18,13 @@ tools/gpumem/snapshot_to_csv.py into OUT_DIR/NAME.csv.gz. One JSON line per work
                     finished requests dropped from the batch and their caches
   hf_llama_checkpoint
                     a Llama-style decoder from `transformers` (12 layers, hidden 1024) trained
-                    with gradient checkpointing, bf16 autocast, sequence length varying by step
+                    with gradient checkpointing, bf16 autocast, batch and sequence length
+                    changing each step
   hf_mixtral_moe    a Mixtral-style mixture-of-experts decoder from `transformers` (8 experts,
                     top 2) trained with bf16 autocast
-  hf_llama_generate `transformers` generate() on a Llama-style decoder: batches of padded
-                    prompts of random lengths, sampled output lengths (its cache grows token by
-                    token)
+  hf_llama_generate `transformers` generate() (greedy) on a Llama-style decoder: batches of
+                    left-padded prompts of random lengths, a random number of new tokens per
+                    batch (its cache grows token by token)
 The hf_* workloads need `transformers`; they are recorded only when named with --only.
 """
 
@@ -189,12 +190,17 @@ def _hf_train(torch, model, steps, seed, shapes, vocab):
         del loss, ids
 
 
-def hf_llama_checkpoint(torch, tg):
+def _llama(**config):
+    """A Llama-style decoder with random weights: 12 layers, hidden 1024, 16 heads."""
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
-                      num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=16,
-                      max_position_embeddings=2048)
-    model = LlamaForCausalLM(cfg).cuda()
+                      num_hidden_layers=12, num_attention_heads=16,
+                      max_position_embeddings=2048, **config)
+    return cfg, LlamaForCausalLM(cfg).cuda()
+
+
+def hf_llama_checkpoint(torch, tg):
+    cfg, model = _llama(num_key_value_heads=16)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     _hf_train(torch, model, 18, 7, [(8, 512), (4, 1024), (16, 256), (6, 768)], cfg.vocab_size)
     torch.cuda.synchronize()
@@ -211,12 +217,8 @@ def hf_mixtral_moe(torch, tg):
 
 
 def hf_llama_generate(torch, tg):
-    from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
-                      num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=4,
-                      max_position_embeddings=2048, pad_token_id=0, eos_token_id=2,
-                      bos_token_id=1)
-    model = LlamaForCausalLM(cfg).cuda().to(torch.bfloat16).eval()
+    cfg, model = _llama(num_key_value_heads=4, pad_token_id=0, eos_token_id=2, bos_token_id=1)
+    model = model.to(torch.bfloat16).eval()
     gen = torch.Generator().manual_seed(9)
     with torch.no_grad():
         for wave in range(5):
